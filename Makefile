@@ -1,0 +1,34 @@
+# make run / make test: both create (or refresh) .venv when pyproject.toml changed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench package clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	# torch/torchvision first, exactly as served from this machine's disk
+	$(PY) -m pip install "torch==2.14.1" "torchvision==0.29.1" || $(PY) -m pip install torch torchvision
+	$(PY) -m pip install -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/network-inspector-gui
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check inspector tests
+	$(VENV)/bin/lint-imports
+
+test: lint
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m tests.benchmarks.run_all
+
+package: $(STAMP)
+	bash packaging/build.sh
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

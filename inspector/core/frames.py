@@ -1,0 +1,163 @@
+"""What the UI and the CLI receive from a run: small immutable records, never live tensors.
+
+Every frame carries the run id, so a consumer can drop frames of a run it no longer shows.
+Data frames (activations, gradients) may be dropped by the channel when the consumer falls
+behind; control frames (RunStarted, RunFinished, ErrorFrame) never are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# The four hook kinds, in the order a module sees them.
+INPUT = "input"  # forward pre-hook: what the module receives
+OUTPUT = "output"  # forward hook: what it returns
+GRAD_OUTPUT = "grad_output"  # gradient of the score w.r.t. the module's output
+GRAD_INPUT = "grad_input"  # gradient w.r.t. its input, through this module only
+KINDS = (INPUT, OUTPUT, GRAD_OUTPUT, GRAD_INPUT)
+ACTIVATION_KINDS = (INPUT, OUTPUT)
+GRADIENT_KINDS = (GRAD_OUTPUT, GRAD_INPUT)
+
+
+@dataclass(frozen=True)
+class TensorStats:
+    """Statistics of one tensor. Per-channel arrays are over dim 1 (dim 0 is the batch).
+
+    For a 1-D tensor (or 0-D), the per-channel arrays have one entry.
+    """
+
+    mean: float
+    std: float
+    min: float
+    max: float
+    zero_fraction: float
+    numel: int
+    channel_mean: np.ndarray
+    channel_std: np.ndarray
+    channel_min: np.ndarray
+    channel_max: np.ndarray
+    channel_zero_fraction: np.ndarray
+    nonfinite: int = 0  # count of NaN/Inf values: exploding activations or gradients
+
+    @property
+    def abs_max(self) -> float:
+        return max(abs(self.min), abs(self.max))
+
+    @property
+    def dead_channels(self) -> int:
+        """Channels that are zero everywhere (dead ReLU units, for example)."""
+        return int(np.count_nonzero(self.channel_zero_fraction >= 1.0))
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: int
+    label: str  # what is being run: an image's file name, usually
+    model: str
+    device: str
+    image_size: tuple[int, int] | None = None  # original (width, height)
+    display: np.ndarray | None = None  # the preprocessed input un-normalized, HxWx3 uint8
+    time: float = 0.0  # time.time() at start
+
+
+@dataclass(frozen=True)
+class TensorFrame:
+    """What a hook saw on one tensor of one call of one module."""
+
+    run_id: int
+    module: str  # qualified name as in model.named_modules(); "" is the model itself
+    call: int  # 0 for the first call of this module in the run, 1 for the second, ...
+    kind: str  # one of KINDS
+    path: str  # where the tensor sits in a tuple/list/dict output: "" for a plain tensor, "0", "logits", "1.key"
+    shape: tuple[int, ...]
+    dtype: str
+    stats: TensorStats
+    preview: np.ndarray | None = None  # float32, first item of the batch, reduced (see hooks.PreviewSpec)
+    full: np.ndarray | None = None  # the whole tensor, only when asked for (export)
+
+    @property
+    def key(self) -> tuple[str, int, str, str]:
+        return (self.module, self.call, self.kind, self.path)
+
+
+@dataclass(frozen=True)
+class ActivationFrame(TensorFrame):
+    """A module's input or output (kind is INPUT or OUTPUT)."""
+
+
+@dataclass(frozen=True)
+class GradientFrame(TensorFrame):
+    """A gradient (kind is GRAD_OUTPUT or GRAD_INPUT)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    index: int
+    label: str
+    prob: float
+    logit: float
+
+
+@dataclass(frozen=True)
+class PredictionFrame:
+    run_id: int
+    top: tuple[Prediction, ...]
+    target: int | None  # the class whose score was back-propagated, if any
+
+
+@dataclass(frozen=True)
+class CamFrame:
+    """A class activation map (or input attribution), at the model input's resolution in [0, 1]."""
+
+    run_id: int
+    method: str
+    layer: str
+    target: int
+    cam: np.ndarray  # float32, H x W of the model input
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    run_id: int
+    status: str  # "ok", "error" or "cancelled"
+    timings: dict[str, float] = field(default_factory=dict)  # seconds: "preprocess", "forward", ...
+    interventions: tuple[str, ...] = ()  # descriptions of what was applied during the run
+    never_called: tuple[str, ...] = ()  # captured modules whose hooks never fired
+    frames_dropped: int = 0  # by the channel, for this run, at the time it finished
+
+
+@dataclass(frozen=True)
+class ErrorFrame:
+    run_id: int | None  # None when the error is not about a run (a model load, say)
+    message: str  # one line, for a status bar
+    details: str = ""  # the traceback or the list of problems, for a details dialog
+    module: str | None = None  # the module in which it happened, when known
+    exception: str = ""  # the exception's type name
+
+
+@dataclass(frozen=True)
+class ModelLoaded:
+    """Sent when a model finished loading on the worker (the UI rebuilds its tree)."""
+
+    name: str
+    description: str  # "resnet18 (pretrained, ImageNet)", "demo_shapes (shipped weights)", ...
+    pretrained: bool
+    device: str
+    tree: Any  # core.tree.ModuleTree
+
+
+# Never dropped by the channel: one or a few per run, and the UI needs every one.
+CONTROL_FRAMES = (RunStarted, RunFinished, ErrorFrame, ModelLoaded, PredictionFrame, CamFrame)
+Frame = (
+    RunStarted
+    | ActivationFrame
+    | GradientFrame
+    | PredictionFrame
+    | CamFrame
+    | RunFinished
+    | ErrorFrame
+    | ModelLoaded
+)
