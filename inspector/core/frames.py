@@ -40,6 +40,7 @@ class TensorStats:
     channel_min: np.ndarray
     channel_max: np.ndarray
     channel_zero_fraction: np.ndarray
+    abs_mean: float = 0.0  # mean |x|: what a gradient-flow plot shows per layer
     nonfinite: int = 0  # count of NaN/Inf values: exploding activations or gradients
 
     @property

@@ -1,0 +1,387 @@
+"""Capture sessions: register hooks for one run, send what they see, remove them always.
+
+`Capture` is a context manager. On entry it registers only what a `CaptureSpec` asks for;
+on exit, also when the forward or backward raised, it removes every handle and restores
+each module's `training` and `inplace` flags. What a hook sees leaves it as frames (stats,
+previews: small copies) through `sink`, or as detached device copies in `Capture.kept` for
+the modules a CAM needs; never as a reference to a live tensor.
+
+How each kind is captured:
+- input: a forward pre-hook (before the module can modify its input in place).
+- output: a forward hook (stats and previews are computed right then: a later in-place op,
+  like the ReLU after a BatchNorm, would otherwise change what we show).
+- grad_output: `Tensor.register_hook` on each output tensor, registered in the forward hook.
+  A hook registered before an in-place modification receives the gradient of the value the
+  module returned, which is what we want.
+- grad_input: the forward pre-hook hands the module `x.view_as(x)` instead of `x` and hooks
+  that view. The view is a fresh autograd node used only by this module, so its gradient is
+  the gradient w.r.t. the input through this module alone: what `register_full_backward_hook`
+  defines as grad_input. We do not use full backward hooks: they wrap outputs in a
+  BackwardHookFunction whose views may not be modified in place, which torchvision's resnet
+  does (`out += identity`) even with every ReLU(inplace=False). A view keeps in-place
+  semantics: a module that modifies its input in place still modifies the caller's tensor.
+  One exception: an in-place op on that view re-routes autograd around the view's node
+  (CopySlices goes straight to the base), so its hook would never fire. Modules with an
+  `inplace` flag (ReLU, Hardswish, Dropout, ...) get `inplace=False` for the run when their
+  grad_input is asked for; the flag is restored on exit like `training`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import stats as _stats
+from .frames import (
+    GRAD_INPUT,
+    GRAD_OUTPUT,
+    INPUT,
+    KINDS,
+    OUTPUT,
+    ActivationFrame,
+    GradientFrame,
+)
+from .interventions import Intervention, InterventionSet
+
+
+class HookError(RuntimeError):
+    """A hook (ours or an intervention) raised; names the module and the hook kind."""
+
+    def __init__(self, module: str, kind: str, error: BaseException) -> None:
+        self.module = module
+        self.kind = kind
+        self.error = error
+        where = module or "(the model itself)"
+        super().__init__(f"{kind} hook on module '{where}' failed: {type(error).__name__}: {error}")
+
+
+class RunCancelled(Exception):
+    """Raised from a hook to stop a run early; not an error."""
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    """What to capture in a run.
+
+    modules: module name -> the kinds to capture there (subset of frames.KINDS).
+    preview: modules whose tensors also get a small array for display.
+    keep: modules whose output and output gradient are kept (detached device copies) in
+          `Capture.kept` after the run: what a CAM method needs.
+    full: modules whose whole tensors travel in the frames (export).
+    """
+
+    modules: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    preview: frozenset[str] = frozenset()
+    keep: frozenset[str] = frozenset()
+    full: frozenset[str] = frozenset()
+    preview_channels: int = 64
+    preview_size: int = 64
+    stats: bool = True
+
+    def __post_init__(self) -> None:
+        mods = {name: frozenset(kinds) for name, kinds in dict(self.modules).items()}
+        for name, kinds in mods.items():
+            unknown = kinds - set(KINDS)
+            if unknown:
+                raise ValueError(f"unknown capture kind(s) {sorted(unknown)} for '{name}'")
+        object.__setattr__(self, "modules", mods)
+        for attr in ("preview", "keep", "full"):
+            object.__setattr__(self, attr, frozenset(getattr(self, attr)))
+
+    @classmethod
+    def for_modules(
+        cls, names: Iterable[str], kinds: Iterable[str] = (OUTPUT,), **kw: Any
+    ) -> CaptureSpec:
+        kinds = frozenset(kinds)
+        return cls(modules={n: kinds for n in names}, **kw)
+
+    @classmethod
+    def leaves(cls, model: nn.Module, kinds: Iterable[str] = (OUTPUT,), **kw: Any) -> CaptureSpec:
+        """Every leaf module (no children) with the given kinds."""
+        return cls.for_modules(leaf_names(model), kinds, **kw)
+
+    def kinds_for(self, name: str) -> frozenset[str]:
+        return self.modules.get(name, frozenset())
+
+    @property
+    def needs_grad(self) -> bool:
+        return bool(self.keep) or any(k & {GRAD_OUTPUT, GRAD_INPUT} for k in self.modules.values())
+
+    def names(self) -> set[str]:
+        return set(self.modules) | set(self.preview) | set(self.keep) | set(self.full)
+
+    def with_(self, **changes: Any) -> CaptureSpec:
+        return replace(self, **changes)
+
+
+def leaf_names(model: nn.Module) -> list[str]:
+    return [n for n, m in model.named_modules() if n and next(m.children(), None) is None]
+
+
+def tensor_leaves(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor in a (nested) tuple, list or dict output, with its path: "", "0", "1.logits"."""
+    if isinstance(value, torch.Tensor):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from tensor_leaves(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from tensor_leaves(v, f"{path}.{i}" if path else str(i))
+
+
+Sink = Callable[[object], None]
+
+
+class Capture:
+    """`with Capture(model, spec, sink, run_id) as cap: model(x)...` — see the module docstring."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        spec: CaptureSpec,
+        sink: Sink | None = None,
+        run_id: int = 0,
+        interventions: Iterable[Intervention] = (),
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.model = model
+        self.spec = spec
+        self.sink = sink or (lambda frame: None)
+        self.run_id = run_id
+        self.interventions = InterventionSet(tuple(interventions))
+        self.cancel = cancel
+        self.kept: dict[tuple[str, int, str, str], torch.Tensor] = {}
+        self.calls: Counter[str] = Counter()
+        self.error_module: str | None = None  # deepest hooked module running when a run failed
+        self._handles: list[Any] = []
+        self._active: list[str] = []  # hooked modules whose forward is running (innermost last)
+        self._call_stack: defaultdict[str, list[int]] = defaultdict(list)
+        self._flags: list[tuple[nn.Module, str, Any]] = []
+        self._lock = threading.Lock()  # backward hooks may run on autograd's device threads
+
+    # -- context manager -----------------------------------------------------------------
+
+    def __enter__(self) -> Capture:
+        modules = dict(self.model.named_modules())
+        wanted = self.spec.names() | self.interventions.modules()
+        missing = sorted(wanted - set(modules))
+        if missing:
+            raise KeyError(f"no module named {', '.join(repr(m) for m in missing)} in the model")
+        for mod in modules.values():
+            for attr in ("training", "inplace"):
+                if hasattr(mod, attr):
+                    self._flags.append((mod, attr, getattr(mod, attr)))
+        try:
+            # Interventions first: forward hooks run in registration order, so the capture
+            # hooks below see (and show) the edited output, which is what flows on.
+            for name in sorted(self.interventions.modules()):
+                self._install_interventions(name, modules[name])
+            for name in modules:
+                if name in self.spec.names():
+                    self._install_capture(name, modules[name])
+                else:
+                    self._install_tracking(name, modules[name])
+        except BaseException:
+            self._remove()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and self._active:
+            self.error_module = self._active[-1]
+        self._remove()
+
+    def _remove(self) -> None:
+        handles, self._handles = self._handles, []
+        for h in handles:
+            h.remove()
+        for mod, attr, value in self._flags:
+            setattr(mod, attr, value)
+        self._flags.clear()
+
+    # -- results -------------------------------------------------------------------------
+
+    def never_called(self) -> list[str]:
+        return sorted(n for n in self.spec.modules if self.calls[n] == 0)
+
+    def kept_tensor(self, module: str, kind: str = OUTPUT, call: int = -1, path: str = ""):
+        """A kept tensor; call=-1 means the module's last call in the run."""
+        if call < 0:
+            call = self.calls[module] + call
+        return self.kept.get((module, call, kind, path))
+
+    # -- hook installation ---------------------------------------------------------------
+
+    def _install_tracking(self, name: str, module: nn.Module) -> None:
+        """Uncaptured modules still check for cancellation and keep the stack of running
+        modules, so that an exception raised inside one can name it."""
+
+        def pre_hook(mod, args):
+            if self.cancel is not None and self.cancel.is_set():
+                raise RunCancelled()
+            self._active.append(name)
+
+        def forward_hook(mod, args, output):
+            if self._active and self._active[-1] == name:
+                self._active.pop()
+
+        self._handles.append(module.register_forward_pre_hook(pre_hook))
+        self._handles.append(module.register_forward_hook(forward_hook))
+
+    def _install_interventions(self, name: str, module: nn.Module) -> None:
+        items = self.interventions.for_module(name)
+
+        def forward_hook(mod, args, output):
+            try:
+                for item in items:
+                    if not isinstance(output, torch.Tensor):
+                        raise TypeError(
+                            f"interventions need a tensor output, got {type(output).__name__}"
+                        )
+                    edited = item.edit_output(output, self.run_id)
+                    if edited is not None:
+                        output = edited
+                    if item.edits_gradient and output.requires_grad:
+                        output.register_hook(item.edit_gradient)
+                return output
+            except Exception as e:
+                raise HookError(name, "intervention", e) from e
+
+        self._handles.append(module.register_forward_hook(forward_hook))
+
+    def _install_capture(self, name: str, module: nn.Module) -> None:
+        kinds = self.spec.kinds_for(name)
+        keep = name in self.spec.keep
+        if GRAD_INPUT in kinds and getattr(module, "inplace", False):
+            module.inplace = False  # restored by _remove(): see the module docstring
+
+        def pre_hook(mod, args, kwargs):
+            if self.cancel is not None and self.cancel.is_set():
+                raise RunCancelled()
+            with self._lock:
+                call = self.calls[name]
+                self.calls[name] += 1
+            self._call_stack[name].append(call)
+            self._active.append(name)
+            try:
+                if INPUT in kinds:
+                    for path, t in tensor_leaves((args, kwargs)):
+                        self._emit(ActivationFrame, name, call, INPUT, _input_path(path), t)
+                if GRAD_INPUT in kinds and torch.is_grad_enabled():
+                    return self._hook_inputs(name, call, args, kwargs)
+            except (RunCancelled, HookError):
+                raise
+            except Exception as e:
+                raise HookError(name, INPUT, e) from e
+            return None
+
+        def forward_hook(mod, args, output):
+            call = self._call_stack[name].pop() if self._call_stack[name] else 0
+            if self._active and self._active[-1] == name:
+                self._active.pop()
+            try:
+                for path, t in tensor_leaves(output):
+                    if OUTPUT in kinds:
+                        self._emit(ActivationFrame, name, call, OUTPUT, path, t)
+                    if keep:
+                        self.kept[(name, call, OUTPUT, path)] = t.detach().clone()
+                    if (GRAD_OUTPUT in kinds or keep) and t.requires_grad:
+                        t.register_hook(self._grad_hook(name, call, GRAD_OUTPUT, path, keep))
+            except (RunCancelled, HookError):
+                raise
+            except Exception as e:
+                raise HookError(name, OUTPUT, e) from e
+
+        self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
+        self._handles.append(module.register_forward_hook(forward_hook))
+
+    def _hook_inputs(self, name, call, args, kwargs):
+        def swap(value, path):
+            if isinstance(value, torch.Tensor):
+                if not value.requires_grad:
+                    return value
+                view = value.view_as(value)
+                view.register_hook(self._grad_hook(name, call, GRAD_INPUT, path, False))
+                return view
+            if isinstance(value, (tuple, list)):
+                items = [swap(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(value)]
+                return type(value)(items) if isinstance(value, list) else tuple(items)
+            if isinstance(value, dict):
+                return {k: swap(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+            return value
+
+        new_args = tuple(swap(a, str(i)) for i, a in enumerate(args))
+        new_kwargs = {k: swap(v, k) for k, v in kwargs.items()}
+        return new_args, new_kwargs
+
+    def _grad_hook(self, name: str, call: int, kind: str, path: str, keep: bool):
+        emit = kind in self.spec.kinds_for(name)
+
+        def hook(grad: torch.Tensor):
+            if self.cancel is not None and self.cancel.is_set():
+                raise RunCancelled()
+            try:
+                if emit:
+                    self._emit(GradientFrame, name, call, kind, path, grad)
+                if keep:
+                    with self._lock:
+                        self.kept[(name, call, kind, path)] = grad.detach().clone()
+            except (RunCancelled, HookError):
+                raise
+            except Exception as e:
+                raise HookError(name, kind, e) from e
+            return None
+
+        return hook
+
+    def _emit(self, cls, name: str, call: int, kind: str, path: str, t: torch.Tensor) -> None:
+        spec = self.spec
+        st = _stats.tensor_stats(t) if spec.stats else None
+        prev = (
+            _stats.preview(t, spec.preview_channels, spec.preview_size)
+            if name in spec.preview
+            else None
+        )
+        full = t.detach().to("cpu", copy=True).numpy() if name in spec.full else None
+        self.sink(
+            cls(
+                run_id=self.run_id,
+                module=name,
+                call=call,
+                kind=kind,
+                path=path,
+                shape=tuple(t.shape),
+                dtype=str(t.dtype).removeprefix("torch."),
+                stats=st,
+                preview=prev,
+                full=full,
+            )
+        )
+
+
+def _input_path(path: str) -> str:
+    """(args, kwargs) paths "0.1" / "1.name" -> "1" (second positional) / "name" (keyword)."""
+    head, _, rest = path.partition(".")
+    return rest if head in ("0", "1") else path
+
+
+def remaining_hooks(model: nn.Module) -> list[str]:
+    """Modules that still have hooks of any kind: should be empty after every run."""
+    out = []
+    for name, m in model.named_modules():
+        for attr in (
+            "_forward_hooks",
+            "_forward_pre_hooks",
+            "_backward_hooks",
+            "_backward_pre_hooks",
+        ):
+            if getattr(m, attr, None):
+                out.append(f"{name or '(model)'}.{attr}")
+    return out

@@ -1,0 +1,519 @@
+"""Image files in, model input tensors out, and back again for display.
+
+`load_image` turns any file Pillow can read into an upright 8-bit RGB image or raises an
+`ImageLoadError` that names the file and says, in words a user understands, what is wrong.
+`expand_paths` turns what the user dropped or typed (files and folders) into a sorted list of
+image files. `Preprocess` is the model's resize / center-crop / normalize step; it gives the
+same tensor as torchvision's `weights.transforms()`, and maps results (tensors, CAMs) back to
+something that can be shown over the picture.
+
+torch and torchvision are imported inside the functions that need them: the GUI uses
+`load_image` and `IMAGE_EXTENSIONS` before torch is imported (importing torchvision takes
+seconds, and the window is shown first).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
+
+if TYPE_CHECKING:
+    import torch
+
+# Formats the stock Pillow wheels decode. Folder expansion keeps only these, so a folder of
+# photos with sidecar files (.xmp, .txt, .json) expands to the photos.
+IMAGE_EXTENSIONS = frozenset(
+    {
+        ".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".apng", ".bmp", ".dib", ".gif",
+        ".tif", ".tiff", ".webp", ".avif", ".ppm", ".pgm", ".pbm", ".pnm", ".pfm",
+        ".tga", ".ico", ".jp2", ".j2k", ".jpx", ".qoi", ".sgi", ".rgb", ".pcx",
+    }
+)  # fmt: skip
+
+# The pixel count above which Pillow itself refuses to open a file (DecompressionBombError at
+# 2 x Image.MAX_IMAGE_PIXELS with its default). Hard-coded rather than read from Pillow, whose
+# limit is a process-wide setting that any other code may change or set to None.
+MAX_PIXELS = 178_956_970
+
+# Transparent images are composited over white: almost every transparent image a user has
+# (logos, icons, cut-out product shots) was made to be seen on a white page, browsers and
+# file viewers show it that way, and ImageNet's product photos are on white. What the model
+# sees is then what the user expects it to see.
+BACKGROUND = (255, 255, 255)
+
+_HIGH_DEPTH_MODES = frozenset({"I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
+_TYPE_MAX = {"I": 2**31 - 1, "F": 1.0}  # for constant images; 16-bit modes use 65535
+
+
+class ImageLoadError(Exception):
+    """A file that cannot be used as an image; `str()` is "<path>: <reason>"."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(path, reason)  # keeps the exception picklable
+        self.path = Path(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_image(
+    path: str | os.PathLike[str], *, background: tuple[int, int, int] = BACKGROUND
+) -> Image.Image:
+    """Decode `path` into an upright RGB image, fully loaded (the file is closed on return).
+
+    EXIF orientation is applied. 16-bit, 32-bit and float images are scaled by their data's
+    own range (not clipped at 255), transparency is composited over `background`, CMYK and
+    palette images are converted. `img.info` keeps "source_format", "source_mode",
+    "source_size" (width, height in the file) and "load_notes" (what was changed, in words).
+
+    Raises ImageLoadError for anything that is not a readable image, and for images over
+    MAX_PIXELS; a JPEG over the limit is decoded at 1/2, 1/4 or 1/8 scale instead (see
+    _open_checked).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ImageLoadError(path, "is a folder, not an image file")
+    try:
+        with open(path, "rb") as fp:
+            if os.fstat(fp.fileno()).st_size == 0:
+                raise ImageLoadError(path, "file is empty")
+            im, file_size, notes = _open_checked(fp, path)
+            fmt = im.format or path.suffix.lstrip(".").upper() or "image"
+            source = (im.format, im.mode, file_size)
+            try:
+                im.load()
+            except MemoryError:
+                raise ImageLoadError(
+                    path, f"not enough memory to decode {_size(im.size)}"
+                ) from None
+            except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError, ...
+                raise ImageLoadError(path, _decode_reason(fmt, exc)) from exc
+    except FileNotFoundError:
+        raise ImageLoadError(path, "file not found") from None
+    except PermissionError:
+        raise ImageLoadError(path, "permission denied (the file cannot be read)") from None
+    except IsADirectoryError:
+        raise ImageLoadError(path, "is a folder, not an image file") from None
+    except OSError as exc:  # e.g. an I/O error on a failing disk or a vanished network share
+        raise ImageLoadError(path, f"cannot read the file ({exc.strerror or exc})") from exc
+
+    try:
+        im = _upright(im)
+        rgb = _to_rgb(im, background, notes)
+    except MemoryError:
+        raise ImageLoadError(path, f"not enough memory to convert {_size(im.size)}") from None
+    except ValueError as exc:  # a mode Pillow cannot convert (LAB without a profile, ...)
+        raise ImageLoadError(path, f"cannot convert {source[1]} {fmt} data to RGB ({exc})") from exc
+    rgb.info = {
+        "source_format": source[0],
+        "source_mode": source[1],
+        "source_size": source[2],
+        "load_notes": tuple(notes),
+    }
+    return rgb
+
+
+def _open_checked(fp, path: Path) -> tuple[Image.Image, tuple[int, int], list[str]]:
+    """Open (header only) and enforce MAX_PIXELS before any pixel is decoded.
+
+    Returns the opened image, its size in the file, and notes on what was changed.
+
+    Pillow's own check runs inside Image.open: it warns (DecompressionBombWarning) above
+    Image.MAX_IMAGE_PIXELS and raises DecompressionBombError above twice that, before the
+    plugin's size is available to us. On that error the header is re-read without Pillow's
+    check so the message can say how large the image claims to be, and so a large JPEG can
+    still be decoded: JPEG's DCT can decode at 1/2, 1/4 or 1/8 scale (Image.draft) at a
+    fraction of the memory and time. A 20000 x 20000 photo is plausible (stitched panoramas,
+    scans), and the model sees 224 pixels anyway, so a JPEG over the limit is decoded at the
+    smallest reduction that fits under it. Other formats cannot decode reduced and are refused.
+    """
+    notes: list[str] = []
+    try:
+        im = Image.open(fp)
+    except Image.DecompressionBombError:
+        im = _open_without_pillow_limit(fp)
+        if im is None:
+            raise ImageLoadError(
+                path, f"image is over the {_megapixels(MAX_PIXELS)}-megapixel limit"
+            ) from None
+    except UnidentifiedImageError:
+        raise ImageLoadError(path, _not_an_image_reason(fp)) from None
+    except (SyntaxError, ValueError, EOFError, struct.error) as exc:
+        raise ImageLoadError(path, f"corrupt image header ({exc})") from None
+    except OSError as exc:
+        if exc.errno is not None:  # a real I/O error, reported as such by load_image
+            raise
+        # Pillow's own OSErrors: "Unsupported BMP compression", "unknown TIFF mode", ...
+        raise ImageLoadError(path, f"unsupported or corrupt image ({exc})") from None
+
+    w, h = im.size
+    if w * h <= MAX_PIXELS:
+        return im, (w, h), notes
+    too_big = f"image is {_size(im.size)}, over the {_megapixels(MAX_PIXELS)}-megapixel limit"
+    if not isinstance(im, JpegImagePlugin.JpegImageFile):
+        raise ImageLoadError(path, too_big)
+    scale = next((s for s in (2, 4, 8) if -(-w // s) * -(-h // s) <= MAX_PIXELS), None)
+    # draft keeps the largest reduction whose result is at least the requested size.
+    if scale is None or im.draft(None, (w // scale, h // scale)) is None:
+        raise ImageLoadError(path, too_big)
+    if im.size[0] * im.size[1] > MAX_PIXELS:
+        raise ImageLoadError(path, too_big)
+    notes.append(f"decoded at 1/{scale} scale ({w} x {h} in the file)")
+    return im, (w, h), notes
+
+
+def _open_without_pillow_limit(fp) -> Image.Image | None:
+    """The plugin walk Image.open does, without its pixel check; only on its bomb error."""
+    fp.seek(0)
+    prefix = fp.read(16)
+    Image.init()
+    for fmt in Image.ID:
+        factory, accept = Image.OPEN[fmt]
+        if accept is not None:
+            verdict = accept(prefix)
+            if not verdict or isinstance(verdict, str):
+                continue
+        fp.seek(0)
+        try:
+            return factory(fp, "")
+        except Image.DecompressionBombError:  # plugins that check again in their own _open
+            return None
+        except (SyntaxError, IndexError, TypeError, ValueError, EOFError, struct.error):
+            continue
+    return None
+
+
+# Signatures of files people drop by mistake, and of images stock Pillow cannot read.
+_SIGNATURES = (
+    (0, b"%PDF", "a PDF document, not an image"),
+    (0, b"PK\x03\x04", "a zip archive, not an image"),
+    (4, b"ftypheic", "a HEIC image, which Pillow cannot read without the pillow-heif plugin"),
+    (4, b"ftypheix", "a HEIC image, which Pillow cannot read without the pillow-heif plugin"),
+    (4, b"ftypmif1", "a HEIF image, which Pillow cannot read without the pillow-heif plugin"),
+    (4, b"ftypisom", "an MP4 video, not an image"),
+)
+
+
+def _not_an_image_reason(fp) -> str:
+    fp.seek(0)
+    head = fp.read(4096)
+    for offset, magic, reason in _SIGNATURES:
+        if head[offset : offset + len(magic)] == magic:
+            return reason
+    if b"\0" not in head:
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError as exc:  # a multi-byte character cut at 4096 is still text
+            text = head[: exc.start].decode("utf-8") if exc.start > len(head) - 4 else None
+        if text is not None:
+            if "<svg" in text[:1024].lower():
+                return "an SVG (vector) image, which Pillow cannot read"
+            return "not an image file (looks like text)"
+    return "not an image file (unknown format)"
+
+
+def _decode_reason(fmt: str, exc: Exception) -> str:
+    message = str(exc)
+    if isinstance(exc, EOFError) or "truncated" in message.lower():
+        return f"truncated {fmt} data (the file ends before the image does)"
+    return f"corrupt {fmt} data ({message or type(exc).__name__})"
+
+
+def _upright(im: Image.Image) -> Image.Image:
+    # A corrupt EXIF block must not make a readable image unreadable: keep it as stored.
+    try:
+        return ImageOps.exif_transpose(im)
+    except Exception:
+        return im
+
+
+def _to_rgb(im: Image.Image, background: tuple[int, int, int], notes: list[str]) -> Image.Image:
+    if im.mode in _HIGH_DEPTH_MODES:
+        return _high_depth_to_rgb(im, notes)
+    if im.mode == "RGB" and "transparency" not in im.info:
+        return im
+    if im.has_transparency_data:
+        rgba = im.convert("RGBA")
+        if rgba.getextrema()[3][0] < 255:
+            notes.append(f"transparency shown over RGB{tuple(background)}")
+        out = Image.new("RGBA", im.size, (*background, 255))
+        out.alpha_composite(rgba)
+        return out.convert("RGB")
+    # "1" maps to 0/255; "CMYK" uses Pillow's plain formula (no ICC colour management, as
+    # in torchvision's own PIL pipeline); "P", "L", "YCbCr", "HSV" convert directly.
+    return im.convert("RGB")
+
+
+def _high_depth_to_rgb(im: Image.Image, notes: list[str]) -> Image.Image:
+    """Scale 16-bit, 32-bit and float data by its own range to 0..255.
+
+    A 12-bit sensor or a depth map stored in 16 bits holds values such as 0..4000: divided by
+    257 (or clipped at 255, as Image.convert("L") does) it would show nearly black (or
+    white). Its own min..max range shows what is in it. A constant image has no range: it is
+    scaled by its type's maximum instead (65535, 2**31 - 1, or 1.0 for float).
+    """
+    a = np.array(im, dtype=np.float32)  # one working copy, scaled in place (large scans)
+    finite = np.isfinite(a)
+    values = a[finite]
+    lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+    if hi > lo:
+        a -= lo
+        a *= 255.0 / (hi - lo)
+        notes.append(f"{im.mode} values {lo:g}..{hi:g} scaled to 0..255")
+    else:
+        a *= 255.0 / _TYPE_MAX.get(im.mode, 65535)
+    a[~finite] = 0.0
+    np.clip(a, 0.0, 255.0, out=a)
+    gray = np.rint(a, out=a).astype(np.uint8)
+    return Image.fromarray(np.repeat(gray[:, :, None], 3, axis=2))
+
+
+def _size(size: tuple[int, int]) -> str:
+    w, h = size
+    return f"{w} x {h} ({_megapixels(w * h)} megapixels)"
+
+
+def _megapixels(n: int) -> str:
+    mp = n / 1e6
+    return f"{mp:.0f}" if mp >= 10 else f"{mp:.2g}"
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def expand_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    on_missing: Callable[[ImageLoadError], None] | None = None,
+) -> list[Path]:
+    """Image files named by `paths`, folders expanded recursively, naturally sorted.
+
+    A file given by name is kept when its extension is in IMAGE_EXTENSIONS (so dropping a
+    mixed selection keeps the images). Inside folders, hidden files and folders (".name")
+    are skipped and symlinked folders are not followed (no loops). Duplicates (the same file
+    reached twice, also through a symlink) appear once. Order is natural: "img2" < "img10".
+
+    A path that does not exist raises ImageLoadError, after all paths were checked, naming the
+    first missing one; pass `on_missing` to have each reported to it instead and get the rest.
+    """
+    found: list[Path] = []
+    missing: list[ImageLoadError] = []
+
+    def keep(p: Path) -> None:
+        if p.suffix.lower() in IMAGE_EXTENSIONS:
+            found.append(p)
+
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                for name in files:
+                    if not name.startswith("."):
+                        keep(Path(root, name))
+        elif p.exists():
+            keep(p)
+        else:
+            missing.append(ImageLoadError(p, "no such file or folder"))
+    if missing:
+        if on_missing is None:
+            raise missing[0]
+        for err in missing:
+            on_missing(err)
+    # Sorted before removing duplicates, so which name of a file is kept does not depend on
+    # the order os.walk happens to list a folder in.
+    unique: dict[str, Path] = {}
+    for p in sorted(found, key=_natural_key):
+        unique.setdefault(os.path.realpath(p), p)
+    return list(unique.values())
+
+
+def _natural_key(p: Path) -> tuple:
+    # re.split with a capture group alternates text, number, text, ... so equal positions
+    # always compare str with str and int with int.
+    return tuple(
+        [int(t) if t.isdigit() else t.casefold() for t in re.split(r"(\d+)", part)]
+        for part in p.parts
+    ) + (str(p),)
+
+
+# --------------------------------------------------------------------------- preprocessing
+
+_PRESET_ATTRS = ("crop_size", "resize_size", "mean", "std", "interpolation")
+_INTERPOLATIONS = ("nearest", "nearest-exact", "bilinear", "bicubic", "box", "hamming", "lanczos")
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """Resize, center-crop and normalize, as torchvision's ImageClassification preset does.
+
+    crop_size is (height, width) of the model input. resize_size resizes the shorter side to
+    that many pixels first (keeping the aspect ratio); None resizes straight to crop_size.
+    """
+
+    crop_size: tuple[int, int]
+    resize_size: int | None
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    interpolation: str = "bilinear"
+
+    def __post_init__(self) -> None:
+        crop = tuple(int(v) for v in self.crop_size)
+        if len(crop) != 2 or min(crop) < 1:
+            raise ValueError(f"crop_size must be (height, width) > 0, got {self.crop_size!r}")
+        if self.resize_size is not None and int(self.resize_size) < 1:
+            raise ValueError(f"resize_size must be > 0 or None, got {self.resize_size!r}")
+        mean = tuple(float(v) for v in self.mean)
+        std = tuple(float(v) for v in self.std)
+        if len(mean) != 3 or len(std) != 3 or 0.0 in std:
+            raise ValueError(f"mean and std need 3 values, std non-zero: {mean}, {std}")
+        if self.interpolation not in _INTERPOLATIONS:
+            raise ValueError(f"interpolation must be one of {_INTERPOLATIONS}")
+        object.__setattr__(self, "crop_size", crop)
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "std", std)
+        if self.resize_size is not None:
+            object.__setattr__(self, "resize_size", int(self.resize_size))
+
+    @classmethod
+    def from_transforms(cls, t) -> Preprocess:
+        """From torchvision's ImageClassification preset (`weights.transforms()`).
+
+        Its crop_size and resize_size are one-element lists ([224], [256]) in torchvision
+        0.29; plain ints and (h, w) pairs are accepted too.
+        """
+        missing = [a for a in _PRESET_ATTRS if not hasattr(t, a)]
+        if missing:
+            raise TypeError(
+                f"expected torchvision's ImageClassification preset (weights.transforms()), "
+                f"got {type(t).__name__} without {', '.join(missing)}"
+            )
+        crop = _as_list(t.crop_size, "crop_size")
+        crop_hw = (crop[0], crop[0]) if len(crop) == 1 else (crop[0], crop[1])
+        resize = _as_list(t.resize_size, "resize_size") if t.resize_size is not None else None
+        if resize is not None and len(resize) == 2:
+            if tuple(resize) != crop_hw:
+                raise ValueError(f"a resize to {resize} then a crop to {crop} is not supported")
+            resize = None
+        interpolation = getattr(t.interpolation, "value", t.interpolation)
+        return cls(
+            crop_size=crop_hw,
+            resize_size=resize[0] if resize else None,
+            mean=tuple(t.mean),
+            std=tuple(t.std),
+            interpolation=str(interpolation),
+        )
+
+    def __call__(self, img: Image.Image) -> torch.Tensor:
+        """(3, H, W) float32, normalized: the same calls, in the same order, as the preset."""
+        import torch
+        import torchvision.transforms.functional as F
+        from torchvision.transforms import InterpolationMode
+
+        if img.mode != "RGB":
+            img = img.convert("RGB")
+        mode = InterpolationMode(self.interpolation)
+        size = [self.resize_size] if self.resize_size is not None else list(self.crop_size)
+        img = F.resize(img, size, interpolation=mode, antialias=True)
+        img = F.center_crop(img, list(self.crop_size))
+        x = F.convert_image_dtype(F.pil_to_tensor(img), torch.float)
+        return F.normalize(x, mean=list(self.mean), std=list(self.std))
+
+    def resized_size(self, original_size: tuple[int, int]) -> tuple[int, int]:
+        """(width, height) after the resize step, as torchvision computes it."""
+        w, h = original_size
+        if w < 1 or h < 1:
+            raise ValueError(f"an image size must be positive, got {original_size}")
+        if self.resize_size is None:
+            return self.crop_size[1], self.crop_size[0]
+        short, long = (w, h) if w <= h else (h, w)
+        new_short, new_long = self.resize_size, int(self.resize_size * long / short)
+        return (new_short, new_long) if w <= h else (new_long, new_short)
+
+    def crop_offset(self, original_size: tuple[int, int]) -> tuple[int, int]:
+        """(left, top) of the crop in the resized image; negative where it was padded."""
+        rw, rh = self.resized_size(original_size)
+        ch, cw = self.crop_size
+        return _crop_start(rw, cw), _crop_start(rh, ch)
+
+    def to_display(self, x: torch.Tensor) -> np.ndarray:
+        """Un-normalize a (3, H, W) or (1, 3, H, W) input into an H x W x 3 uint8 image."""
+        if x.dim() == 4 and x.shape[0] == 1:
+            x = x[0]
+        if x.dim() != 3 or x.shape[0] != 3:
+            raise ValueError(f"expected a (3, H, W) or (1, 3, H, W) tensor, got {tuple(x.shape)}")
+        import torch
+
+        x = x.detach().to("cpu", dtype=torch.float32)
+        mean = torch.tensor(self.mean)[:, None, None]
+        std = torch.tensor(self.std)[:, None, None]
+        u8 = (x * std + mean).mul(255.0).round().clamp(0, 255).to(torch.uint8)
+        return u8.permute(1, 2, 0).contiguous().numpy()
+
+    def to_original(self, m: np.ndarray, original_size: tuple[int, int]) -> np.ndarray:
+        """Map an H x W map over the model input onto the original (width, height) image.
+
+        Inverts resize + center crop with bilinear interpolation. The map may have any size
+        (a 7 x 7 CAM or a 224 x 224 one): it is taken to cover the crop. Pixels of the original
+        outside the crop are 0. Returns float32 (height, width).
+        """
+        m = np.asarray(m, dtype=np.float32)
+        if m.ndim != 2 or min(m.shape) < 1:
+            raise ValueError(f"expected an H x W map, got shape {m.shape}")
+        w, h = original_size
+        rw, rh = self.resized_size(original_size)
+        left, top = self.crop_offset(original_size)
+        ch, cw = self.crop_size
+        x0, x1, wx, inside_x = _axis(w, rw, left, cw, m.shape[1])
+        y0, y1, wy, inside_y = _axis(h, rh, top, ch, m.shape[0])
+        rows = m[:, x0] * (1.0 - wx) + m[:, x1] * wx  # (map height, w)
+        out = rows[y0] * (1.0 - wy)[:, None]
+        out += rows[y1] * wy[:, None]
+        out *= inside_y[:, None] & inside_x[None, :]
+        return out
+
+
+def preprocess_batch(images: Sequence[Image.Image], pre: Preprocess) -> torch.Tensor:
+    """(B, 3, H, W) for a non-empty sequence of images."""
+    import torch
+
+    if not images:
+        raise ValueError("no images to preprocess")
+    return torch.stack([pre(img) for img in images])
+
+
+def _as_list(value, name: str) -> list[int]:
+    values = [int(value)] if isinstance(value, int) else [int(v) for v in value]
+    if len(values) not in (1, 2):
+        raise ValueError(f"{name} must have 1 or 2 values, got {value!r}")
+    return values
+
+
+def _crop_start(size: int, crop: int) -> int:
+    # torchvision's center_crop: pads by (crop - size) // 2 on the leading side when the crop
+    # is larger, otherwise starts at int(round((size - crop) / 2)) (round half to even).
+    if crop > size:
+        return -((crop - size) // 2)
+    return int(round((size - crop) / 2.0))
+
+
+def _axis(n_out: int, n_resized: int, start: int, n_crop: int, n_map: int):
+    """Source indices and weights along one axis, for pixel centers of the original image."""
+    crop_coord = (np.arange(n_out, dtype=np.float64) + 0.5) * (n_resized / n_out) - start
+    inside = (crop_coord >= 0.0) & (crop_coord < n_crop)
+    u = np.clip(crop_coord * (n_map / n_crop) - 0.5, 0.0, n_map - 1.0)
+    i0 = np.floor(u).astype(np.intp)
+    i1 = np.minimum(i0 + 1, n_map - 1)
+    return i0, i1, (u - i0).astype(np.float32), inside

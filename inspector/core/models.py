@@ -1,0 +1,427 @@
+"""Loading models: torchvision's catalog, checkpoints, pickles, factories; picking a device.
+
+Nothing here downloads: pretrained torchvision weights are used when their file is already
+in torch hub's cache, and otherwise the model runs with random weights and says so
+(`LoadedModel.pretrained` is False). `download_weights` fetches them when a user asks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .images import Preprocess
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+DEFAULT_PREPROCESS = Preprocess(
+    crop_size=(224, 224), resize_size=256, mean=IMAGENET_MEAN, std=IMAGENET_STD
+)
+DEMO_MODEL = "demo_shapes"
+
+
+class ModelLoadError(Exception):
+    """A model could not be loaded; the message says why in words a user can act on."""
+
+
+class CheckpointMismatch(ModelLoadError):
+    def __init__(self, path, missing, unexpected, wrong_shape) -> None:
+        self.missing, self.unexpected, self.wrong_shape = missing, unexpected, wrong_shape
+
+        def some(items, fmt=str):
+            shown = ", ".join(fmt(i) for i in items[:8])
+            return shown + (f" and {len(items) - 8} more" if len(items) > 8 else "")
+
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing: {some(missing)}")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected: {some(unexpected)}")
+        if wrong_shape:
+            parts.append(
+                f"{len(wrong_shape)} with the wrong shape: "
+                + some(wrong_shape, lambda w: f"{w[0]} (file {list(w[1])}, model {list(w[2])})")
+            )
+        super().__init__(
+            f"{Path(path).name} does not fit this architecture: " + "; ".join(parts)
+        )
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load. `name` is a catalog name (torchvision or registered) or the architecture
+    for `checkpoint`; `factory` is "path/to/file.py:function"; `pickle` a whole saved module,
+    loaded only with `trust_pickle` (unpickling runs arbitrary code)."""
+
+    name: str | None = DEMO_MODEL
+    checkpoint: str | None = None
+    factory: str | None = None
+    pickle: str | None = None
+    trust_pickle: bool = False
+    device: str | None = None
+
+
+@dataclass
+class LoadedModel:
+    model: nn.Module
+    name: str
+    description: str  # one line for a status bar
+    pretrained: bool  # False: random weights, and the UI says so plainly
+    categories: list[str]
+    preprocess: Preprocess
+    device: torch.device
+    source: str = ""  # the weights file, when there is one
+    notes: list[str] = field(default_factory=list)  # things the user should know
+
+    def label(self, index: int) -> str:
+        return self.categories[index] if 0 <= index < len(self.categories) else f"class {index}"
+
+
+# -- devices -------------------------------------------------------------------------------
+
+
+def pick_device(name: str | None = None) -> torch.device:
+    """CUDA if available, then MPS, then CPU; or the named device, checked to exist."""
+    if name in (None, "", "auto"):
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError as e:
+        raise ModelLoadError(f"unknown device '{name}': {e}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"device '{name}' asked for, but CUDA is not available here")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ModelLoadError(
+                f"device '{name}' asked for, but there are {torch.cuda.device_count()} CUDA devices"
+            )
+    if dev.type == "mps" and not (torch.backends.mps.is_available()):
+        raise ModelLoadError(f"device '{name}' asked for, but MPS is not available here")
+    return dev
+
+
+def available_devices() -> list[str]:
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out = [f"cuda:{i}" for i in range(torch.cuda.device_count())] + out
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        out.insert(0, "mps")
+    return out
+
+
+# -- the catalog -----------------------------------------------------------------------------
+
+Loader = Callable[[torch.device], LoadedModel]
+_REGISTRY: dict[str, Loader] = {}
+
+
+def register_model(name: str, loader: Loader) -> None:
+    """Add a model to the catalog (the demo model registers itself this way)."""
+    _REGISTRY[name] = loader
+
+
+def list_models() -> list[str]:
+    """Registered models first, then torchvision's classification models."""
+    import torchvision
+
+    return sorted(_REGISTRY) + sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+def _load_demo(device: torch.device) -> LoadedModel:
+    from inspector.demo import load_demo_model
+
+    model, meta = load_demo_model(device=str(device))
+    p = meta["preprocess"]
+    pre = Preprocess(
+        crop_size=tuple(p["crop_size"]),
+        resize_size=p.get("resize_size"),
+        mean=tuple(p["mean"]),
+        std=tuple(p["std"]),
+        interpolation=p.get("interpolation", "bilinear"),
+    )
+    return LoadedModel(
+        model=model,
+        name=DEMO_MODEL,
+        description=f"{DEMO_MODEL} (shipped weights, {len(meta['classes'])} shape classes)",
+        pretrained=True,
+        categories=list(meta["classes"]),
+        preprocess=pre,
+        device=device,
+        source=str(meta.get("weights_path", "")),
+    )
+
+
+register_model(DEMO_MODEL, _load_demo)
+
+
+def cached_weights_path(name: str) -> Path | None:
+    """Where torch hub keeps this model's default weights, if the file is there."""
+    import torchvision
+
+    try:
+        weights = torchvision.models.get_model_weights(name).DEFAULT
+    except (ValueError, KeyError, AttributeError):
+        return None
+    path = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(weights.url)
+    return path if path.is_file() else None
+
+
+def download_weights(name: str) -> Path:
+    """Fetch the default pretrained weights into torch hub's cache (needs a network)."""
+    import torchvision
+
+    weights = torchvision.models.get_model_weights(name).DEFAULT
+    weights.get_state_dict(progress=True)
+    path = cached_weights_path(name)
+    assert path is not None
+    return path
+
+
+def _torchvision(name: str, device: torch.device) -> LoadedModel:
+    import torchvision
+
+    if name not in torchvision.models.list_models(module=torchvision.models):
+        raise ModelLoadError(
+            f"unknown model '{name}': not a torchvision classification model "
+            f"(see `network-inspector models`)"
+        )
+    weights = torchvision.models.get_model_weights(name).DEFAULT
+    categories = list(weights.meta.get("categories") or [])
+    pre = Preprocess.from_transforms(weights.transforms())
+    cached = cached_weights_path(name)
+    notes = []
+    if cached is not None:
+        # torchvision finds the file in the hub cache and does not download.
+        model = torchvision.models.get_model(name, weights=weights)
+        desc = f"{name} (pretrained {weights.name}, {cached.name})"
+    else:
+        model = torchvision.models.get_model(name, weights=None)
+        _reinit_zero_heads(model, notes)
+        desc = f"{name} (RANDOM weights: no pretrained file in {Path(torch.hub.get_dir())})"
+        notes.append(f"No pretrained weights for {name} on this machine; using random weights.")
+    return LoadedModel(
+        model=model,
+        name=name,
+        description=desc,
+        pretrained=cached is not None,
+        categories=categories,
+        preprocess=pre,
+        device=device,
+        source=str(cached or ""),
+        notes=notes,
+    )
+
+
+def _reinit_zero_heads(model: nn.Module, notes: list[str]) -> None:
+    """torchvision's vit_* initialise the head to zeros: with random weights every logit and
+    every gradient would be 0. Give such heads small random weights instead."""
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Linear) and not m.weight.any():
+            nn.init.normal_(m.weight, std=0.01)
+            notes.append(f"{name}: zero-initialised head given small random weights")
+
+
+# -- checkpoints, pickles, factories ---------------------------------------------------------
+
+
+def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """A state_dict from .safetensors, or from .pt/.pth with weights_only=True (no code runs)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelLoadError(f"{path}: no such file")
+    if path.suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise ModelLoadError(f"{path.name}: not a readable safetensors file ({e})") from None
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise ModelLoadError(
+            f"{path.name} holds more than weights (pickled Python objects, perhaps a whole "
+            f"model). Loading it would run code from the file: open it as a trusted pickle "
+            f"only if you trust where it came from. ({str(e).splitlines()[0]})"
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        raise ModelLoadError(f"{path.name}: not a PyTorch checkpoint ({e})") from None
+    if isinstance(obj, dict):
+        for key in ("state_dict", "model_state_dict", "model", "net"):
+            inner = obj.get(key)
+            if isinstance(inner, dict) and inner and all(isinstance(k, str) for k in inner):
+                obj = inner
+                break
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise ModelLoadError(f"{path.name}: no state_dict (a mapping of names to tensors) inside")
+    keys = list(obj)
+    for prefix in ("module.", "_orig_mod.", "model."):  # DataParallel, torch.compile, Lightning
+        if keys and all(k.startswith(prefix) for k in keys):
+            obj = {k[len(prefix) :]: v for k, v in obj.items()}
+            keys = list(obj)
+    return obj
+
+
+def apply_state_dict(model: nn.Module, state: dict[str, torch.Tensor], path) -> None:
+    """Load strictly, reporting every mismatch by name instead of a bare stack trace."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    wrong = [(k, tuple(state[k].shape), tuple(v.shape)) for k, v in own.items()
+             if k in state and tuple(state[k].shape) != tuple(v.shape)]
+    if missing or unexpected or wrong:
+        raise CheckpointMismatch(path, missing, unexpected, wrong)
+    model.load_state_dict(state, strict=True)
+
+
+def _checkpoint(spec: ModelSpec, device: torch.device) -> LoadedModel:
+    import torchvision
+
+    arch = spec.name or DEMO_MODEL
+    state = read_state_dict(spec.checkpoint)
+    if arch in _REGISTRY:
+        # A registered model's architecture with other weights (a retrained demo model).
+        base = _REGISTRY[arch](torch.device("cpu"))
+        model, categories, pre = base.model, base.categories, base.preprocess
+    elif arch in torchvision.models.list_models(module=torchvision.models):
+        num_classes = _head_classes(arch, state)
+        model = torchvision.models.get_model(arch, weights=None, num_classes=num_classes)
+        weights = torchvision.models.get_model_weights(arch).DEFAULT
+        meta_cats = list(weights.meta.get("categories") or [])
+        categories = (
+            meta_cats
+            if len(meta_cats) == num_classes
+            else [f"class {i}" for i in range(num_classes)]
+        )
+        pre = Preprocess.from_transforms(weights.transforms())
+    else:
+        raise ModelLoadError(f"unknown architecture '{arch}' for checkpoint {spec.checkpoint}")
+    apply_state_dict(model, state, spec.checkpoint)
+    return LoadedModel(
+        model=model,
+        name=arch,
+        description=f"{arch} ({Path(spec.checkpoint).name})",
+        pretrained=True,
+        categories=categories,
+        preprocess=pre,
+        device=device,
+        source=str(spec.checkpoint),
+    )
+
+
+def _head_classes(arch: str, state: dict[str, torch.Tensor]) -> int:
+    """Classes of a fine-tuned checkpoint: the rows of the last 2-D weight (the head)."""
+    import torchvision
+
+    default = len(torchvision.models.get_model_weights(arch).DEFAULT.meta.get("categories", []))
+    heads = [v for k, v in state.items() if k.endswith("weight") and v.ndim == 2]
+    return int(heads[-1].shape[0]) if heads else (default or 1000)
+
+
+def _pickle(spec: ModelSpec, device: torch.device) -> LoadedModel:
+    path = Path(spec.pickle)
+    if not spec.trust_pickle:
+        raise ModelLoadError(
+            f"{path.name} would be unpickled, which runs any code inside it. Open it as a "
+            f"trusted pickle only if you trust where it came from."
+        )
+    if not path.is_file():
+        raise ModelLoadError(f"{path}: no such file")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # anything can happen while unpickling foreign code
+        raise ModelLoadError(f"{path.name}: could not be unpickled ({type(e).__name__}: {e})") from e
+    if not isinstance(obj, nn.Module):
+        raise ModelLoadError(
+            f"{path.name} holds a {type(obj).__name__}, not an nn.Module; if it is a state_dict, "
+            f"open it as a checkpoint for its architecture"
+        )
+    return _wrap_module(obj, path.stem, f"{path.stem} (trusted pickle {path.name})", device, path)
+
+
+def _factory(spec: ModelSpec, device: torch.device) -> LoadedModel:
+    file, _, func = spec.factory.rpartition(":")
+    if not file or not func:
+        raise ModelLoadError(f"'{spec.factory}': expected path/to/file.py:function_name")
+    path = Path(file)
+    if not path.is_file():
+        raise ModelLoadError(f"{path}: no such file")
+    mod_name = f"_inspector_factory_{path.stem}"
+    module_spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[mod_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+        fn = getattr(module, func)
+    except AttributeError:
+        raise ModelLoadError(f"{path.name} has no function '{func}'") from None
+    except Exception as e:
+        raise ModelLoadError(f"{path.name} failed to import: {type(e).__name__}: {e}") from e
+    try:
+        model = fn()
+    except Exception as e:
+        raise ModelLoadError(f"{path.name}:{func}() raised {type(e).__name__}: {e}") from e
+    if not isinstance(model, nn.Module):
+        raise ModelLoadError(f"{path.name}:{func}() returned {type(model).__name__}, not an nn.Module")
+    loaded = _wrap_module(model, func, f"{func} (from {path.name})", device, path)
+    classes = getattr(module, "CLASSES", None)
+    if classes:
+        loaded.categories = list(classes)
+    if getattr(module, "PREPROCESS", None):
+        loaded.preprocess = Preprocess(**dict(module.PREPROCESS))
+    return loaded
+
+
+def _wrap_module(model, name, description, device, path) -> LoadedModel:
+    return LoadedModel(
+        model=model,
+        name=name,
+        description=description,
+        pretrained=True,
+        categories=list(getattr(model, "classes", []) or []),
+        preprocess=DEFAULT_PREPROCESS,
+        device=device,
+        source=str(path),
+    )
+
+
+def load_model(spec: ModelSpec) -> LoadedModel:
+    """Load what `spec` names, on its device, in eval mode. Raises ModelLoadError."""
+    device = pick_device(spec.device)
+    if spec.pickle:
+        loaded = _pickle(spec, device)
+    elif spec.factory:
+        loaded = _factory(spec, device)
+    elif spec.checkpoint:
+        loaded = _checkpoint(spec, device)
+    elif spec.name in _REGISTRY:
+        loaded = _REGISTRY[spec.name](device)
+    elif spec.name:
+        loaded = _torchvision(spec.name, device)
+    else:
+        raise ModelLoadError("no model given")
+    loaded.model.to(device).eval()
+    if not loaded.categories:
+        out = _guess_classes(loaded)
+        loaded.categories = [f"class {i}" for i in range(out)]
+    return loaded
+
+
+def _guess_classes(loaded: LoadedModel) -> int:
+    heads = [m for m in loaded.model.modules() if isinstance(m, nn.Linear)]
+    return heads[-1].out_features if heads else 0

@@ -1,0 +1,319 @@
+"""The Session: the one object the GUI and the CLI drive.
+
+It owns the model (through the worker thread, which alone touches it), the capture spec,
+the interventions, the worker and the frame channel. Calls return at once; results arrive
+as frames on `session.channel` (and as futures for model loads).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from .channel import FrameChannel
+from .frames import (
+    GRAD_OUTPUT,
+    INPUT,
+    OUTPUT,
+    CamFrame,
+    ErrorFrame,
+    ModelLoaded,
+    Prediction,
+    PredictionFrame,
+    RunFinished,
+    RunStarted,
+)
+from .hooks import Capture, CaptureSpec, HookError, RunCancelled, tensor_leaves
+from .images import ImageLoadError, load_image
+from .interventions import Intervention
+from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
+from .tree import ModuleTree, build_tree
+from .worker import InferenceWorker
+
+DEFAULT_KINDS = (INPUT, OUTPUT, GRAD_OUTPUT)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    image: Any  # a path, a PIL image, or a preprocessed (3, H, W) / (1, 3, H, W) tensor
+    target: int | None = None  # class to explain; None: the top-1 prediction
+    backward: bool = True
+    interventions: tuple[Intervention, ...] = ()
+    cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)
+    topk: int = 5
+    label: str = ""
+
+
+@dataclass
+class RunOutcome:
+    """What a run returns through its future, for scripts and the CLI (the UI reads frames)."""
+
+    run_id: int
+    status: str
+    logits: torch.Tensor | None = None  # (1, classes), on the CPU
+    target: int | None = None
+    cams: dict[tuple[str, str], Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+class Session:
+    def __init__(self, channel: FrameChannel | None = None, capacity: int = 4096) -> None:
+        self.channel = channel or FrameChannel(capacity)
+        self.worker = InferenceWorker()
+        self.loaded: LoadedModel | None = None
+        self.tree: ModuleTree | None = None
+        self._capture: CaptureSpec | None = None
+        self._run_ids = count(1)
+        self._open_runs: set[int] = set()  # submitted, not finished
+        self._lock = threading.Lock()
+
+    # -- model -----------------------------------------------------------------------------
+
+    def load_model(self, spec: ModelSpec | str) -> Future:
+        """Load on the worker; the previous model stays when this fails."""
+        if isinstance(spec, str):
+            spec = ModelSpec(name=spec)
+
+        def job(cancel: threading.Event) -> LoadedModel:
+            try:
+                loaded = load_model(spec)
+                h, w = loaded.preprocess.crop_size
+                example = torch.zeros(1, 3, h, w, device=loaded.device)
+                tree = build_tree(loaded.model, example)
+            except Exception as e:
+                what = spec.name or spec.checkpoint or spec.factory or spec.pickle
+                message = str(e) if isinstance(e, ModelLoadError) else f"{type(e).__name__}: {e}"
+                self.channel.put(
+                    ErrorFrame(
+                        run_id=None,
+                        message=f"Could not load {what}: {message}",
+                        details=traceback.format_exc(),
+                        exception=type(e).__name__,
+                    )
+                )
+                raise
+            with self._lock:
+                self.loaded, self.tree = loaded, tree
+                self._capture = None  # the old spec names the old model's modules
+            self.channel.put(
+                ModelLoaded(
+                    name=loaded.name,
+                    description=loaded.description,
+                    pretrained=loaded.pretrained,
+                    device=str(loaded.device),
+                    tree=tree,
+                )
+            )
+            return loaded
+
+        return self.worker.submit(job, tag="load")
+
+    # -- capture -----------------------------------------------------------------------------
+
+    @property
+    def capture(self) -> CaptureSpec:
+        with self._lock:
+            if self._capture is None and self.loaded is not None:
+                self._capture = CaptureSpec.leaves(self.loaded.model, DEFAULT_KINDS)
+            return self._capture or CaptureSpec()
+
+    def set_capture(self, spec: CaptureSpec) -> None:
+        """Takes effect from the next run."""
+        with self._lock:
+            self._capture = spec
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def submit(self, image: Any, **options: Any) -> int:
+        """Queue a run of `image` (see RunRequest for the options); returns its run id."""
+        run_id, _ = self.submit_request(RunRequest(image=image, **options))
+        return run_id
+
+    def submit_request(self, request: RunRequest) -> tuple[int, Future]:
+        run_id = next(self._run_ids)
+        with self._lock:
+            self._open_runs.add(run_id)
+        future = self.worker.submit(lambda cancel: self._run(run_id, request, cancel), tag=run_id)
+        return run_id, future
+
+    def run(self, image: Any, timeout: float | None = None, **options: Any) -> RunOutcome:
+        """Run and wait (scripts, the CLI). Frames still go to the channel."""
+        _, future = self.submit_request(RunRequest(image=image, **options))
+        return future.result(timeout)
+
+    def cancel(self, run_id: int | None = None) -> None:
+        """Cancel a run (or all): its pending frames are discarded, RunFinished still comes."""
+        with self._lock:
+            runs = list(self._open_runs) if run_id is None else [run_id]
+        for run in runs:
+            # At once, so that a consumer draining right now sees none of its frames.
+            self.channel.cancel_run(run)
+        self.worker.cancel(run_id)
+
+    def close(self, timeout: float = 2.0) -> bool:
+        stopped = self.worker.close(timeout)
+        self.channel.close()
+        return stopped
+
+    # -- on the worker thread ----------------------------------------------------------------
+
+    def _run(self, run_id: int, req: RunRequest, cancel: threading.Event) -> RunOutcome:
+        put = self.channel.put
+        timings: dict[str, float] = {}
+        outcome = RunOutcome(run_id, "ok")
+        loaded, spec = self.loaded, self.capture
+        label = req.label or _label_of(req.image)
+        described = tuple(i.describe() for i in req.interventions)
+        never_called: tuple[str, ...] = ()
+        if cancel.is_set():
+            return self._finish(run_id, "cancelled", outcome, timings, described, never_called)
+        if loaded is None:
+            put(RunStarted(run_id, label, "", "", time=time.time()))
+            put(ErrorFrame(run_id, "No model is loaded yet.", exception="ModelLoadError"))
+            return self._finish(run_id, "error", outcome, timings, described, never_called)
+        model, device = loaded.model, loaded.device
+        t0 = time.perf_counter()
+        try:
+            x, size, display = self._prepare(req.image, loaded)
+        except (ImageLoadError, ValueError, OSError) as e:
+            put(RunStarted(run_id, label, loaded.name, str(device), time=time.time()))
+            put(ErrorFrame(run_id, str(e), details=str(e), exception=type(e).__name__))
+            outcome.error = str(e)
+            return self._finish(run_id, "error", outcome, timings, described, never_called)
+        timings["preprocess"] = time.perf_counter() - t0
+        put(RunStarted(run_id, label, loaded.name, str(device), size, display, time.time()))
+
+        cam_layers = {layer or self.default_cam_layer() for _, layer in req.cams}
+        cam_layers.discard(None)
+        if cam_layers:
+            spec = spec.with_(keep=spec.keep | cam_layers)
+        need_grad = req.backward or spec.needs_grad
+        cap = Capture(model, spec, put, run_id, req.interventions, cancel)
+        try:
+            with cap, torch.set_grad_enabled(need_grad):
+                model.eval()
+                t = time.perf_counter()
+                x = x.to(device)
+                if need_grad:
+                    x.requires_grad_(True)
+                logits = _logits(model(x))
+                timings["forward"] = time.perf_counter() - t
+                scores = logits.detach().float()[0]
+                probs = scores.softmax(-1)
+                k = min(req.topk, probs.numel())
+                top_p, top_i = probs.topk(k)
+                target = req.target if req.target is not None else int(top_i[0])
+                if not 0 <= target < logits.shape[-1]:
+                    raise ValueError(f"target class {target} out of range 0..{logits.shape[-1] - 1}")
+                preds = tuple(
+                    Prediction(int(i), loaded.label(int(i)), float(p), float(scores[i]))
+                    for p, i in zip(top_p.tolist(), top_i.tolist(), strict=True)
+                )
+                put(PredictionFrame(run_id, preds, target if need_grad else None))
+                outcome.logits = logits.detach().to("cpu", copy=True)
+                outcome.target = target
+                if need_grad:
+                    t = time.perf_counter()
+                    # Gradients w.r.t. the input only: every hooked activation lies on the way,
+                    # so its tensor hooks fire, and autograd skips the parameter gradients.
+                    torch.autograd.grad(logits[0, target], x)
+                    timings["backward"] = time.perf_counter() - t
+            never_called = tuple(cap.never_called())
+            if req.cams:
+                t = time.perf_counter()
+                self._cams(run_id, req, cap, target, x.shape[-2:], outcome)
+                timings["cam"] = time.perf_counter() - t
+        except RunCancelled:
+            self.channel.cancel_run(run_id)
+            return self._finish(run_id, "cancelled", outcome, timings, described, never_called)
+        except Exception as e:
+            module = e.module if isinstance(e, HookError) else cap.error_module
+            put(_error_frame(run_id, e, module))
+            outcome.error = str(e)
+            if isinstance(e, torch.OutOfMemoryError) and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return self._finish(run_id, "error", outcome, timings, described, never_called)
+        finally:
+            cap.kept.clear()  # nothing of this run's tensors outlives it
+        timings["total"] = time.perf_counter() - t0
+        return self._finish(run_id, "ok", outcome, timings, described, never_called)
+
+    def _finish(self, run_id, status, outcome, timings, described, never_called) -> RunOutcome:
+        with self._lock:
+            self._open_runs.discard(run_id)
+        self.channel.put(
+            RunFinished(run_id, status, dict(timings), described, tuple(never_called))
+        )
+        outcome.status = status
+        return outcome
+
+    def _prepare(self, image, loaded: LoadedModel):
+        if isinstance(image, torch.Tensor):
+            x = image if image.ndim == 4 else image[None]
+            return x.float(), None, loaded.preprocess.to_display(x[0].detach().cpu())
+        img = image if isinstance(image, Image.Image) else load_image(image)
+        x = loaded.preprocess(img)[None]
+        return x, img.size, loaded.preprocess.to_display(x[0])
+
+    def default_cam_layer(self) -> str | None:
+        """The CAM layer when none is named (see core.cam)."""
+        if self.loaded is None or self.tree is None:
+            return None
+        from .cam import default_target_layer
+
+        return default_target_layer(self.loaded.model, self.tree)
+
+    def _cams(self, run_id, req, cap: Capture, target, input_hw, outcome: RunOutcome) -> None:
+        from .cam import cam_from_capture
+
+        for method, layer in req.cams:
+            layer = layer or self.default_cam_layer()
+            cam = cam_from_capture(method, cap, layer, tuple(input_hw))
+            outcome.cams[(method, layer)] = cam
+            self.channel.put(CamFrame(run_id, method, layer, target, cam))
+
+
+def _logits(output: Any) -> torch.Tensor:
+    """The class scores in a model's output: the tensor itself, 'logits'/'out', or the first."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict):
+        for key in ("logits", "out"):
+            if isinstance(output.get(key), torch.Tensor):
+                return output[key]
+    for _, t in tensor_leaves(output):
+        return t
+    raise ValueError(f"the model returned {type(output).__name__} with no tensor in it")
+
+
+def _label_of(image: Any) -> str:
+    if isinstance(image, (str, Path)):
+        return Path(image).name
+    return getattr(image, "filename", "") or type(image).__name__
+
+
+def _error_frame(run_id: int, e: BaseException, module: str | None) -> ErrorFrame:
+    if isinstance(e, torch.OutOfMemoryError):
+        message = "Out of GPU memory: try a smaller image batch, fewer captured layers, or the CPU."
+    elif isinstance(e, HookError):
+        message = str(e)
+    else:
+        where = f" in module '{module}'" if module else ""
+        message = f"The run failed{where}: {type(e).__name__}: {e}"
+    return ErrorFrame(
+        run_id,
+        message.splitlines()[0] if message else type(e).__name__,
+        details="".join(traceback.format_exception(e)),
+        module=module,
+        exception=type(e).__name__,
+    )
+
