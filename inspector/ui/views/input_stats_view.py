@@ -1,0 +1,146 @@
+"""Each layer's input mean and std across depth, from the INPUT frames (forward pre-hooks).
+
+Helps spot a wrongly normalised input (the first layer should see mean near 0 and std
+near 1 after the usual ImageNet normalisation) and statistics that drift with depth.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
+
+from inspector.core.frames import INPUT, ActivationFrame, ModelLoaded, RunStarted, TensorStats
+from inspector.ui.views.base import FrameView, fmt, hint_label, layer_ticks
+
+MEAN_COLOR = "#4c9be8"
+STD_COLOR = "#f0a030"
+
+
+def looks_normalised(stats: TensorStats) -> bool:
+    """The usual per-channel normalisation leaves mean near 0 and std near 1."""
+    return abs(stats.mean) < 0.5 and 0.5 < stats.std < 2.0
+
+
+class InputStatsView(FrameView):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.layers: list[str] = []  # in arrival (forward) order for the current run
+        self._stats: dict[tuple[str, int, str], TensorStats] = {}
+        self._started = False
+
+        self.header = QLabel()
+        self.header.setTextFormat(Qt.TextFormat.RichText)
+        self.header.setWordWrap(True)
+        self.hover_label = QLabel(" ")
+        plot = pg.PlotWidget()
+        plot.showGrid(x=False, y=True, alpha=0.3)
+        plot.setLabel("bottom", "layer, in forward order")
+        plot.getAxis("bottom").enableAutoSIPrefix(False)
+        plot.setLabel("left", "input value")
+        plot.hideButtons()
+        plot.setMenuEnabled(False)
+        plot.addItem(pg.InfiniteLine(pos=0, angle=0, movable=False,
+                                     pen=pg.mkPen("#666", style=Qt.PenStyle.DashLine)))
+        self.mean_curve = plot.plot(pen=pg.mkPen(MEAN_COLOR, width=1.5), symbol="o",
+                                    symbolSize=5, symbolBrush=MEAN_COLOR, symbolPen=None,
+)
+        self.std_curve = plot.plot(pen=pg.mkPen(STD_COLOR, width=1.5), symbol="o",
+                                   symbolSize=5, symbolBrush=STD_COLOR, symbolPen=None,
+)
+        self.cursor = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#888", width=1))
+        self.cursor.hide()
+        plot.addItem(self.cursor, ignoreBounds=True)
+        plot.scene().sigMouseMoved.connect(self._hover)
+        self.plot = plot
+        self.empty = hint_label()
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.empty)
+        self.stack.addWidget(plot)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.header)
+        layout.addWidget(self.stack, 1)
+        layout.addWidget(self.hover_label)
+        self.request_paint()
+
+    def handle_frame(self, frame: object) -> None:
+        if isinstance(frame, ActivationFrame) and frame.kind == INPUT:
+            if not self.accept_run(frame.run_id):
+                return
+            self._stats[(frame.module, frame.call, frame.path)] = frame.stats
+            self.schedule_paint()  # many INPUT frames per drain: one redraw for all
+        elif isinstance(frame, RunStarted) and not self._started:
+            self._started = True
+            self.request_paint()  # the empty state's hint changes
+        elif isinstance(frame, ModelLoaded):
+            self.clear()
+
+    def values(self) -> tuple[np.ndarray, np.ndarray]:
+        """(means, stds) per layer, in the order the layers ran."""
+        means = np.array([s.mean for s in self._stats.values()], dtype=float)
+        stds = np.array([s.std for s in self._stats.values()], dtype=float)
+        return means, stds
+
+    def _reset_run(self) -> None:
+        self._stats = {}
+
+    def clear(self) -> None:
+        self._started = False
+        super().clear()
+
+    def _paint(self) -> None:
+        self.layers = [
+            # Path "0" is the usual single positional input: naming it is noise.
+            (m or "(whole model)") + (f"#{c}" if c else "") + (f"[{p}]" if p not in ("", "0") else "")
+            for m, c, p in self._stats
+        ]
+        if not self.layers:
+            self.header.setText("")
+            self.empty.setText(
+                "Each layer's input mean and std appear here after a run, for the modules "
+                "whose \u201cinput\u201d is captured in the module tree."
+                if self._started
+                else "Drop an image on the window to run the model."
+            )
+            self.stack.setCurrentWidget(self.empty)
+            return
+        means, stds = self.values()
+        x = np.arange(len(means))
+        self.mean_curve.setData(x, means)
+        self.std_curve.setData(x, stds)
+        self.plot.setXRange(-0.5, len(means) - 0.5, padding=0.02)
+        self.plot.getAxis("bottom").setTicks(layer_ticks(len(means)))
+        first = next(iter(self._stats.values()))
+        verdict = (
+            "looks normalised"
+            if looks_normalised(first)
+            else "<span style='color:#e0a030'>unusual for a normalised input "
+            "(expected mean \u2248 0, std \u2248 1): check the preprocessing</span>"
+        )
+        self.header.setText(
+            f"<b>Input statistics</b> \u00b7 {len(means)} layer{'' if len(means) == 1 else 's'} \u00b7 "
+            f"<span style='color:{MEAN_COLOR}'>\u25cf mean</span> "
+            f"<span style='color:{STD_COLOR}'>\u25cf std</span><br>"
+            f"The first layer, <b>{html.escape(self.layers[0])}</b>, sees mean {fmt(first.mean)} "
+            f"and std {fmt(first.std)}: {verdict}"
+        )
+        self.stack.setCurrentWidget(self.plot)
+
+    def _hover(self, scene_pos: QPointF) -> None:
+        if not self.layers:
+            return
+        vb = self.plot.getPlotItem().vb
+        i = int(round(vb.mapSceneToView(scene_pos).x()))
+        if not (vb.sceneBoundingRect().contains(scene_pos) and 0 <= i < len(self.layers)):
+            self.cursor.hide()
+            return
+        means, stds = self.values()
+        self.cursor.setPos(i)
+        self.cursor.show()
+        self.hover_label.setText(
+            f"layer {i}: {self.layers[i]}   mean {fmt(means[i])}   std {fmt(stds[i])}"
+        )

@@ -1,0 +1,456 @@
+"""Draws one tensor preview the way its shape asks for, with the controls that go with it.
+
+- (C, H, W), a conv output: a mosaic of the channels in one ImageItem; click a tile to zoom
+  that channel with a histogram / LUT control; per-channel or shared scale.
+- (F,), a vector (a Linear output, logits): bars or a line.
+- (N, D), tokens: a token x feature heatmap, or the tokens as their square patch grid (the
+  class token left out when N - 1 is a square) showing one feature or the mean.
+
+Images are updated in place with fixed levels computed once per frame (`autoLevels=False`);
+the colour map is only set when the user changes it. The panel does no run bookkeeping: the
+view that owns it decides what to show and when (see base.FrameView).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QPainterPath, QPen
+from PySide6.QtWidgets import (
+    QComboBox,
+    QGraphicsPathItem,
+    QGraphicsRectItem,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inspector.ui import colormaps
+from inspector.ui.views.base import hint_label
+from inspector.ui.views.mosaic import PER_CHANNEL, SHARED, Mosaic, channel_ranges, levels_for
+
+MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
+TOKEN_HEATMAP, TOKEN_GRID_MEAN, TOKEN_GRID_FEATURE = "heatmap", "grid_mean", "grid_feature"
+MAX_BARS = 256  # more bars than this are slow to draw and too thin to read: a line instead
+
+
+def token_grid_side(n_tokens: int) -> tuple[int, int] | None:
+    """(side, first patch token) when the tokens form a square grid, else None.
+
+    N square: every token is a patch. N - 1 square: token 0 is a class token, left out.
+    """
+    for skip in (0, 1):
+        n = n_tokens - skip
+        side = math.isqrt(n) if n > 1 else 0
+        if side > 1 and side * side == n:
+            return side, skip
+    return None
+
+
+class TensorPanel(QWidget):
+    """Shows one preview array; `diverging` for signed data (gradients): levels symmetric at 0."""
+
+    def __init__(self, diverging: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.diverging = diverging
+        self.data: np.ndarray | None = None  # the raw preview on screen
+        self.mode = MESSAGE
+        self._shown_mode: str | None = None
+        self.zoomed: int | None = None  # the channel shown alone, if any
+        self.mosaic = Mosaic()
+        self._token_buffer: np.ndarray | None = None
+        self._token_image: np.ndarray | None = None
+        self._token_skip = 0
+        self._grid_allowed = True
+        self._token_levels: tuple[float, float] = (0.0, 1.0)
+        self._cmap = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addLayout(self._build_controls())
+        self.pages = QStackedWidget()
+        layout.addWidget(self.pages, 1)
+        self.hover_label = QLabel(" ")
+        self.hover_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.hover_label)
+
+        self.message = hint_label()
+        self._pages = {MESSAGE: self.message}
+        self._build_mosaic_page()
+        self._build_zoom_page()
+        self._build_vector_page()
+        self._build_token_page()
+        for widget in self._pages.values():
+            self.pages.addWidget(widget)
+        self._apply_colormap()
+        self._set_mode(MESSAGE)
+
+    # -- construction -----------------------------------------------------------------------
+    def _build_controls(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        self.back_button = QPushButton("\u2190 All channels")
+        self.back_button.setToolTip("Back to the mosaic of all channels (Esc)")
+        self.back_button.setShortcut("Esc")
+        self.back_button.clicked.connect(self.unzoom)
+        self.norm_combo = QComboBox()
+        self.norm_combo.addItem("Scale each channel", PER_CHANNEL)
+        self.norm_combo.addItem("One scale for all", SHARED)
+        self.norm_combo.setToolTip(
+            "Each channel: every tile uses its own range, to see patterns in weak channels.\n"
+            "One scale: tiles can be compared, strong and weak channels look different."
+        )
+        self.cmap_combo = QComboBox()
+        self.cmap_combo.addItems(colormaps.names(self.diverging))
+        self.cmap_combo.setCurrentText(self._cmap)
+        self.cmap_combo.setToolTip("Colour map")
+        self.token_combo = QComboBox()
+        self.token_combo.addItem("Tokens \u00d7 features", TOKEN_HEATMAP)
+        self.token_combo.addItem("Token grid: mean of features", TOKEN_GRID_MEAN)
+        self.token_combo.addItem("Token grid: one feature", TOKEN_GRID_FEATURE)
+        self.feature_spin = QSpinBox()
+        self.feature_spin.setPrefix("feature ")
+        self.vector_combo = QComboBox()
+        self.vector_combo.addItems(["Auto", "Bars", "Line"])
+        self.vector_combo.setToolTip(f"Auto: bars up to {MAX_BARS} values, a line above")
+        for combo in (self.norm_combo, self.cmap_combo, self.token_combo, self.vector_combo):
+            combo.currentIndexChanged.connect(self._controls_changed)
+        self.feature_spin.valueChanged.connect(self._controls_changed)
+        for widget in (
+            self.back_button,
+            self.norm_combo,
+            self.token_combo,
+            self.feature_spin,
+            self.vector_combo,
+            self.cmap_combo,
+        ):
+            row.addWidget(widget)
+        row.addStretch(1)
+        return row
+
+    def _build_mosaic_page(self) -> None:
+        view = pg.GraphicsLayoutWidget()
+        self.mosaic_box = view.addViewBox(row=0, col=0, lockAspect=True, invertY=True)
+        self.mosaic_box.setMenuEnabled(False)
+        self.mosaic_item = pg.ImageItem(axisOrder="row-major")
+        self.mosaic_box.addItem(self.mosaic_item)
+        self._tile_outline = QGraphicsRectItem()
+        self._tile_outline.setPen(pg.mkPen("w", width=1.5))
+        self._tile_outline.setZValue(10)
+        self._tile_outline.hide()
+        self.mosaic_box.addItem(self._tile_outline, ignoreBounds=True)
+        # Gaps between tiles, in the background colour (see mosaic.py for why not NaN).
+        self._gaps = QGraphicsPathItem()
+        self._gaps.setPen(QPen(Qt.PenStyle.NoPen))
+        self._gaps.setBrush(pg.mkBrush(pg.getConfigOption("background")))
+        self._gaps.setZValue(5)
+        self._gaps_layout: tuple[int, ...] = ()
+        self.mosaic_box.addItem(self._gaps, ignoreBounds=True)
+        self.mosaic_bar = self._color_bar()
+        view.addItem(self.mosaic_bar, row=0, col=1)
+        view.scene().sigMouseMoved.connect(self._mosaic_hover)
+        view.scene().sigMouseClicked.connect(self._mosaic_click)
+        view.setToolTip("Click a channel to zoom in; scroll to zoom, drag to pan")
+        self._pages[MOSAIC] = view
+
+    def _build_zoom_page(self) -> None:
+        view = pg.GraphicsLayoutWidget()
+        self.zoom_plot = view.addPlot(row=0, col=0)
+        self.zoom_plot.invertY(True)
+        self.zoom_plot.setAspectLocked(True)
+        self.zoom_plot.hideButtons()
+        self.zoom_plot.setLabel("bottom", "x")
+        self.zoom_plot.setLabel("left", "y")
+        self.zoom_item = pg.ImageItem(axisOrder="row-major")
+        self.zoom_plot.addItem(self.zoom_item)
+        self.zoom_hist = pg.HistogramLUTItem(image=self.zoom_item)
+        view.addItem(self.zoom_hist, row=0, col=1)
+        view.scene().sigMouseMoved.connect(self._zoom_hover)
+        self._pages[ZOOM] = view
+
+    def _build_vector_page(self) -> None:
+        plot = pg.PlotWidget()
+        plot.setLabel("bottom", "index (feature or class)")
+        plot.setLabel("left", "value")
+        plot.showGrid(x=False, y=True, alpha=0.3)
+        plot.hideButtons()
+        self.vector_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#4c9be8", pen=None)
+        self.vector_line = pg.PlotDataItem(pen=pg.mkPen("#4c9be8", width=1.5))
+        plot.addItem(self.vector_bars)
+        plot.addItem(self.vector_line)
+        self.vector_plot = plot
+        plot.scene().sigMouseMoved.connect(self._vector_hover)
+        self._pages[VECTOR] = plot
+
+    def _build_token_page(self) -> None:
+        view = pg.GraphicsLayoutWidget()
+        self.token_plot = view.addPlot(row=0, col=0)
+        self.token_plot.invertY(True)
+        self.token_plot.hideButtons()
+        self.token_item = pg.ImageItem(axisOrder="row-major")
+        self.token_plot.addItem(self.token_item)
+        self.token_bar = self._color_bar()
+        view.addItem(self.token_bar, row=0, col=1)
+        view.scene().sigMouseMoved.connect(self._token_hover)
+        self._pages[TOKENS] = view
+
+    def _color_bar(self) -> pg.ColorBarItem:
+        return pg.ColorBarItem(
+            values=(0.0, 1.0),
+            colorMap=colormaps.get(self._cmap),
+            interactive=False,
+            width=14,
+            colorMapMenu=False,
+        )
+
+    # -- public -----------------------------------------------------------------------------
+    def show_message(self, text: str) -> None:
+        self.data = None
+        self.message.setText(text)
+        self._set_mode(MESSAGE)
+
+    def show_tensor(self, preview: np.ndarray | None, tokens_are_patches: bool = True) -> None:
+        """Draw `preview` (float32, batch dimension already removed). `tokens_are_patches`
+        False: (N, D) rows are not the model's tokens (pooled), so no patch grid is offered."""
+        if preview is None:
+            self.show_message("No preview was captured for this tensor; statistics are above.")
+            return
+        self.data = preview
+        self._grid_allowed = tokens_are_patches
+        self._draw()
+
+    def zoom(self, channel: int) -> None:
+        """Show one channel of a (C, H, W) preview alone, with its histogram."""
+        if self.data is None or self.data.ndim != 3 or not 0 <= channel < self.data.shape[0]:
+            return
+        self.zoomed = channel
+        self._draw()
+
+    def unzoom(self) -> None:
+        self.zoomed = None
+        if self.data is not None:
+            self._draw()
+
+    @property
+    def normalisation(self) -> str:
+        return self.norm_combo.currentData()
+
+    # -- drawing ----------------------------------------------------------------------------
+    def _controls_changed(self, *_: object) -> None:
+        if self._cmap != self.cmap_combo.currentText():
+            self._cmap = self.cmap_combo.currentText()
+            self._apply_colormap()
+        if self.data is not None:
+            self._draw()
+
+    def _apply_colormap(self) -> None:
+        table = colormaps.lut(self._cmap)
+        cmap = colormaps.get(self._cmap)
+        self.mosaic_item.setLookupTable(table)
+        self.token_item.setLookupTable(table)
+        self.mosaic_bar.setColorMap(cmap)
+        self.token_bar.setColorMap(cmap)
+        self.zoom_hist.gradient.setColorMap(cmap)
+
+    def _draw(self) -> None:
+        data = self.data
+        if data.ndim == 3 and data.shape[0] > 0 and data.shape[1] > 0 and data.shape[2] > 0:
+            if self.zoomed is not None and self.zoomed < data.shape[0]:
+                self._draw_zoom(data[self.zoomed])
+            else:
+                self.zoomed = None
+                self._draw_mosaic(data)
+        elif data.ndim == 2 and data.size:
+            self._draw_tokens(data)
+        elif data.ndim == 1 and data.size:
+            self._draw_vector(data)
+        else:
+            self.message.setText(
+                f"A preview of shape {tuple(data.shape)} cannot be drawn; statistics are above."
+            )
+            self._set_mode(MESSAGE)
+
+    def _draw_mosaic(self, data: np.ndarray) -> None:
+        image = self.mosaic.fill(data, self.normalisation, symmetric=self.diverging)
+        self.mosaic_item.setImage(image, autoLevels=False, levels=self.mosaic.levels)
+        layout = (self.mosaic.channels, self.mosaic.height, self.mosaic.width)
+        if layout != self._gaps_layout:  # only when the tiling changes
+            self._gaps_layout = layout
+            path = QPainterPath()
+            path.setFillRule(Qt.FillRule.WindingFill)  # where gaps cross, still filled
+            for x, y, w, h in self.mosaic.gap_rects():
+                path.addRect(QRectF(x, y, w, h))
+            self._gaps.setPath(path)
+        self.mosaic_bar.setLevels(self.mosaic.levels)
+        if self.normalisation == SHARED:
+            self.mosaic_bar.axis.setLabel("value")
+        elif self.diverging:
+            self.mosaic_bar.axis.setLabel("\u00f7 each channel's max |value|")
+        else:
+            self.mosaic_bar.axis.setLabel("each channel: min \u2192 max")
+        self._set_mode(MOSAIC)
+
+    def _draw_zoom(self, channel: np.ndarray) -> None:
+        lo, hi = channel_ranges(channel[None])
+        levels = levels_for(lo[0], hi[0], self.diverging)
+        self.zoom_item.setImage(channel, autoLevels=False, levels=levels)
+        self.zoom_hist.setLevels(*levels)
+        self.zoom_plot.setTitle(f"channel {self.zoomed} of {self.data.shape[0]}")
+        self._set_mode(ZOOM)
+
+    def _draw_vector(self, data: np.ndarray) -> None:
+        x = np.arange(data.shape[0])
+        style = self.vector_combo.currentText()
+        bars = style == "Bars" or (style == "Auto" and data.shape[0] <= MAX_BARS)
+        self.vector_bars.setVisible(bars)
+        self.vector_line.setVisible(not bars)
+        if bars:
+            self.vector_bars.setOpts(x=x, height=data, width=0.8)
+            self.vector_line.setData([], [])
+        else:
+            self.vector_line.setData(x, data)
+            self.vector_bars.setOpts(x=[], height=[])
+        self._set_mode(VECTOR)
+
+    def _draw_tokens(self, data: np.ndarray) -> None:
+        n, d = data.shape
+        grid = token_grid_side(n) if self._grid_allowed else None
+        choice = self.token_combo.currentData()
+        self.feature_spin.blockSignals(True)
+        self.feature_spin.setRange(0, d - 1)
+        self.feature_spin.blockSignals(False)
+        if grid is None or choice == TOKEN_HEATMAP:
+            image = self._token_heatmap(data)
+            self.token_plot.setAspectLocked(False)
+            self.token_plot.setLabel("bottom", "feature")
+            self.token_plot.setLabel("left", "token")
+            self.token_plot.setTitle(f"{n} tokens \u00d7 {d} features")
+        else:
+            side, skip = grid
+            self._token_skip = skip
+            patches = data[skip:]
+            if choice == TOKEN_GRID_MEAN:
+                values, what = patches.mean(axis=1), "mean of features"
+            else:
+                k = self.feature_spin.value()
+                values, what = patches[:, k], f"feature {k}"
+            image = np.ascontiguousarray(values.reshape(side, side), dtype=np.float32)
+            lo, hi = channel_ranges(image[None])
+            self._token_levels = levels_for(lo[0], hi[0], self.diverging)
+            self.token_plot.setAspectLocked(True)
+            self.token_plot.setLabel("bottom", "patch column")
+            self.token_plot.setLabel("left", "patch row")
+            note = " (class token left out)" if skip else ""
+            self.token_plot.setTitle(f"{side}\u00d7{side} patch grid, {what}{note}")
+        self._token_image = image
+        self.token_item.setImage(image, autoLevels=False, levels=self._token_levels)
+        self.token_bar.setLevels(self._token_levels)
+        self._set_mode(TOKENS)
+
+    def _token_heatmap(self, data: np.ndarray) -> np.ndarray:
+        """(N, D) into a reused buffer; 'scale each channel' scales each feature column."""
+        if self._token_buffer is None or self._token_buffer.shape != data.shape:
+            self._token_buffer = np.empty(data.shape, np.float32)
+        out = self._token_buffer
+        lo, hi = data.min(axis=0), data.max(axis=0)
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            lo, hi = channel_ranges(np.ascontiguousarray(data.T))
+        if self.normalisation == SHARED:
+            np.copyto(out, data)
+            self._token_levels = levels_for(lo.min(), hi.max(), self.diverging)
+        elif self.diverging:
+            a = np.maximum(np.abs(lo), np.abs(hi))
+            np.multiply(data, np.divide(1.0, a, out=np.zeros_like(a), where=a > 0), out=out)
+            self._token_levels = (-1.0, 1.0)
+        else:
+            span = hi - lo
+            np.subtract(data, lo, out=out)
+            np.multiply(out, np.divide(1.0, span, out=np.zeros_like(span), where=span > 0), out=out)
+            self._token_levels = (0.0, 1.0)
+        return out
+
+    def _set_mode(self, mode: str) -> None:
+        self.mode = mode
+        self.pages.setCurrentWidget(self._pages[mode])
+        is_tokens = mode == TOKENS
+        grid = is_tokens and self._token_image is not self._token_buffer
+        self.back_button.setVisible(mode == ZOOM)
+        self.norm_combo.setVisible(mode == MOSAIC or (is_tokens and not grid))
+        self.cmap_combo.setVisible(mode in (MOSAIC, ZOOM, TOKENS))
+        has_grid = (
+            is_tokens and self._grid_allowed and token_grid_side(self.data.shape[0]) is not None
+        )
+        self.token_combo.setVisible(has_grid)
+        self.feature_spin.setVisible(has_grid and self.token_combo.currentData() == TOKEN_GRID_FEATURE)
+        self.vector_combo.setVisible(mode == VECTOR)
+        if mode != self._shown_mode:  # keep a hover readout while frames of one kind arrive
+            self._shown_mode = mode
+            self._tile_outline.hide()
+            self.hover_label.setText("Click a channel to zoom in" if mode == MOSAIC else " ")
+
+    # -- hover and click --------------------------------------------------------------------
+    def _mosaic_hover(self, scene_pos: QPointF) -> None:
+        if self.mode != MOSAIC or self.data is None:
+            return
+        p = self.mosaic_item.mapFromScene(scene_pos)
+        hit = self.mosaic.locate(p.x(), p.y())
+        if hit is None:
+            self._tile_outline.hide()
+            return
+        k, i, j = hit
+        y0, x0 = self.mosaic.origin(k)
+        self._tile_outline.setRect(QRectF(x0, y0, self.mosaic.width, self.mosaic.height))
+        self._tile_outline.show()
+        value = self.data[k, i, j]
+        self.hover_label.setText(f"channel {k}   y {i}, x {j}   value {value:.4g}")
+
+    def _mosaic_click(self, event) -> None:
+        if self.mode != MOSAIC or event.button() != Qt.MouseButton.LeftButton:
+            return
+        p = self.mosaic_item.mapFromScene(event.scenePos())
+        hit = self.mosaic.locate(p.x(), p.y())
+        if hit is not None:
+            event.accept()
+            self.zoom(hit[0])
+
+    def _zoom_hover(self, scene_pos: QPointF) -> None:
+        if self.mode != ZOOM or self.data is None:
+            return
+        p = self.zoom_item.mapFromScene(scene_pos)
+        i, j = int(math.floor(p.y())), int(math.floor(p.x()))
+        _, h, w = self.data.shape
+        if 0 <= i < h and 0 <= j < w:
+            value = self.data[self.zoomed, i, j]
+            self.hover_label.setText(f"channel {self.zoomed}   y {i}, x {j}   value {value:.4g}")
+
+    def _token_hover(self, scene_pos: QPointF) -> None:
+        if self.mode != TOKENS or self._token_image is None:
+            return
+        p = self.token_item.mapFromScene(scene_pos)
+        i, j = int(math.floor(p.y())), int(math.floor(p.x()))
+        h, w = self._token_image.shape
+        if not (0 <= i < h and 0 <= j < w):
+            return
+        if self._token_image is self._token_buffer:
+            value = self.data[i, j]
+            self.hover_label.setText(f"token {i}   feature {j}   value {value:.4g}")
+        else:
+            token = self._token_skip + i * w + j
+            value = self._token_image[i, j]
+            self.hover_label.setText(f"token {token} (row {i}, column {j})   value {value:.4g}")
+
+    def _vector_hover(self, scene_pos: QPointF) -> None:
+        if self.mode != VECTOR or self.data is None:
+            return
+        p = self.vector_plot.getPlotItem().vb.mapSceneToView(scene_pos)
+        i = int(round(p.x()))
+        if 0 <= i < self.data.shape[0]:
+            self.hover_label.setText(f"index {i}   value {self.data[i]:.4g}")
