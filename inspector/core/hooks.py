@@ -343,7 +343,7 @@ class Capture:
 
     def _emit(self, cls, name: str, call: int, kind: str, path: str, t: torch.Tensor) -> None:
         spec = self.spec
-        st = _stats.tensor_stats(t) if spec.stats else None
+        st = _stats.tensor_stats(t, abs_mean=cls is GradientFrame) if spec.stats else None
         prev = (
             _stats.preview(t, spec.preview_channels, spec.preview_size)
             if name in spec.preview

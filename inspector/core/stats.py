@@ -9,6 +9,8 @@ results cross to the CPU as one small tensor (one device sync per tensor).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -23,8 +25,12 @@ def _bcr_view(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(1, 1, -1)
 
 
-def tensor_stats(x: torch.Tensor) -> TensorStats:
-    """Per-tensor and per-channel mean, std, min, max, |mean|, zero fraction (channel = dim 1)."""
+def tensor_stats(x: torch.Tensor, abs_mean: bool = True) -> TensorStats:
+    """Per-tensor and per-channel mean, std, min, max, zero fraction (channel = dim 1).
+
+    abs_mean: also mean |x| (a gradient-flow plot needs it). Without it, the field is
+    still exact for tensors with no negative values (it equals the mean), else NaN.
+    """
     x = x.detach()
     if x.is_complex():
         x = x.abs()
@@ -36,11 +42,17 @@ def tensor_stats(x: torch.Tensor) -> TensorStats:
     v = _bcr_view(x)
     n_per = v.shape[-1]
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    # One pass each, chosen by measurement on resnet50's activations (CPU): sum and
+    # vector_norm are vectorised along the last dim; amin/amax separately are ~3x faster
+    # than aminmax(dim=); counting non-zeros as |sign|^2 is ~5x faster than count_nonzero
+    # or vector_norm(ord=0).
     sums = v.sum(-1, dtype=acc)
     sq = torch.linalg.vector_norm(v, 2, dim=-1, dtype=acc).square()
-    l1 = torch.linalg.vector_norm(v, 1, dim=-1, dtype=acc)
-    nonzero = torch.linalg.vector_norm(v, 0, dim=-1, dtype=acc)
-    lo, hi = torch.aminmax(v, dim=-1)
+    lo, hi = v.amin(-1), v.amax(-1)
+    sign = v.sign()
+    nonzero = torch.linalg.vector_norm(sign, 2, dim=-1, dtype=acc).square()
+    l1 = torch.linalg.vecdot(v, sign, dim=-1).to(acc) if abs_mean else torch.zeros_like(sums)
+    del sign
     # Combine the batch on the device, then cross to the CPU once.
     packed = torch.stack(
         [
@@ -61,8 +73,11 @@ def tensor_stats(x: torch.Tensor) -> TensorStats:
     var = max(float(ss.sum() / total) - mean * mean, 0.0)
     nonfinite = 0
     if not (np.isfinite(s).all() and np.isfinite(ss).all()):
-        # Rare path: count exactly only when something overflowed or went NaN.
+        # Rare path: count exactly only when something overflowed or went NaN (the sign
+        # of NaN is NaN, so the non-zero count needs recounting too).
         nonfinite = int((~torch.isfinite(x)).sum())
+        nz = (v != 0).sum((0, -1)).cpu().numpy().astype(np.float64)
+    nan = math.nan
     with np.errstate(invalid="ignore"):
         return TensorStats(
             mean=mean,
@@ -76,7 +91,7 @@ def tensor_stats(x: torch.Tensor) -> TensorStats:
             channel_min=mn.astype(np.float32),
             channel_max=mx.astype(np.float32),
             channel_zero_fraction=(1.0 - nz / n).astype(np.float32),
-            abs_mean=float(a1.sum() / total),
+            abs_mean=float(a1.sum() / total) if abs_mean else (mean if mn.min() >= 0 else nan),
             nonfinite=nonfinite,
         )
 

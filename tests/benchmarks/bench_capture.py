@@ -1,0 +1,117 @@
+"""Capture overhead: plain forward vs forward with statistics on every leaf module plus
+previews of 5 modules; plain forward+backward vs the same with every gradient captured.
+
+Variants are interleaved in one process (a, b, a, b, ...) so that machine noise hits both;
+figures are medians, ratios are of medians. Prints a table; asserts nothing.
+
+    python -m tests.benchmarks.bench_capture [--models resnet18,resnet50,vit_b_16]
+        [--repeats 30] [--load] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported)
+import torch
+import torchvision
+
+from inspector.core.frames import GRAD_OUTPUT, OUTPUT
+from inspector.core.hooks import Capture, CaptureSpec, leaf_names
+from inspector.core.runtime import configure_threads
+
+from .load import busy_core
+
+
+def _time(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def bench_model(name: str, repeats: int) -> dict[str, float]:
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(name, weights=None).eval()
+    size = 224
+    x = torch.randn(1, 3, size, size)
+    leaves = leaf_names(model)
+    preview = frozenset(leaves[:: max(1, len(leaves) // 5)][:5])
+    fwd_spec = CaptureSpec.for_modules(leaves, (OUTPUT,), preview=preview)
+    bwd_spec = CaptureSpec.for_modules(leaves, (OUTPUT, GRAD_OUTPUT), preview=preview)
+    frames: list = []
+    sink = frames.append
+
+    def plain_forward():
+        with torch.no_grad():
+            model(x)
+
+    def captured_forward():
+        with Capture(model, fwd_spec, sink), torch.no_grad():
+            model(x)
+        frames.clear()
+
+    def plain_backward():
+        xi = x.clone().requires_grad_(True)
+        with torch.enable_grad():
+            out = model(xi)
+            torch.autograd.grad(out[0, 0], xi)
+
+    def captured_backward():
+        xi = x.clone().requires_grad_(True)
+        with Capture(model, bwd_spec, sink), torch.enable_grad():
+            out = model(xi)
+            torch.autograd.grad(out[0, 0], xi)
+        frames.clear()
+
+    variants = {
+        "forward": plain_forward,
+        "forward+capture": captured_forward,
+        "fwd+bwd": plain_backward,
+        "fwd+bwd+capture": captured_backward,
+    }
+    for fn in variants.values():  # warm-up: allocator, oneDNN primitives
+        fn()
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(repeats):
+        for k, fn in variants.items():
+            times[k].append(_time(fn))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def report(results: dict[str, dict[str, float]], title: str) -> None:
+    print(f"\n{title}")
+    print(f"{'model':<12} {'forward ms':>10} {'+capture':>9} {'ratio':>6} "
+          f"{'fwd+bwd ms':>10} {'+capture':>9} {'ratio':>6}")
+    for name, r in results.items():
+        print(
+            f"{name:<12} {r['forward'] * 1e3:>10.1f} {r['forward+capture'] * 1e3:>9.1f} "
+            f"{r['forward+capture'] / r['forward']:>6.3f} {r['fwd+bwd'] * 1e3:>10.1f} "
+            f"{r['fwd+bwd+capture'] * 1e3:>9.1f} {r['fwd+bwd+capture'] / r['fwd+bwd']:>6.3f}"
+        )
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet18,resnet50,vit_b_16")
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--load", action="store_true", help="also run with a busy process on one core")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    args = ap.parse_args(argv)
+    threads = configure_threads(args.threads)
+    models = args.models.split(",")
+    print(f"torch {torch.__version__}, {threads} intra-op threads, "
+          f"OMP_WAIT_POLICY={__import__('os').environ.get('OMP_WAIT_POLICY')}, "
+          f"batch 1, 224x224, CPU, medians of {args.repeats} interleaved repeats")
+    report({m: bench_model(m, args.repeats) for m in models}, "idle machine")
+    if args.load:
+        with busy_core():
+            time.sleep(1.0)
+            report({m: bench_model(m, args.repeats) for m in models},
+                   "with a busy torch process pinned to one core")
+
+
+if __name__ == "__main__":
+    main()
