@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from .cam import logits_of
 from .channel import FrameChannel
 from .frames import (
     GRAD_OUTPUT,
@@ -32,7 +33,7 @@ from .frames import (
     RunFinished,
     RunStarted,
 )
-from .hooks import Capture, CaptureSpec, HookError, RunCancelled, tensor_leaves
+from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .images import ImageLoadError, load_image
 from .interventions import Intervention
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
@@ -205,7 +206,7 @@ class Session:
                 x = x.to(device)
                 if need_grad:
                     x.requires_grad_(True)
-                logits = _logits(model(x))
+                logits = logits_of(model(x))
                 timings["forward"] = time.perf_counter() - t
                 scores = logits.detach().float()[0]
                 probs = scores.softmax(-1)
@@ -230,7 +231,7 @@ class Session:
             never_called = tuple(cap.never_called())
             if req.cams:
                 t = time.perf_counter()
-                self._cams(run_id, req, cap, target, x.shape[-2:], outcome)
+                self._cams(run_id, req, cap, target, x.detach(), cancel, outcome)
                 timings["cam"] = time.perf_counter() - t
         except RunCancelled:
             self.channel.cancel_run(run_id)
@@ -272,27 +273,21 @@ class Session:
 
         return default_target_layer(self.loaded.model, self.tree)
 
-    def _cams(self, run_id, req, cap: Capture, target, input_hw, outcome: RunOutcome) -> None:
+    def _cams(self, run_id, req, cap: Capture, target, x, cancel, outcome: RunOutcome) -> None:
         from .cam import cam_from_capture
+
+        def progress(done: int, total: int) -> None:  # Score-CAM's masked forwards
+            if cancel.is_set():
+                raise RunCancelled()
 
         for method, layer in req.cams:
             layer = layer or self.default_cam_layer()
-            cam = cam_from_capture(method, cap, layer, tuple(input_hw))
+            cam = cam_from_capture(
+                method, cap, layer, tuple(x.shape[-2:]), model_input=x, target=target,
+                progress=progress,
+            )
             outcome.cams[(method, layer)] = cam
             self.channel.put(CamFrame(run_id, method, layer, target, cam))
-
-
-def _logits(output: Any) -> torch.Tensor:
-    """The class scores in a model's output: the tensor itself, 'logits'/'out', or the first."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, dict):
-        for key in ("logits", "out"):
-            if isinstance(output.get(key), torch.Tensor):
-                return output[key]
-    for _, t in tensor_leaves(output):
-        return t
-    raise ValueError(f"the model returned {type(output).__name__} with no tensor in it")
 
 
 def _label_of(image: Any) -> str:

@@ -1,0 +1,222 @@
+"""The `network-inspector` command.
+
+    network-inspector [IMAGE...] [--model NAME]      open the desktop app
+    network-inspector analyse --model resnet18 --out DIR IMAGE_OR_FOLDER...
+    network-inspector models                         the model catalog
+    network-inspector tree --model NAME              the module tree, shapes, hazards
+    network-inspector train-demo --out DIR           train the bundled demo model
+
+Only the GUI path imports Qt: `analyse`, `models` and `tree` use inspector.core alone, so
+they run on a headless workstation without a display. torch is imported only once a
+command needs it, so `--help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import inspector.core  # noqa: F401  (sets the OpenMP wait policy before torch loads)
+
+COMMANDS = ("analyse", "analyze", "models", "tree", "train-demo")
+RANDOM_WEIGHTS_NOTE = (
+    "warning: {name} has RANDOM weights (no pretrained file on this machine): its predictions "
+    "and maps show an untrained network"
+)
+
+USAGE = """\
+usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device DEV]
+       network-inspector analyse --model NAME --out DIR [options] IMAGE_OR_FOLDER ...
+       network-inspector models
+       network-inspector tree --model NAME [--weights FILE] [--depth N]
+       network-inspector train-demo --out DIR [options]
+
+Without a command, the desktop app opens (with the images and model given).
+Run `network-inspector COMMAND --help` for a command's options.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0
+    if not argv or argv[0] not in COMMANDS:
+        return _gui(argv)
+    command, rest = argv[0], argv[1:]
+    if command == "train-demo":
+        from inspector.demo.train import main as train_main
+
+        return int(train_main(rest) or 0)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _gui(argv: list[str]) -> int:
+    try:
+        from inspector.app import main as gui_main
+    except ImportError as e:
+        print(
+            f"network-inspector: the desktop app cannot start ({e}). Headless commands still "
+            f"work: network-inspector analyse --help",
+            file=sys.stderr,
+        )
+        return 1
+    return int(gui_main(argv) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="network-inspector", usage=USAGE)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    a = sub.add_parser(
+        "analyse",
+        aliases=["analyze"],
+        help="run a model over images and write NPZ, PNG and TensorBoard files",
+        description="Run a model over images headless; per image write an NPZ (input, "
+        "activations, gradients, CAMs), CAM overlays and activation mosaics as PNG, and "
+        "for the run DIR/summary.json and a TensorBoard log.",
+    )
+    _model_options(a)
+    a.add_argument("--layers", default="",
+                   help="comma-separated modules whose activation and gradient to save "
+                        "(default: the CAM layer); see `network-inspector tree`")
+    a.add_argument("--cam", default="gradcam",
+                   help="comma-separated CAM methods: gradcam, gradcam++, xgradcam, layercam, "
+                        "hirescam, eigencam, scorecam; 'none' for none (default: gradcam)")
+    a.add_argument("--cam-layer", default=None,
+                   help="the layer the CAMs read (default: chosen for the model)")
+    a.add_argument("--target", default="top1",
+                   help="the class to explain: top1 (default), a class index or a class name")
+    a.add_argument("--topk", type=int, default=5, help="predictions listed per image")
+    a.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    a.add_argument("--no-tensorboard", action="store_true", help="do not write a TensorBoard log")
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
+    a.set_defaults(func=_analyse)
+
+    m = sub.add_parser("models", help="list the model catalog")
+    m.set_defaults(func=_models)
+
+    t = sub.add_parser("tree", help="print a model's module tree with output shapes and hazards")
+    _model_options(t)
+    t.add_argument("--depth", type=int, default=None, help="show modules down to this depth")
+    t.set_defaults(func=_tree)
+    return parser
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="demo_shapes",
+                   help="a catalog name (see `network-inspector models`; default demo_shapes) "
+                        "or path/to/file.py:function returning an nn.Module")
+    p.add_argument("--weights", default=None,
+                   help="a checkpoint for --model: a state_dict (.pt/.pth, loaded with "
+                        "weights_only) or .safetensors")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
+
+
+def _model_spec(args: argparse.Namespace):
+    from inspector.core.models import ModelSpec
+
+    if args.model and ".py:" in args.model:
+        return ModelSpec(name=None, factory=args.model, checkpoint=args.weights, device=args.device)
+    return ModelSpec(name=args.model, checkpoint=args.weights, device=args.device)
+
+
+def _error(message: str) -> None:
+    print(f"network-inspector: {message}", file=sys.stderr)
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+# -- analyse --------------------------------------------------------------------------------------
+
+
+def _analyse(args: argparse.Namespace) -> int:
+    from .analyse import Analysis
+
+    try:
+        methods = [] if args.cam.strip().lower() == "none" else _split(args.cam)
+        analysis = Analysis(
+            spec=_model_spec(args),
+            out=args.out,
+            layers=_split(args.layers),
+            methods=methods,
+            cam_layer=args.cam_layer,
+            target=args.target,
+            topk=args.topk,
+            tensorboard=not args.no_tensorboard,
+            progress=not args.quiet,
+            warn=_error,
+        )
+    except ValueError as e:
+        _error(str(e))
+        return 2
+    return analysis.run(args.images)
+
+
+# -- models and tree ------------------------------------------------------------------------------
+
+
+def _models(args: argparse.Namespace) -> int:
+    from inspector.core.models import _REGISTRY, cached_weights_path, list_models
+
+    for name in list_models():
+        if name in _REGISTRY:
+            note = "registered (ships its own weights)"
+        elif cached_weights_path(name) is not None:
+            note = "torchvision, pretrained weights on this machine"
+        else:
+            note = "torchvision, random weights (pretrained file not downloaded)"
+        print(f"{name:<28} {note}")
+    return 0
+
+
+def _tree(args: argparse.Namespace) -> int:
+    import torch
+
+    from inspector.core.models import load_model
+    from inspector.core.tree import HAZARD_TEXT, build_tree
+
+    try:
+        loaded = load_model(_model_spec(args))
+    except Exception as e:  # every loader failure is reported in words, not a traceback
+        _error(f"could not load {args.model}: {e}")
+        return 1
+    if not loaded.pretrained:
+        _error(RANDOM_WEIGHTS_NOTE.format(name=loaded.name))
+    h, w = loaded.preprocess.crop_size
+    tree = build_tree(loaded.model, torch.zeros(1, 3, h, w, device=loaded.device))
+    print(f"{loaded.description}; input 1 x 3 x {h} x {w}; "
+          f"{tree.root.params_total:,} parameters")
+    seen: set[str] = set()
+    for name, info in tree.modules.items():
+        if args.depth is not None and info.depth > args.depth:
+            continue
+        shape = info.output_shape
+        shown = "x".join(str(s) for s in shape) if shape else "-"
+        if len(info.calls) > 1:
+            shown += f" (x{len(info.calls)} calls)"
+        flags = ", ".join(sorted(info.hazards))
+        seen |= info.hazards
+        label = ("  " * info.depth) + (info.short_name if name else "(model)")
+        params = f"{info.params_total:,}" if info.params_total else ""
+        line = f"{label:<44} {info.type_name:<26} {shown:<22} {params:>12}"
+        print(line + (f"  ! {flags}" if flags else ""))
+    if seen:
+        print("\nflags:")
+        for flag in sorted(seen):
+            print(f"  {flag}: {HAZARD_TEXT.get(flag, flag)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

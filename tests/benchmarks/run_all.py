@@ -1,0 +1,32 @@
+"""`make bench`: every benchmark in turn, each printing its own table (nothing asserted).
+
+Each runs in its own process: thread settings and OMP_WAIT_POLICY are read once, when torch
+is imported, and the UI benchmark needs a fresh QApplication.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BENCHMARKS = [
+    ("capture overhead", ["tests.benchmarks.bench_capture", "--load"]),
+    ("CAM time", ["tests.benchmarks.bench_cam"]),
+    ("activation mosaic", ["tests.benchmarks.bench_mosaic"]),
+    ("desktop app", ["tests.benchmarks.bench_ui"]),
+]
+
+
+def main() -> int:
+    failed = []
+    for title, args in BENCHMARKS:
+        print(f"\n=== {title}: python -m {' '.join(args)}", flush=True)
+        if subprocess.call([sys.executable, "-m", *args]) != 0:
+            failed.append(title)
+    if failed:
+        print(f"\nbenchmarks that failed to run: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

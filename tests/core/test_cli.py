@@ -1,0 +1,208 @@
+"""The `network-inspector` command: analyse, models, tree, and dispatch to the GUI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from inspector import cli
+
+FACTORY = '''
+import torch
+from torch import nn
+
+CLASSES = ["circle", "square", "star"]
+PREPROCESS = {"crop_size": (32, 32), "resize_size": None,
+              "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3),
+    )
+'''
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    """A folder with two readable images (one in a sub-folder) and a corrupt one."""
+    folder = tmp_path / "images"
+    (folder / "sub").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (60, 80, 3), dtype=np.uint8)).save(folder / "a.png")
+    Image.fromarray(rng.integers(0, 255, (90, 50, 3), dtype=np.uint8)).save(folder / "sub/b.jpg")
+    (folder / "broken.png").write_text("this is not a picture")
+    return folder
+
+
+@pytest.fixture
+def factory(tmp_path: Path) -> str:
+    path = tmp_path / "tiny_model.py"
+    path.write_text(FACTORY)
+    return f"{path}:build"
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_analyse_writes_the_documented_files(images: Path, tmp_path: Path, capsys):
+    pytest.importorskip("tensorboard", reason="tensorboard is an optional extra (in dev)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "out"
+    rc = cli.main([
+        "analyse", "--model", "resnet18", "--device", "cpu", "--layers", "conv1,layer4",
+        "--cam", "gradcam,layercam", "--out", str(out), str(images),
+    ])
+    captured = capsys.readouterr()
+    assert rc == 1  # one image failed
+    assert "broken.png" in captured.err and "not an image" in captured.err
+    assert "RANDOM weights" in captured.err
+    assert "2 of 3 images analysed, 1 failed" in captured.out.strip().splitlines()[-1]
+
+    summary = _summary(out)
+    assert (summary["model"], summary["weights"], summary["device"]) == ("resnet18", None, "cpu")
+    by_name = {Path(e["path"]).name: e for e in summary["images"]}
+    assert set(by_name) == {"a.png", "b.jpg", "broken.png"}
+    broken = by_name["broken.png"]
+    assert "not an image" in broken["error"] and broken["files"] == {} and broken["top"] == []
+    for name, size in (("a.png", (80, 60)), ("b.jpg", (50, 90))):
+        entry = by_name[name]
+        assert entry["error"] is None
+        assert len(entry["top"]) == 5
+        assert set(entry["top"][0]) == {"index", "label", "prob"}
+        assert entry["top"][0]["prob"] >= entry["top"][1]["prob"]
+        assert isinstance(entry["top"][0]["label"], str) and entry["top"][0]["label"]
+        files = entry["files"]
+        assert {"npz", "cam/gradcam", "cam/layercam", "mosaic/conv1", "mosaic/layer4"} <= set(files)
+        with np.load(out / files["npz"]) as npz:
+            assert npz["input"].shape == (1, 3, 224, 224)
+            assert npz["activation/conv1"].shape == npz["gradient/conv1"].shape == (1, 64, 112, 112)
+            assert npz["activation/layer4"].shape == npz["gradient/layer4"].shape == (1, 512, 7, 7)
+            assert np.abs(npz["gradient/conv1"]).max() > 0
+            for method in ("gradcam", "layercam"):
+                cam = npz[f"cam/{method}"]
+                assert cam.shape == (224, 224) and cam.dtype == np.float32
+                assert cam.min() >= 0 and cam.max() == pytest.approx(1.0)
+        with Image.open(out / files["cam/gradcam"]) as overlay:
+            assert overlay.size == size  # drawn over the original picture
+        with Image.open(out / files["mosaic/conv1"]) as mosaic:
+            assert mosaic.size == (8 * 113 + 1, 8 * 113 + 1)  # make_grid: 8 x 8, padding 1
+
+    acc = EventAccumulator(str(out / "tensorboard"), size_guidance={"images": 0, "histograms": 0})
+    acc.Reload()
+    tags = acc.Tags()
+    assert {"input", "cam/gradcam", "cam/layercam", "activation/conv1"} <= set(tags["images"])
+    assert {"activation/conv1", "gradient/conv1", "activation/layer4", "gradient/layer4"} <= set(
+        tags["histograms"]
+    )
+    assert len(acc.Images("cam/gradcam")) == 2
+
+
+def test_analyse_without_tensorboard_says_how_to_install(images, factory, tmp_path, capsys,
+                                                         monkeypatch):
+    from inspector.core import export
+
+    def missing(log_dir):
+        raise export.TensorBoardMissing()
+
+    monkeypatch.setattr(export, "TensorBoardLog", missing)
+    out = tmp_path / "out"
+    rc = cli.main(["analyse", "--model", factory, "--target", "square", "--quiet",
+                   "--cam", "gradcam,scorecam,eigencam",
+                   "--out", str(out), str(images / "a.png"), str(images / "sub")])
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert "pip install" in err and "tensorboard" in err
+    assert not (out / "tensorboard").exists()
+    entries = _summary(out)["images"]
+    assert [e["target"] for e in entries] == [1, 1]  # "square" is class 1
+    assert _summary(out)["cam_layer"] == "3"  # the last spatial module of the factory model
+    with np.load(out / entries[0]["files"]["npz"]) as npz:
+        assert {"cam/gradcam", "cam/scorecam", "cam/eigencam", "activation/3"} <= set(npz.files)
+        assert npz["cam/scorecam"].shape == (32, 32)
+
+
+def test_analyse_reports_bad_options(images, factory, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["analyse", "--model", factory, "--layers", "nope", "--quiet",
+                     "--out", str(out), str(images)]) != 0
+    assert "no module named 'nope'" in capsys.readouterr().err
+    assert cli.main(["analyse", "--model", factory, "--cam", "magic", "--out", str(out),
+                     str(images)]) == 2
+    assert "unknown CAM method 'magic'" in capsys.readouterr().err
+    assert cli.main(["analyse", "--model", factory, "--target", "triangle", "--quiet",
+                     "--out", str(out), str(images)]) != 0
+    assert "no class named 'triangle'" in capsys.readouterr().err
+    assert cli.main(["analyse", "--model", "no_such_model", "--quiet", "--out", str(out),
+                     str(images)]) != 0
+    assert "unknown model 'no_such_model'" in capsys.readouterr().err
+    rc = cli.main(["analyse", "--model", factory, "--quiet", "--out", str(out),
+                   str(tmp_path / "missing.png"), str(images / "a.png")])
+    assert rc == 1
+    assert "missing.png" in capsys.readouterr().err
+    assert [e["error"] is None for e in _summary(out)["images"]] == [False, True]
+
+
+def test_models_lists_the_catalog(capsys):
+    assert cli.main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "demo_shapes" in out and "resnet18" in out and "vit_b_16" in out
+
+
+def test_tree_prints_shapes_and_hazards(factory, capsys):
+    assert cli.main(["tree", "--model", factory]) == 0
+    out = capsys.readouterr().out
+    assert "1x8x32x32" in out and "1x8x16x16" in out and "1x3" in out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("1 "))
+    assert "ReLU" in line and "inplace" in line
+    assert "flags:" in out and "modifies its input in place" in out
+
+
+def test_no_command_opens_the_gui(monkeypatch):
+    seen = []
+    fake = types.ModuleType("inspector.app")
+    fake.main = lambda argv=None: seen.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "inspector.app", fake)
+    assert cli.main(["photo.jpg", "--model", "resnet18"]) == 0
+    assert cli.main([]) == 0
+    assert seen == [["photo.jpg", "--model", "resnet18"], []]
+
+
+def test_train_demo_is_dispatched(monkeypatch):
+    import inspector.demo.train as train
+
+    seen = []
+    monkeypatch.setattr(train, "main", lambda argv=None: seen.append(argv) or 0)
+    assert cli.main(["train-demo", "--out", "x", "--steps", "3"]) == 0
+    assert seen == [["--out", "x", "--steps", "3"]]
+
+
+@pytest.mark.slow
+def test_headless_commands_never_import_qt(images, factory, tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from inspector.cli import main
+        assert main(["tree", "--model", {factory!r}]) == 0
+        main(["analyse", "--model", {factory!r}, "--quiet", "--no-tensorboard",
+              "--out", {str(tmp_path / "out")!r}, {str(images / "a.png")!r}])
+        qt = [m for m in sys.modules if m.split(".")[0] in ("PySide6", "pyqtgraph")]
+        assert not qt, qt
+        assert "inspector.app" not in sys.modules and "inspector.ui" not in sys.modules
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr

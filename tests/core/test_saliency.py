@@ -1,0 +1,134 @@
+"""Input attributions: each method against what it must satisfy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from inspector.core.saliency import (
+    attribution_map,
+    gradient_x_input,
+    integrated_gradients,
+    smoothgrad,
+    vanilla_gradient,
+)
+
+
+def small_cnn(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 16, 3, stride=2, padding=1),
+        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 5),
+    ).eval()
+
+
+def linear_model(bias: bool) -> nn.Module:
+    torch.manual_seed(1)
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, 3, bias=bias)).eval()
+
+
+class BatchRecorder(nn.Module):
+    """Wraps a model and records the batch size of every forward."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.sizes: list[int] = []
+
+    def forward(self, x):
+        self.sizes.append(len(x))
+        return self.inner(x)
+
+
+def test_integrated_gradients_completeness():
+    model = small_cnn()
+    torch.manual_seed(2)
+    x = torch.randn(2, 3, 16, 16) * 2
+    baseline = torch.zeros_like(x)
+    result = integrated_gradients(model, x, steps=64, baseline=baseline, batch_size=16)
+    with torch.no_grad():
+        idx = torch.tensor(result.targets)
+        rows = torch.arange(2)
+        diff = model(x)[rows, idx] - model(baseline)[rows, idx]
+    assert torch.all(diff.abs() > 0.05), "degenerate test: score(x) == score(baseline)"
+    total = result.attributions.sum(dim=(1, 2, 3))
+    assert torch.all((total - diff).abs() <= 0.01 * diff.abs()), (total, diff)
+    torch.testing.assert_close(result.delta, total - diff, atol=1e-5, rtol=1e-4)
+
+
+def test_integrated_gradients_memory_is_bounded_by_the_internal_batch():
+    inner = small_cnn()
+    recorder = BatchRecorder(inner)
+    x = torch.randn(1, 3, 16, 16)
+    small = integrated_gradients(recorder, x, target=2, steps=40, batch_size=6)
+    assert max(recorder.sizes) <= 6
+    big = integrated_gradients(inner, x, target=2, steps=40, batch_size=64)
+    torch.testing.assert_close(small.attributions, big.attributions, atol=1e-6, rtol=1e-5)
+
+
+def test_vanilla_gradient_of_a_linear_model_is_its_weight_row():
+    model = linear_model(bias=True)
+    x = torch.randn(2, 3, 4, 4)
+    result = vanilla_gradient(model, x, target=1)
+    weight = model[1].weight[1].detach().reshape(3, 4, 4)
+    torch.testing.assert_close(result.attributions, weight.expand(2, 3, 4, 4))
+    assert result.targets == [1, 1]
+    assert all(p.grad is None for p in model.parameters())  # only the input's gradient
+
+
+def test_gradient_x_input_sums_to_the_score_without_bias():
+    model = linear_model(bias=False)
+    x = torch.randn(2, 3, 4, 4)
+    result = gradient_x_input(model, x)  # top-1 per image
+    torch.testing.assert_close(result.attributions.sum(dim=(1, 2, 3)), result.scores)
+    with torch.no_grad():
+        assert result.targets == model(x).argmax(dim=1).tolist()
+
+
+def test_smoothgrad():
+    x = torch.randn(1, 3, 4, 4)
+    linear = linear_model(bias=True)
+    # A linear model's gradient does not depend on the input: noise changes nothing.
+    torch.testing.assert_close(
+        smoothgrad(linear, x, target=0, samples=7, sigma=0.5, batch_size=3).attributions,
+        vanilla_gradient(linear, x, target=0).attributions,
+    )
+    cnn = small_cnn()
+    xs = torch.randn(1, 3, 16, 16)
+    # No noise: the vanilla gradient; same seed: the same result; noise: a different one.
+    torch.testing.assert_close(
+        smoothgrad(cnn, xs, samples=3, sigma=0.0).attributions,
+        vanilla_gradient(cnn, xs).attributions, atol=1e-6, rtol=1e-5,
+    )
+    a = smoothgrad(cnn, xs, samples=5, sigma=0.2, seed=3).attributions
+    b = smoothgrad(cnn, xs, samples=5, sigma=0.2, seed=3).attributions
+    c = smoothgrad(cnn, xs, samples=5, sigma=0.2, seed=4).attributions
+    torch.testing.assert_close(a, b)
+    assert not torch.allclose(a, c)
+
+
+def test_class_is_fixed_on_the_clean_input():
+    # SmoothGrad explains the clean input's top-1 class in every noisy sample.
+    cnn = small_cnn()
+    recorder = BatchRecorder(cnn)
+    xs = torch.randn(1, 3, 16, 16)
+    with torch.no_grad():
+        top = int(cnn(xs).argmax())
+    result = smoothgrad(recorder, xs, samples=4, sigma=1.0, batch_size=4)
+    assert result.targets == [top]
+    assert recorder.sizes == [1, 4]
+
+
+def test_attribution_map_and_train_flag_restored():
+    model = small_cnn().train()
+    x = torch.randn(2, 3, 16, 16)
+    result = vanilla_gradient(model, x)
+    assert all(m.training for m in model.modules())
+    for reduce in ("abs_max", "abs_sum", "sum"):
+        m = attribution_map(result.attributions, reduce)
+        assert m.shape == (2, 16, 16) and m.dtype == np.float32
+        assert m.min() >= 0 and m.max() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="unknown reduction"):
+        attribution_map(result.attributions, "mean")
