@@ -24,7 +24,15 @@ lint: $(STAMP)
 test: lint
 	$(PY) -m pytest
 
-bench: $(STAMP)
+# pytorch-grad-cam is the CAM benchmark's baseline only, never a dependency of the app.
+# --no-deps: resolving grad-cam's own requirements made pip backtrack to an sdist that fails.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --no-deps "grad-cam==1.5.7"
+	$(PY) -m pip install ttach opencv-python-headless matplotlib scikit-learn scipy
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.run_all
 
 package: $(STAMP)
