@@ -15,6 +15,8 @@ import statistics
 import time
 
 import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported)
+
+# isort: split
 import torch
 import torchvision
 
