@@ -31,6 +31,7 @@ usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device D
        network-inspector models
        network-inspector tree --model NAME [--weights FILE] [--depth N]
        network-inspector train-demo --out DIR [options]
+       network-inspector --install-desktop | --uninstall-desktop
 
 Without a command, the desktop app opens (with the images and model given).
 Run `network-inspector COMMAND --help` for a command's options.
@@ -39,6 +40,11 @@ Run `network-inspector COMMAND --help` for a command's options.
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv in (["--install-desktop"], ["--uninstall-desktop"]):
+        # Linux menu entry, icon and "Open with" for images (inspector/desktop.py).
+        from inspector.desktop import desktop_command
+
+        return desktop_command(uninstall=argv[0] == "--uninstall-desktop")
     if argv and argv[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0

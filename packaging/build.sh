@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Build the one-folder app: dist/network-inspector/network-inspector (`make package`).
+#
+#   bash packaging/build.sh            # with .venv/bin/python, or $PYTHON when set
+#   bash packaging/build.sh --clean    # forget PyInstaller's cache in build/ first
+#
+# Installs PyInstaller into that environment when it is missing, checks that the icons match
+# their SVG, builds, then runs the frozen `network-inspector --help` and prints the size and
+# build time. See packaging/README.md for Windows, macOS and CPU-only builds.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+DIST="$ROOT/dist"
+WORK="$ROOT/build/pyinstaller"
+APP="network-inspector"
+
+if [ ! -x "$PY" ] && ! command -v "$PY" >/dev/null; then
+    echo "build.sh: no Python at $PY; run 'make' first or set PYTHON" >&2
+    exit 1
+fi
+if ! "$PY" -c "import PyInstaller" 2>/dev/null; then
+    echo "build.sh: installing PyInstaller into $("$PY" -c 'import sys; print(sys.prefix)')"
+    "$PY" -m pip install "pyinstaller>=6.10"
+fi
+
+# The PNGs are committed; a stale set means someone edited the SVG and forgot to render.
+"$PY" packaging/render_icons.py --check
+
+extra=()
+if [ "${1:-}" = "--clean" ]; then
+    extra+=(--clean)
+fi
+
+start=$(date +%s)
+"$PY" -m PyInstaller --noconfirm --log-level WARN "${extra[@]}" \
+    --distpath "$DIST" --workpath "$WORK" packaging/network_inspector.spec
+end=$(date +%s)
+
+case "$(uname -s)" in
+    Darwin) exe="$DIST/Network Inspector.app/Contents/MacOS/$APP" ;;
+    MINGW*|MSYS*|CYGWIN*) exe="$DIST/$APP/$APP.exe" ;;
+    *) exe="$DIST/$APP/$APP" ;;
+esac
+# Proof that the bundle works without a display: the CLI starts, and the bundled demo model
+# runs forward and backward with a Grad-CAM on a bundled sample (torch, torchvision's ops,
+# the resources). The desktop window is checked by hand: see packaging/README.md.
+"$exe" --help >/dev/null
+sample="$(find "$DIST" -path "*resources/demo/samples/*.png" | sort | head -n 1)"
+if [ -n "$sample" ]; then
+    check="$(mktemp -d)"
+    trap 'rm -rf "$check"' EXIT
+    "$exe" analyse --model demo_shapes --quiet --no-tensorboard --out "$check" "$sample"
+    ls "$check"/*/*.npz >/dev/null
+fi
+
+echo "built $DIST/$APP in $((end - start)) s; size $(du -sh "$DIST/$APP" | cut -f1)"
+echo "run it: $exe [IMAGE ...]    (Linux menu entry: $exe --install-desktop)"
