@@ -1,0 +1,129 @@
+"""The GUI entry point: `network-inspector-gui`, `python -m inspector`, and the CLI's
+`network-inspector [images...] [--model NAME]` with no sub-command.
+
+The window must appear before torch is imported (importing torch and torchvision takes
+seconds): this module imports only Qt and the UI shell at the top. Once the window has
+painted, the engine is imported on a background thread (the window's SessionControl) while
+the data views (pyqtgraph) are built on this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+# Set before torch is first imported, wherever that happens (see inspector/core/__init__.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+SETTINGS_ENV = "INSPECTOR_SETTINGS_FILE"  # an INI file instead of the user's settings
+EXIT_WAIT_S = 15.0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="network-inspector",
+        description="Look inside a PyTorch model while it runs: open the desktop app.",
+    )
+    parser.add_argument("images", nargs="*", help="image files or folders to open")
+    parser.add_argument(
+        "--model",
+        help="a model from the catalog (default: the bundled demo_shapes), "
+        "or path/to/file.py:function for a factory",
+    )
+    parser.add_argument("--weights", help="a checkpoint (state_dict or .safetensors) for --model")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
+    return parser.parse_args(argv)
+
+
+def model_fields(args: argparse.Namespace) -> dict:
+    """ModelSpec fields for the command line's model options."""
+    fields: dict = {}
+    model = args.model
+    if model and ".py:" in model:
+        fields.update(name=None, factory=model)
+    elif model:
+        fields["name"] = model
+    if args.weights:
+        fields["checkpoint"] = args.weights
+    if args.device:
+        fields["device"] = args.device
+    return fields
+
+
+def startup_images(args: argparse.Namespace) -> list[str]:
+    """The images named, or the demo's samples when the app opens on the demo model."""
+    if args.images:
+        return list(args.images)
+    if args.model or args.weights:
+        return []
+    try:
+        from inspector.demo import sample_images
+
+        return [str(p) for p in sample_images()]
+    except Exception:  # noqa: BLE001 - the app opens without samples rather than not at all
+        return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+
+    from PySide6.QtCore import QMetaObject, Qt
+    from PySide6.QtWidgets import QApplication
+
+    from inspector.ui.about_dialog import app_icon
+    from inspector.ui.errors import install_excepthooks
+    from inspector.ui.main_window import MainWindow, mark
+    from inspector.ui.settings import AppSettings
+
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setOrganizationName("network-inspector")
+    app.setApplicationName("network-inspector")
+    app.setApplicationDisplayName("Network Inspector")
+    app.setDesktopFileName("network-inspector")
+    app.setWindowIcon(app_icon())
+
+    settings_file = os.environ.get(SETTINGS_ENV)
+    settings = AppSettings.in_file(settings_file) if settings_file else AppSettings()
+    window = MainWindow(settings)
+    window.show()
+    app.processEvents()  # paint the window now, before anything slow
+    mark("window_shown", torch_imported="torch" in sys.modules)
+    # The engine (torch) starts importing on its own thread now, while this thread builds
+    # the views (pyqtgraph); frames reach the views only once the event loop runs.
+    window.start(startup_images(args), model_fields(args))
+    window.build_views()
+    app.processEvents()
+    mark("views_ready")
+
+    old_hooks = (sys.excepthook, threading.excepthook)
+    install_excepthooks(window.reporter)
+
+    def quit_on_signal(_signum, _frame) -> None:
+        # Runs between Python bytecodes on the UI thread; close from the event loop instead
+        # of in the middle of whatever Python code was interrupted.
+        QMetaObject.invokeMethod(window, "close", Qt.ConnectionType.QueuedConnection)
+
+    old_signals = {s: signal.signal(s, quit_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = app.exec()
+    finally:
+        sys.excepthook, threading.excepthook = old_hooks
+        for s, handler in old_signals.items():
+            signal.signal(s, handler)
+        window.shutdown()  # idempotent: closeEvent did it unless the app was quit otherwise
+    # A model still loading, or torch still importing, cannot be interrupted. Give them time
+    # to finish; if they do not, leave without running Python's shutdown: finalizing while a
+    # thread is inside torch's C++ code aborts the process ("terminate called without an
+    # active exception"), seen here when the app was closed during its first seconds.
+    if not window.control.close(wait=EXIT_WAIT_S):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

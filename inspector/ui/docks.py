@@ -1,0 +1,82 @@
+"""The window's panes: which docks there are, the view class in each, and their layout.
+
+Every pane is a QDockWidget, so a user can move, tab, float or close it; View ▸ Reset
+layout brings back the layout made here. The default puts what is read together side by
+side: the module tree on the left; the image and its predictions in the middle; the
+selected module's activations (tabbed with gradients and input statistics) above the class
+activation map on the right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
+
+# Dock key -> (title, the view that fills it: (module in inspector.ui.views, class), or
+# None for the panes the window builds itself).
+DOCKS: dict[str, tuple[str, tuple[str, str] | None]] = {
+    "images": ("Image", None),
+    "tree": ("Modules", None),
+    "activation": ("Activations", ("activation_view", "ActivationView")),
+    "gradient": ("Gradients", ("gradient_view", "GradientView")),
+    "input_stats": ("Input statistics", ("input_stats_view", "InputStatsView")),
+    "predictions": ("Predictions", ("predictions_view", "PredictionsView")),
+    "cam": ("Class activation map", ("cam_view", "CamView")),
+}
+DEFAULT_SIZE = (1440, 900)
+
+
+class Dock(QDockWidget):
+    """A dock that takes dropped files too: a floating dock is a window of its own, so a
+    drop on it would not reach the main window. `drop_target` handles the events."""
+
+    def __init__(self, title: str, key: str, parent: QMainWindow, drop_target: QWidget) -> None:
+        super().__init__(title, parent)
+        self.setObjectName(f"dock_{key}")  # saveState/restoreState find docks by name
+        self.setAcceptDrops(True)
+        self._target = drop_target
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802
+        self._target.dragEnterEvent(event)
+
+    def dragMoveEvent(self, event) -> None:  # noqa: N802
+        self._target.dragMoveEvent(event)
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        self._target.dropEvent(event)
+
+
+def make_docks(window: QMainWindow, widget_for: Callable[[str], QWidget]) -> dict[str, Dock]:
+    docks = {}
+    for key, (title, _view) in DOCKS.items():
+        dock = Dock(title, key, window, window)
+        dock.setWidget(widget_for(key))
+        docks[key] = dock
+    return docks
+
+
+def default_layout(window: QMainWindow, docks: dict[str, Dock]) -> None:
+    d = docks
+    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, d["tree"])
+    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, d["images"])
+    window.splitDockWidget(d["images"], d["activation"], Qt.Orientation.Horizontal)
+    window.splitDockWidget(d["images"], d["predictions"], Qt.Orientation.Vertical)
+    window.splitDockWidget(d["activation"], d["cam"], Qt.Orientation.Vertical)
+    window.tabifyDockWidget(d["activation"], d["gradient"])
+    window.tabifyDockWidget(d["gradient"], d["input_stats"])
+    d["activation"].raise_()
+    default_sizes(window, docks)
+
+
+def default_sizes(window: QMainWindow, docks: dict[str, Dock]) -> None:
+    """Sizes only stick once the window has its own size: call again when first shown."""
+    d = docks
+    horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
+    # One call per dock area: Qt sizes the left and right areas as a pair of docks. The tree
+    # gets the width of its columns; the activation mosaic the rest.
+    window.resizeDocks([d["tree"], d["images"]], [650, 790], horizontal)
+    window.resizeDocks([d["images"], d["activation"]], [310, 480], horizontal)
+    window.resizeDocks([d["images"], d["predictions"]], [480, 300], vertical)
+    window.resizeDocks([d["activation"], d["cam"]], [500, 300], vertical)

@@ -1,0 +1,206 @@
+"""The UI thread's end of the frame channel: a QTimer drains it at display rate and hands
+the frames to the views.
+
+The worker never waits for the UI: it puts frames on the core's bounded channel and goes
+on. Here, on the UI thread, a timer takes what is pending sixty times a second (at most
+`max_frames` a tick, so a burst cannot freeze the window; if the UI falls further behind,
+the channel keeps the newest frame per tensor and counts the others).
+
+What is taken is handed to the views in batches: a finished run at once, a run still
+arriving every `batch_s` (layers appear as the passes reach them), but not more often than
+every `min_interval_s`. A batch that holds several runs (a small model runs ten or more
+images a second) shows only the newest: painting every run cost the UI thread a third of
+a core here, slowed the worker on a 2-core machine, and showed nothing anyone could
+follow. Errors and a newly loaded model are never held back or skipped. The counters and
+`runFinished` still see every run.
+
+The same timer polls `concurrent.futures.Future`s (a model load, the background import of
+torch) so that their results are handled on the UI thread without cross-thread signals.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from inspector.core.frames import ErrorFrame, ModelLoaded, RunFinished, RunStarted
+
+DISPLAY_INTERVAL_MS = 16
+MAX_FRAMES_PER_TICK = 400
+DATA_BATCH_S = 0.08
+MIN_DELIVERY_INTERVAL_S = 0.2
+
+Consumer = Callable[[Any], None]
+
+
+class FrameRouter(QObject):
+    modelLoaded = Signal(object)  # ModelLoaded
+    runStarted = Signal(object)  # RunStarted (of the runs the views are shown)
+    runFinished = Signal(object)  # RunFinished: every run, after the views saw its frames
+    errorFrame = Signal(object)  # ErrorFrame
+    consumerFailed = Signal(str, str)  # message, traceback: a view raised on a frame
+
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        interval_ms: int = DISPLAY_INTERVAL_MS,
+        max_frames: int = MAX_FRAMES_PER_TICK,
+        batch_s: float = DATA_BATCH_S,
+        min_interval_s: float = MIN_DELIVERY_INTERVAL_S,
+    ) -> None:
+        super().__init__(parent)
+        self._channel = None
+        self._consumers: list[Consumer] = []
+        self._flushers: list[Callable[[], None]] = []
+        self._futures: list[tuple[Future, Callable[[Future], None]]] = []
+        self._min_run_id = 0  # data frames of older runs are stale: skip them
+        self.max_frames = max_frames
+        self.batch_s = batch_s
+        self._held: list = []  # drained, not yet handed on (see tick)
+        self._held_since: float | None = None
+        self._last_delivery = float("-inf")
+        self.min_interval_s = min_interval_s
+        self.frames_shown = 0  # data frames handed to the views
+        self.runs_finished = 0  # RunFinished frames seen (shown or skipped)
+        self.runs_skipped = 0  # runs whose frames a newer run made obsolete before display
+        self.frames_skipped = 0
+        self.ticks = 0
+        self.first_frame_time: float | None = None  # time.time() of the first data frame
+        self._failed: set[tuple[int, str]] = set()  # (consumer, error type) already reported
+        self._timer = QTimer(self)
+        self._timer.setInterval(interval_ms)
+        self._timer.timeout.connect(self.tick)
+
+    # -- set-up ------------------------------------------------------------------------------
+    def set_channel(self, channel) -> None:
+        self._channel = channel
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self._consumers.append(consumer)
+
+    def add_flush(self, flush: Callable[[], None]) -> None:
+        """Called after each tick: for consumers that batch their updates (the tree emits
+        a few dataChanged a second, not one per frame). Must be cheap when idle."""
+        self._flushers.append(flush)
+
+    def watch(self, future: Future, callback: Callable[[Future], None]) -> None:
+        """Call `callback(future)` on the UI thread once the future is done."""
+        self._futures.append((future, callback))
+        self.start()
+
+    def expect_run(self, run_id: int) -> None:
+        """Frames of runs before this one are stale (the user moved on)."""
+        self._min_run_id = max(self._min_run_id, run_id)
+
+    def start(self) -> None:
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+        self._held, self._held_since = [], None
+
+    @property
+    def active(self) -> bool:
+        return self._timer.isActive()
+
+    @property
+    def frames_dropped(self) -> int:
+        """Frames never shown: dropped by the channel, or of runs skipped for a newer one."""
+        channel = int(getattr(self._channel, "dropped", 0)) if self._channel is not None else 0
+        return channel + self.frames_skipped
+
+    # -- the tick ----------------------------------------------------------------------------
+    def tick(self) -> None:
+        self.ticks += 1
+        if self._futures:
+            self._poll_futures()
+        if self._channel is not None:
+            frames = self._channel.drain(self.max_frames)
+            if frames:
+                self.runs_finished += sum(isinstance(f, RunFinished) for f in frames)
+                self._held.extend(frames)
+                if self._held_since is None:
+                    self._held_since = time.monotonic()
+            if self._held and self._due(frames):
+                self.deliver()
+        for flush in self._flushers:
+            flush()
+
+    def _due(self, new_frames: list) -> bool:
+        if any(isinstance(f, (ModelLoaded, ErrorFrame)) for f in new_frames):
+            return True  # never held back
+        now = time.monotonic()
+        if now - self._last_delivery < self.min_interval_s:
+            return False  # the views were just given a run: at most ~5 a second
+        # A finished run goes at once (a single dropped image shows without delay); a run
+        # still arriving goes every `batch_s` (layers appear as the passes reach them).
+        finished = any(isinstance(f, RunFinished) for f in self._held)
+        return finished or now - self._held_since >= self.batch_s
+
+    def deliver(self) -> None:
+        """Hand the held frames on, in order, without those of runs a newer run replaced."""
+        held, self._held, self._held_since = self._held, [], None
+        self._last_delivery = time.monotonic()
+        newest = max((f.run_id for f in held if isinstance(f, RunStarted)), default=None)
+        skipped: set[int] = set()
+        for frame in held:
+            run_id = getattr(frame, "run_id", None)
+            obsolete = (
+                newest is not None
+                and run_id is not None
+                and run_id < newest
+                and not isinstance(frame, ErrorFrame)
+            )
+            if obsolete:
+                skipped.add(run_id)
+                self.frames_skipped += 1
+                if isinstance(frame, RunFinished):
+                    self.runFinished.emit(frame)  # listeners count runs, shown or not
+                continue
+            self.route(frame)
+        self.runs_skipped += len(skipped)
+
+    def route(self, frame) -> None:
+        run_id = getattr(frame, "run_id", None)
+        control = isinstance(frame, (RunStarted, RunFinished, ErrorFrame, ModelLoaded))
+        if not control and run_id is not None and run_id < self._min_run_id:
+            return
+        if isinstance(frame, ModelLoaded):
+            self.modelLoaded.emit(frame)
+        elif isinstance(frame, RunStarted):
+            self.runStarted.emit(frame)
+        elif isinstance(frame, ErrorFrame):
+            self.errorFrame.emit(frame)
+        if not control:
+            self.frames_shown += 1
+            if self.first_frame_time is None:
+                self.first_frame_time = time.time()
+        for consumer in self._consumers:
+            try:
+                consumer(frame)
+            except Exception as e:  # a view's bug must not stop the others or the app
+                key = (id(consumer), type(e).__name__)
+                if key not in self._failed:
+                    self._failed.add(key)
+                    name = getattr(consumer, "__qualname__", repr(consumer))
+                    self.consumerFailed.emit(
+                        f"{name} failed on a {type(frame).__name__}: {type(e).__name__}: {e}",
+                        traceback.format_exc(),
+                    )
+        # Emitted after the views saw the run's last frames, so listeners see a complete run.
+        if isinstance(frame, RunFinished):
+            self.runFinished.emit(frame)
+
+    def _poll_futures(self) -> None:
+        done = [(f, cb) for f, cb in self._futures if f.done()]
+        if not done:
+            return
+        self._futures = [(f, cb) for f, cb in self._futures if not f.done()]
+        for future, callback in done:
+            callback(future)

@@ -1,0 +1,421 @@
+"""The image pane: the images a user opened, as thumbnails, and the selected one, large.
+
+Files and folders come in by drop (the main window forwards drops here), Ctrl+O or paste.
+Each file is decoded with core's `load_image` before it is listed, so a corrupt file is
+reported by name and never becomes the current image; the previous image stays. Decoding
+happens a few files per event-loop turn (a 25 ms budget), so a dropped folder of a thousand
+photos fills in while the window stays responsive.
+
+The large view shows either the original image or the model's input (what preprocessing
+made of it: resized, cropped, un-normalised), which comes with each run's RunStarted frame.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QIcon, QImage, QKeySequence, QPainter, QPalette, QPixmap, QShortcut
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QHBoxLayout,
+    QLabel,
+    QListView,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inspector.core.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
+
+THUMB = 72
+ORIGINAL_MAX = 1600  # the large view never needs more pixels than a screen
+LOAD_BUDGET_S = 0.025
+ORIGINAL, MODEL_INPUT = "original", "model_input"
+EntryRole = Qt.ItemDataRole.UserRole + 1
+
+
+@dataclass
+class ImageEntry:
+    """One listed image: a file, or a picture pasted from the clipboard (kept in memory)."""
+
+    name: str
+    path: Path | None
+    image: Any = None  # PIL image, for pasted pictures
+    size: tuple[int, int] = (0, 0)
+
+    @property
+    def source(self):
+        """What Session.submit takes: the path (decoded on the worker) or the PIL image."""
+        return str(self.path) if self.path is not None else self.image
+
+
+def qimage_from_rgb(array: np.ndarray) -> QImage:
+    """An owned QImage copy of an HxWx3 uint8 array."""
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    h, w = array.shape[:2]
+    return QImage(array.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
+
+
+def qimage_from_pil(image) -> QImage:
+    return qimage_from_rgb(np.asarray(image.convert("RGB")))
+
+
+def pil_from_qimage(qimage: QImage):
+    from PIL import Image
+
+    rgb = qimage.convertToFormat(QImage.Format.Format_RGB888)
+    w, h, stride = rgb.width(), rgb.height(), rgb.bytesPerLine()
+    buffer = np.frombuffer(rgb.constBits(), dtype=np.uint8, count=stride * h)
+    return Image.fromarray(buffer.reshape(h, stride)[:, : 3 * w].reshape(h, w, 3).copy())
+
+
+class ImageCanvas(QWidget):
+    """Paints one image scaled to fit, centred; a hint when there is none."""
+
+    def __init__(self, hint: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._image: QImage | None = None
+        self.hint = hint
+        self.setMinimumSize(120, 90)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+
+    def set_image(self, image: QImage | None) -> None:
+        self._image = image
+        self.update()
+
+    def image(self) -> QImage | None:
+        return self._image
+
+    def paintEvent(self, _event) -> None:  # noqa: N802
+        p = QPainter(self)
+        p.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Base).darker(104))
+        if self._image is None or self._image.isNull():
+            p.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
+            p.drawText(self.rect().adjusted(12, 12, -12, -12),
+                       Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.hint)
+            return
+        size = self._image.size().scaled(self.size(), Qt.AspectRatioMode.KeepAspectRatio)
+        x = (self.width() - size.width()) / 2
+        y = (self.height() - size.height()) / 2
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform,
+                        size.width() < self._image.width())
+        p.drawImage(QRectF(x, y, size.width(), size.height()), self._image)
+
+
+class _Filmstrip(QListWidget):
+    def event(self, e: QEvent) -> bool:
+        # The list moves its own current item with the arrow keys; keep the window's
+        # image-stepping shortcuts from stepping a second time.
+        if e.type() == QEvent.Type.ShortcutOverride and e.key() in (
+            Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Up, Qt.Key.Key_Down,
+        ):
+            e.accept()
+            return True
+        return super().event(e)
+
+
+class ImagePane(QWidget):
+    imageSelected = Signal(object)  # ImageEntry: run it
+    failed = Signal(str, str)  # message, details: files that could not be opened
+    imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._pending: deque[Path] = deque()
+        self._batch_errors: list[ImageLoadError] = []
+        self._batch_added: list[str] = []
+        self._select_next_added = False
+        self._pasted = 0
+        self._original: QImage | None = None
+        self._model_input: QImage | None = None
+        self.mode = ORIGINAL
+
+        self.canvas = ImageCanvas("Drop images or folders anywhere on the window,\n"
+                                  "or press Ctrl+O to open, Ctrl+V to paste")
+        self.caption = QLabel()
+        self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.original_button = self._mode_button("Original", ORIGINAL,
+                                                 "The image as it is in the file")
+        self.input_button = self._mode_button(
+            "Model input", MODEL_INPUT,
+            "What the model sees: resized, cropped (and shown un-normalised)")
+        self.original_button.setChecked(True)
+        group = QButtonGroup(self)
+        group.setExclusive(True)
+        group.addButton(self.original_button)
+        group.addButton(self.input_button)
+
+        self.list = _Filmstrip()
+        self.list.setViewMode(QListView.ViewMode.IconMode)
+        self.list.setFlow(QListView.Flow.LeftToRight)
+        self.list.setWrapping(False)
+        self.list.setMovement(QListView.Movement.Static)
+        self.list.setIconSize(QSize(THUMB, THUMB))
+        self.list.setGridSize(QSize(THUMB + 24, THUMB + 22))
+        self.list.setUniformItemSizes(True)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.list.setFixedHeight(THUMB + 44)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._context_menu)
+        self.list.currentRowChanged.connect(self._row_changed)
+        remove = QShortcut(QKeySequence.StandardKey.Delete, self.list)
+        remove.setContext(Qt.ShortcutContext.WidgetShortcut)
+        remove.activated.connect(self.remove_current)
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.original_button)
+        bar.addWidget(self.input_button)
+        bar.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(3)
+        layout.addLayout(bar)
+        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.caption)  # under the picture: the pane is often narrow
+        layout.addWidget(self.list)
+
+        self._loader = QTimer(self)
+        self._loader.setInterval(0)
+        self._loader.timeout.connect(self._load_some)
+
+    def _mode_button(self, text: str, mode: str, tip: str) -> QToolButton:
+        button = QToolButton()
+        button.setText(text)
+        button.setCheckable(True)
+        button.setToolTip(tip)
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        button.toggled.connect(lambda on: on and self.set_mode(mode))
+        return button
+
+    # -- adding images ---------------------------------------------------------------------
+    def add_paths(self, paths, *, select: bool = True) -> int:
+        """Queue files and folders for listing; returns how many image files were found.
+
+        Unknown files and missing paths are reported together when the batch is done."""
+        explicit = [Path(p) for p in paths]
+        errors: list[ImageLoadError] = []
+        for p in explicit:
+            if p.is_file() and p.suffix.lower() not in IMAGE_EXTENSIONS:
+                errors.append(ImageLoadError(p, "not an image file type this app reads"))
+        files = expand_paths(explicit, on_missing=errors.append)
+        known = {str(e.path) for e in self.entries() if e.path is not None}
+        new = [f for f in files if str(f) not in known]
+        if select and files and not new:
+            self.select_path(files[0])  # dropped again: show it
+        self._batch_errors.extend(errors)
+        if new and select:
+            self._select_next_added = True
+        self._pending.extend(new)
+        if not self._loader.isActive():
+            self._loader.start()
+        return len(files)
+
+    def add_image(self, image, name: str | None = None) -> ImageEntry:
+        """A picture from memory (the clipboard): listed and selected at once."""
+        self._pasted += 1
+        entry = ImageEntry(name or f"Pasted image {self._pasted}", None, image, image.size)
+        self._append(entry, qimage_from_pil(_thumbnail(image)))
+        self.list.setCurrentRow(self.list.count() - 1)
+        return entry
+
+    def add_qimage(self, qimage: QImage, name: str | None = None) -> ImageEntry:
+        return self.add_image(pil_from_qimage(qimage), name)
+
+    @property
+    def loading(self) -> bool:
+        return bool(self._pending) or self._loader.isActive()
+
+    def _load_some(self) -> None:
+        deadline = time.perf_counter() + LOAD_BUDGET_S
+        while self._pending and time.perf_counter() < deadline:
+            path = self._pending.popleft()
+            try:
+                image = load_image(path)
+            except ImageLoadError as e:
+                self._batch_errors.append(e)
+                continue
+            except Exception as e:  # noqa: BLE001 - any decoder failure is the file's problem
+                self._batch_errors.append(ImageLoadError(path, f"{type(e).__name__}: {e}"))
+                continue
+            entry = ImageEntry(path.name, path, None, image.size)
+            self._append(entry, qimage_from_pil(_thumbnail(image)))
+            self._batch_added.append(str(path))
+            if self._select_next_added:
+                self._select_next_added = False
+                self.list.setCurrentRow(self.list.count() - 1)
+        if not self._pending:
+            self._loader.stop()
+            self._finish_batch()
+
+    def _finish_batch(self) -> None:
+        self._select_next_added = False
+        if self._batch_added:
+            self.imagesAdded.emit(list(self._batch_added))
+        errors, self._batch_errors, self._batch_added = self._batch_errors, [], []
+        if errors:
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            message = f"Could not open {first.path.name}: {first.reason}{more}"
+            self.failed.emit(message, "\n".join(str(e) for e in errors))
+
+    def _append(self, entry: ImageEntry, thumb: QImage) -> None:
+        item = QListWidgetItem(QIcon(QPixmap.fromImage(thumb)), entry.name)
+        item.setData(EntryRole, entry)
+        w, h = entry.size
+        where = str(entry.path) if entry.path else "pasted from the clipboard"
+        item.setToolTip(f"{where}\n{w} × {h} pixels")
+        self.list.addItem(item)
+
+    # -- drops and the clipboard ---------------------------------------------------------------
+    @staticmethod
+    def accepts(mime) -> bool:
+        """Whether a drag carries something to open: local files or folders, or an image."""
+        if mime is None:
+            return False
+        if mime.hasUrls() and any(u.isLocalFile() for u in mime.urls()):
+            return True
+        return mime.hasImage()
+
+    def take_mime(self, mime) -> bool:
+        """Open what a drop or the clipboard holds: files and folders, a picture, or a path
+        as text (copied from a file manager or a terminal). False when there is none."""
+        if mime is None:
+            return False
+        if mime.hasUrls():
+            paths = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
+            if paths:
+                self.add_paths(paths)
+                return True
+        if mime.hasImage():
+            image = mime.imageData()
+            if isinstance(image, QPixmap):
+                image = image.toImage()
+            if isinstance(image, QImage) and not image.isNull():
+                self.add_qimage(image)
+                return True
+        text = mime.text().strip() if mime.hasText() else ""
+        if text and "\n" not in text and Path(text).exists():
+            self.add_paths([text])
+            return True
+        return False
+
+    # -- selection ---------------------------------------------------------------------------
+    def entries(self) -> list[ImageEntry]:
+        return [self.list.item(i).data(EntryRole) for i in range(self.list.count())]
+
+    def current(self) -> ImageEntry | None:
+        item = self.list.currentItem()
+        return item.data(EntryRole) if item is not None else None
+
+    def select_path(self, path) -> bool:
+        for row, entry in enumerate(self.entries()):
+            if entry.path is not None and Path(entry.path) == Path(path):
+                self.list.setCurrentRow(row)
+                return True
+        return False
+
+    def step(self, delta: int) -> bool:
+        """Select the next (+1) or previous (-1) image; False at either end."""
+        row = self.list.currentRow() + delta
+        if 0 <= row < self.list.count():
+            self.list.setCurrentRow(row)
+            return True
+        return False
+
+    def remove_current(self) -> None:
+        row = self.list.currentRow()
+        if row >= 0:
+            self.list.takeItem(row)
+
+    def clear_images(self) -> None:
+        self._pending.clear()
+        self.list.clear()
+        self._show_original(None)
+
+    def _row_changed(self, row: int) -> None:
+        entry = self.current()
+        self._model_input = None
+        self._show_original(entry)
+        if entry is not None:
+            self.imageSelected.emit(entry)
+
+    def _show_original(self, entry: ImageEntry | None) -> None:
+        self._original = None
+        if entry is not None:
+            try:
+                if entry.image is not None:
+                    image = entry.image.copy()
+                else:
+                    image = load_image(entry.path)
+                image.thumbnail((ORIGINAL_MAX, ORIGINAL_MAX))
+                self._original = qimage_from_pil(image)
+            except ImageLoadError as e:  # the file changed on disk since it was listed
+                self.failed.emit(f"Could not open {e.path.name}: {e.reason}", str(e))
+            w, h = entry.size
+            self.caption.setText(f"{entry.name}  ·  {w} × {h}")
+            self.caption.setToolTip(str(entry.path or entry.name))
+        else:
+            self.caption.clear()
+        self._refresh()
+
+    # -- original vs model input -------------------------------------------------------------
+    def set_model_input(self, display: np.ndarray | None) -> None:
+        """The preprocessed input of the current run (RunStarted.display)."""
+        self._model_input = qimage_from_rgb(display) if display is not None else None
+        self._refresh()
+
+    def set_mode(self, mode: str) -> None:
+        self.mode = mode
+        button = self.original_button if mode == ORIGINAL else self.input_button
+        if not button.isChecked():
+            button.setChecked(True)
+        self._refresh()
+
+    def toggle_mode(self) -> None:
+        self.set_mode(MODEL_INPUT if self.mode == ORIGINAL else ORIGINAL)
+
+    def shown_image(self) -> QImage | None:
+        return self.canvas.image()
+
+    def _refresh(self) -> None:
+        if self.mode == MODEL_INPUT:
+            self.canvas.hint = "The model's input appears here after a run"
+            self.canvas.set_image(self._model_input)
+        else:
+            self.canvas.hint = ("Drop images or folders anywhere on the window,\n"
+                                "or press Ctrl+O to open, Ctrl+V to paste")
+            self.canvas.set_image(self._original)
+
+    # -- misc ----------------------------------------------------------------------------------
+    def _context_menu(self, pos) -> None:
+        menu = QMenu(self)
+        item = self.list.itemAt(pos)
+        if item is not None:
+            self.list.setCurrentItem(item)
+            menu.addAction("Remove", self.remove_current)
+        menu.addAction("Remove all", self.clear_images)
+        menu.exec(self.list.viewport().mapToGlobal(pos))
+
+    def stop(self) -> None:
+        self._loader.stop()
+        self._pending.clear()
+
+
+def _thumbnail(image):
+    thumb = image.copy()
+    thumb.thumbnail((THUMB * 2, THUMB * 2))  # 2x for high-DPI screens
+    return thumb
+

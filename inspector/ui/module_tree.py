@@ -1,0 +1,223 @@
+"""The module tree pane: a filter box over a tree view of ModuleTreeModel, with a context
+menu for the hook kinds of a module and its sub-modules, and a header menu for columns.
+
+Selecting a module shows it in the views (`moduleSelected`).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, QEvent, QModelIndex, QPoint, Qt, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLineEdit,
+    QMenu,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inspector.core.frames import KINDS
+from inspector.ui.module_tree_model import (
+    COL_HEALTH,
+    COL_MEAN,
+    COL_NAME,
+    COL_PARAMS,
+    COL_SHAPE,
+    COL_STD,
+    COL_TYPE,
+    COL_ZEROS,
+    HEADERS,
+    KIND_COLUMNS,
+    KIND_NAMES,
+    KIND_TIPS,
+    ModuleTreeModel,
+)
+
+
+class _TreeView(QTreeView):
+    def event(self, e: QEvent) -> bool:
+        # Arrow keys step through images everywhere else in the window; in the tree they move
+        # the selection, so claim them before the window's shortcuts see them.
+        if e.type() == QEvent.Type.ShortcutOverride and e.key() in (
+            Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Up, Qt.Key.Key_Down,
+        ):
+            e.accept()
+            return True
+        return super().event(e)
+
+
+class ModuleTreeWidget(QWidget):
+    """The filter box and the tree view. Emits the selected module's qualified name."""
+
+    moduleSelected = Signal(str)
+    camLayerRequested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = ModuleTreeModel(self)
+        self.filter = QLineEdit()
+        self.filter.setPlaceholderText("Filter modules by name or type…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self._set_filter)
+        self.view = _TreeView()
+        self.view.setModel(self.model)
+        self.view.setUniformRowHeights(True)
+        self.view.setAlternatingRowColors(True)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
+        self.view.selectionModel().currentRowChanged.connect(self._current_changed)
+        header = self.view.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        for col, width in ((COL_NAME, 132), (COL_TYPE, 84), (COL_SHAPE, 88), (COL_PARAMS, 54),
+                           (COL_MEAN, 56), (COL_STD, 56), (COL_ZEROS, 42), (COL_HEALTH, 62)):
+            header.resizeSection(col, width)
+        header.setMinimumSectionSize(24)
+        for col in KIND_COLUMNS:
+            header.resizeSection(col, 35)
+        # The parameter count is in the module's tooltip; its column is one right-click away
+        # (the header's menu) and the tree stays narrow enough to dock beside the views.
+        header.setSectionHidden(COL_PARAMS, True)
+        header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header.customContextMenuRequested.connect(self._header_menu)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(2)
+        layout.addWidget(self.filter)
+        layout.addWidget(self.view, 1)
+
+    # -- API -------------------------------------------------------------------------------
+    def set_tree(self, tree, model_name: str = "") -> None:
+        self.model.set_tree(tree, model_name)
+        if tree is not None:
+            self.view.expandToDepth(0)
+            self._set_filter(self.filter.text())
+
+    def handle_frame(self, frame) -> None:
+        self.model.handle_frame(frame)
+
+    def flush(self) -> None:
+        self.model.flush()
+
+    def current_module(self) -> str | None:
+        return self.model.name_of(self.view.currentIndex())
+
+    def select_module(self, name: str) -> bool:
+        index = self.model.index_of(name)
+        if not index.isValid():
+            return False
+        if self.is_filtered_out(name):
+            self.filter.clear()
+        self.view.setCurrentIndex(index)
+        self.view.scrollTo(index)
+        return True
+
+    def is_filtered_out(self, name: str) -> bool:
+        index = self.model.index_of(name)
+        while index.isValid():
+            if self.view.isRowHidden(index.row(), index.parent()):
+                return True
+            index = index.parent()
+        return False
+
+    def header_state(self) -> QByteArray:
+        """Column widths and which columns are hidden, for the settings."""
+        return self.view.header().saveState()
+
+    def restore_header_state(self, state) -> None:
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.view.header().restoreState(state)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _header_menu(self, pos: QPoint) -> None:
+        """Show or hide columns (the tree is often docked narrow)."""
+        header = self.view.header()
+        menu = QMenu(self)
+        for col, title in enumerate(HEADERS):
+            if col == COL_NAME:
+                continue
+            action = menu.addAction(title)
+            action.setCheckable(True)
+            action.setChecked(not header.isSectionHidden(col))
+            action.toggled.connect(lambda on, c=col: header.setSectionHidden(c, not on))
+        menu.exec(header.mapToGlobal(pos))
+
+    def _set_filter(self, text: str) -> None:
+        """Hide the rows that do not match (name or type) unless a descendant does.
+
+        Rows are hidden in the view rather than filtered by a proxy model: a proxy doubled the
+        Python calls of every repaint, and the tree repaints whenever the statistics change."""
+        tree = self.model.tree
+        if tree is None:
+            return
+        needle = text.strip().lower()
+        shown: set[str] = set()
+        if needle:
+            for name, info in tree.modules.items():
+                if needle in name.lower() or needle in info.type_name.lower():
+                    while name is not None and name not in shown:
+                        shown.add(name)
+                        name = tree.modules[name].parent
+        for name in tree.modules:
+            if name:
+                index = self.model.index_of(name)
+                self.view.setRowHidden(index.row(), index.parent(), bool(needle) and
+                                       name not in shown)
+        if needle:
+            self.view.expandAll()
+
+    def _current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        name = self.model.name_of(current)
+        if name is not None:
+            self.moduleSelected.emit(name)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        index = self.view.indexAt(pos)
+        name = self.model.name_of(index)
+        if name is None:
+            return
+        menu = self._build_menu(name)
+        menu.exec(self.view.viewport().mapToGlobal(pos))
+
+    def _build_menu(self, name: str) -> QMenu:
+        info = self.model.tree.modules[name]
+        menu = QMenu(self)
+        title = menu.addAction(f"{name or self.model._model_name or 'model'} ({info.type_name})")
+        title.setEnabled(False)
+        show = menu.addAction("Show in the views")
+        show.triggered.connect(lambda: self.select_module(name))
+        menu.addSection("Capture in the next run")
+        kinds = self.model.kinds.get(name, frozenset())
+        for kind in KINDS:
+            action = menu.addAction(KIND_NAMES[kind].capitalize())
+            action.setCheckable(True)
+            action.setChecked(kind in kinds)
+            action.setToolTip(KIND_TIPS[kind])
+            action.toggled.connect(lambda on, k=kind: self.model.set_kind([name], k, on))
+        if info.children:
+            below = menu.addMenu("For this module and everything below")
+            for kind in KINDS:
+                for on, verb in ((True, "Capture"), (False, "Do not capture")):
+                    action = below.addAction(f"{verb} {KIND_NAMES[kind]}")
+                    action.triggered.connect(
+                        lambda _=False, k=kind, v=on: self.model.set_kind(
+                            self.model.descendants(name), k, v)
+                    )
+        menu.addSeparator()
+        shape = info.output_shape
+        cam = menu.addAction("Use as the CAM layer")
+        cam.setEnabled(bool(name) and shape is not None and len(shape) in (3, 4))
+        cam.triggered.connect(lambda: self.camLayerRequested.emit(name))
+        copy = menu.addAction("Copy name")
+        copy.triggered.connect(lambda: QGuiApplication.clipboard().setText(name))
+        if info.children:
+            expand = menu.addAction("Expand all below")
+            expand.triggered.connect(
+                lambda: self.view.expandRecursively(
+                    self.model.index_of(name))
+            )
+        return menu
+

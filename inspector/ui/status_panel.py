@@ -1,0 +1,94 @@
+"""What the status bar says permanently (model, weights, device, last run, frames) and the
+overlay that says what is loading while there is no model yet.
+
+Failures have their own place at the left of the status bar (errors.ErrorReporter).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
+
+from inspector.core.frames import ModelLoaded, RunFinished
+
+WARN_STYLE = "color: #ef6c00; font-weight: 600;"
+RUN_WORDS = {"ok": "last run", "error": "failed run", "cancelled": "cancelled run"}
+
+
+class StatusPanel:
+    def __init__(self, bar: QStatusBar) -> None:
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)  # an indefinite "working" bar
+        self.busy.setMaximumWidth(90)
+        self.busy.setMaximumHeight(14)
+        self.busy.setTextVisible(False)
+        self.model = QLabel("no model")
+        self.weights = QLabel("")
+        self.device = QLabel("device —")
+        self.run = QLabel("no run yet")
+        self.frames = QLabel("")
+        self.device.setToolTip("Where the model runs (the Device menu changes it)")
+        self.frames.setToolTip(
+            "Frames shown by the views, and dropped because the display fell behind (the "
+            "newest frame of each tensor is always kept)"
+        )
+        bar.addPermanentWidget(self.busy)
+        for label in (self.model, self.weights, self.device, self.run, self.frames):
+            label.setContentsMargins(6, 0, 6, 0)
+            bar.addPermanentWidget(label)
+
+    def show_model(self, frame: ModelLoaded) -> None:
+        self.model.setText(frame.name)
+        self.model.setToolTip(frame.description)
+        # Random weights make every picture meaningless: say so plainly, in colour.
+        if frame.pretrained:
+            self.weights.setText("trained weights")
+            self.weights.setStyleSheet("")
+        else:
+            self.weights.setText("RANDOM weights")
+            self.weights.setStyleSheet(WARN_STYLE)
+        self.weights.setToolTip(frame.description)
+        self.device.setText(f"device {frame.device}")
+
+    def show_running(self, label: str) -> None:
+        self.run.setText(f"running {label}…")
+
+    def show_run(self, frame: RunFinished) -> None:
+        total = frame.timings.get("total")
+        words = RUN_WORDS.get(frame.status, frame.status)
+        self.run.setText(f"{words} {1000 * total:.0f} ms" if total else words)
+        self.run.setToolTip(", ".join(f"{k} {1000 * v:.1f} ms" for k, v in frame.timings.items()))
+
+    def show_frames(self, shown: int, dropped: int) -> None:
+        text = f"frames {shown:,} shown · {dropped:,} dropped"
+        if self.frames.text() != text:
+            self.frames.setText(text)
+
+
+class LoadingOverlay(QLabel):
+    """A dark rounded note over a pane ("Loading PyTorch…"), centred on `over`."""
+
+    def __init__(self, window: QWidget, over: QWidget) -> None:
+        super().__init__(window)
+        self._window, self._over = window, over
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setMaximumWidth(460)
+        self.setStyleSheet(
+            "QLabel { background: rgba(30, 30, 30, 200); color: white; font-size: 15px;"
+            " border-radius: 8px; padding: 18px 28px; }"
+        )
+
+    def say(self, text: str) -> None:
+        self.setText(text)
+        self.setWordWrap(len(text) > 40)  # short notes on one line; long ones wrap
+        self.adjustSize()
+        self.place()
+        self.show()
+        self.raise_()
+
+    def place(self) -> None:
+        """Over the pane it belongs to, or mid-window when that pane is hidden."""
+        area = self._over if self._over.isVisible() else self._window
+        centre = area.mapTo(self._window, area.rect().center()) if area is not self._window \
+            else self._window.rect().center()
+        self.move(centre.x() - self.width() // 2, centre.y() - self.height() // 2)

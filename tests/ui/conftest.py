@@ -1,0 +1,77 @@
+"""Fixtures for the widget tests: an offscreen Qt, and a check that nothing keeps running.
+
+Every test here fails when it leaves a thread (threading.Thread or QThread) or a QTimer
+running after its widgets were closed: napari's test suite does the same. A leftover worker
+or timer is how a desktop app hangs on quit or crashes after a window is gone.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before anything imports Qt: tests never open windows on the user's screen.
+os.environ["QT_QPA_PLATFORM"] = "offscreen"
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import threading  # noqa: E402
+import time  # noqa: E402
+import weakref  # noqa: E402
+
+import pytest  # noqa: E402
+
+# What the offscreen platform cannot do (size hints, raising a window): it warns each time.
+OFFSCREEN_NOISE = "This plugin does not support "
+
+
+def pytest_configure(config) -> None:
+    # Noise that says nothing about the app (pytest-qt would fail every test that shows a
+    # window or raises a dialog).
+    config.addinivalue_line("qt_log_ignore", OFFSCREEN_NOISE)
+
+
+@pytest.fixture(autouse=True)
+def no_dangling_threads_or_timers(request, monkeypatch):
+    from PySide6.QtCore import QThread, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    threads_before = set(threading.enumerate())
+    timers: list[weakref.ref] = []
+    qthreads: list[weakref.ref] = []
+    timer_start, qthread_start = QTimer.start, QThread.start
+
+    def tracked_timer_start(self, *args):
+        timers.append(weakref.ref(self))
+        return timer_start(self, *args)
+
+    def tracked_thread_start(self, *args):
+        qthreads.append(weakref.ref(self))
+        return qthread_start(self, *args)
+
+    monkeypatch.setattr(QTimer, "start", tracked_timer_start)
+    monkeypatch.setattr(QThread, "start", tracked_thread_start)
+    yield
+    import shiboken6
+
+    app = QApplication.instance()
+    if app is not None:
+        app.processEvents()  # let zero-interval single-shot timers fire
+    # Threads get a moment to finish: a worker told to stop exits within its close timeout.
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        extra = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
+        if not extra:
+            break
+        time.sleep(0.05)
+    problems = [f"thread {t.name!r} still running" for t in extra]
+    for ref in qthreads:
+        thread = ref()
+        if thread is not None and shiboken6.isValid(thread) and thread.isRunning():
+            problems.append(f"QThread {thread!r} still running")
+    for ref in timers:
+        timer = ref()
+        if timer is not None and shiboken6.isValid(timer) and timer.isActive():
+            parent = timer.parent()
+            owner = type(parent).__name__ if parent is not None else "no parent"
+            problems.append(f"QTimer (interval {timer.interval()} ms, in {owner}) still active")
+    if problems:
+        pytest.fail("left running after the test: " + "; ".join(problems), pytrace=False)

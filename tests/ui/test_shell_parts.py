@@ -1,0 +1,441 @@
+"""The window's parts on their own: module tree model, image pane, frame router, model dialog,
+error reporter, settings and command line. Fed by hand-made frames and trees where that is
+enough; the full window with the real engine is in test_main_window.py."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QMainWindow
+
+from inspector.core.frames import (
+    GRAD_INPUT,
+    GRAD_OUTPUT,
+    INPUT,
+    OUTPUT,
+    ActivationFrame,
+    ErrorFrame,
+    GradientFrame,
+    RunFinished,
+    RunStarted,
+    TensorStats,
+)
+
+
+def stats(values) -> TensorStats:
+    x = np.asarray(values, dtype=np.float64).reshape(1, -1, 1)
+    channel = x[0].reshape(x.shape[1], -1)
+    finite = np.isfinite(x)
+    return TensorStats(
+        mean=float(np.nanmean(x)), std=float(np.nanstd(x)), min=float(np.nanmin(x)),
+        max=float(np.nanmax(x)), zero_fraction=float((x == 0).mean()), numel=x.size,
+        channel_mean=channel.mean(1), channel_std=channel.std(1), channel_min=channel.min(1),
+        channel_max=channel.max(1), channel_zero_fraction=(channel == 0).mean(1),
+        nonfinite=int((~finite).sum()),
+    )
+
+
+def activation(run_id, module, values, kind=OUTPUT, call=0):
+    return ActivationFrame(run_id, module, call, kind, "", (1, len(values)), "float32",
+                           stats(values))
+
+
+@pytest.fixture
+def tree():
+    """A small ModuleTree with shapes and hazards, from core's probe."""
+    import torch
+    from torch import nn
+
+    from inspector.core.tree import build_tree
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(inplace=True))
+            self.shared = nn.Identity()
+            self.head = nn.Linear(4, 2)
+
+        def forward(self, x):
+            x = self.shared(self.shared(self.body(x)))
+            return self.head(x.mean((2, 3)))
+
+    return build_tree(Net().eval(), torch.zeros(1, 3, 8, 8))
+
+
+# -- module tree ------------------------------------------------------------------------------
+
+
+def test_tree_model_rows_shapes_hazards_and_default_kinds(qtbot, tree):
+    from inspector.ui.module_tree import ModuleTreeWidget
+    from inspector.ui.module_tree_model import COL_NAME, COL_SHAPE, COL_TYPE, COLUMN_OF_KIND
+
+    widget = ModuleTreeWidget()
+    qtbot.addWidget(widget)
+    widget.set_tree(tree, "net")
+    model = widget.model
+    root = model.index(0, 0)
+    assert model.rowCount() == 1 and model.data(root) == "net"
+    assert [model.data(model.index(r, 0, root)) for r in range(model.rowCount(root))] == [
+        "body", "shared", "head"]
+    conv = model.index_of("body.0")
+    assert model.parent(conv) == model.index_of("body")
+    assert model.data(model.index_of("body.0", COL_TYPE)) == "Conv2d"
+    assert model.data(model.index_of("body.0", COL_SHAPE)) == "4×6×6"
+    # Hazards: an icon and a tooltip in words.
+    assert model.data(model.index_of("shared", COL_NAME), Qt.ItemDataRole.DecorationRole)
+    assert "called several times" in model.data(model.index_of("shared"),
+                                                Qt.ItemDataRole.ToolTipRole)
+    assert "in-place" in model.data(model.index_of("body.1"), Qt.ItemDataRole.ToolTipRole)
+    # Hooks: inputs, outputs and output gradients of every module, the model itself too.
+    assert model.kinds[""] == model.kinds["head"] == {INPUT, OUTPUT, GRAD_OUTPUT}
+    grad_in = model.index_of("head", COLUMN_OF_KIND[GRAD_INPUT])
+    assert model.data(grad_in, Qt.ItemDataRole.CheckStateRole) == Qt.CheckState.Unchecked
+    assert model.flags(grad_in) & Qt.ItemFlag.ItemIsUserCheckable
+
+
+def test_tree_checkbox_and_subtree_actions_change_the_capture(qtbot, tree):
+    from inspector.ui.module_tree import ModuleTreeWidget
+    from inspector.ui.module_tree_model import COLUMN_OF_KIND
+
+    widget = ModuleTreeWidget()
+    qtbot.addWidget(widget)
+    widget.set_tree(tree, "net")
+    model = widget.model
+    with qtbot.waitSignal(model.captureChanged):
+        model.setData(model.index_of("head", COLUMN_OF_KIND[OUTPUT]),
+                      Qt.CheckState.Unchecked.value, Qt.ItemDataRole.CheckStateRole)
+    assert OUTPUT not in model.capture_modules()["head"]
+    model.set_kind(model.descendants("body"), GRAD_INPUT, True)
+    assert all(GRAD_INPUT in model.kinds[n] for n in ("body", "body.0", "body.1"))
+    assert GRAD_INPUT not in model.kinds["shared"]
+    menu = widget._build_menu("body")  # the context menu offers the same, in words
+    texts = [a.text() for a in menu.actions()]
+    assert "Input gradient" in texts and "Use as the CAM layer" in texts
+
+
+def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
+    from inspector.ui.module_tree import ModuleTreeWidget
+    from inspector.ui.module_tree_model import COL_HEALTH, COL_MEAN, COL_ZEROS
+
+    widget = ModuleTreeWidget()
+    qtbot.addWidget(widget)
+    widget.set_tree(tree, "net")
+    model = widget.model
+    widget.handle_frame(activation(1, "body.0", [1.0, -1.0, 3.0, 1.0]))
+    widget.handle_frame(activation(1, "body.1", [0.0, 0.0, 0.0, 0.0]))
+    widget.handle_frame(activation(1, "head", [1.0, float("nan")]))
+    widget.handle_frame(GradientFrame(1, "shared", 0, GRAD_OUTPUT, "", (1, 2), "float32",
+                                      stats([5e3, 1.0])))
+    widget.handle_frame(activation(1, "body.0", [9.0, 9.0], kind=INPUT))  # not a column
+    with qtbot.waitSignal(model.dataChanged):
+        model.flush(force=True)
+    assert model.data(model.index_of("body.0", COL_MEAN)) == "1"
+    assert model.data(model.index_of("body.1", COL_ZEROS)) == "100 %"
+    assert model.data(model.index_of("body.1", COL_HEALTH)) == "dead"
+    assert model.data(model.index_of("head", COL_HEALTH)) == "NaN/Inf"
+    assert model.data(model.index_of("shared", COL_HEALTH)) == "∇ exploding"
+    assert model.data(model.index_of("body.0", COL_HEALTH)) == ""
+    badge = model.data(model.index_of("body.1", COL_HEALTH), Qt.ItemDataRole.BackgroundRole)
+    assert badge is not None
+    # A later run that did not capture body.1: its numbers stay, shown as stale (grey).
+    widget.handle_frame(activation(2, "body.0", [2.0, 2.0]))
+    stale = model.data(model.index_of("body.1", COL_MEAN), Qt.ItemDataRole.ForegroundRole)
+    fresh = model.data(model.index_of("body.0", COL_MEAN), Qt.ItemDataRole.ForegroundRole)
+    assert stale is not None and fresh is None
+    assert "earlier run" in model.data(model.index_of("body.1", COL_MEAN),
+                                       Qt.ItemDataRole.ToolTipRole)
+
+
+def test_tree_filter_keeps_matches_and_their_parents(qtbot, tree):
+    from inspector.ui.module_tree import ModuleTreeWidget
+
+    widget = ModuleTreeWidget()
+    qtbot.addWidget(widget)
+    widget.set_tree(tree, "net")
+
+    def shown() -> list[str]:
+        return sorted(n for n in tree.modules if n and not widget.is_filtered_out(n))
+
+    widget.filter.setText("relu")  # by type, case-insensitive
+    assert shown() == ["body", "body.1"]  # body stays, as the parent of a match
+    widget.filter.setText("HEAD")  # by name
+    assert shown() == ["head"]
+    widget.set_tree(tree, "net")  # a new model keeps the filter
+    assert shown() == ["head"]
+    with qtbot.waitSignal(widget.moduleSelected) as signal:
+        assert widget.select_module("body.0")  # clears a filter that hides it
+    assert signal.args == ["body.0"] and widget.filter.text() == ""
+    assert shown() == ["body", "body.0", "body.1", "head", "shared"]
+
+
+# -- frame router -------------------------------------------------------------------------------
+
+
+class FakeChannel:
+    def __init__(self):
+        self.pending, self.dropped = [], 3
+
+    def drain(self, max_frames=None):
+        out, self.pending = self.pending[:max_frames], self.pending[max_frames:]
+        return out
+
+
+def test_router_routes_in_order_skips_stale_runs_and_survives_a_broken_view(qtbot):
+    from inspector.ui.frame_router import FrameRouter
+
+    router = FrameRouter(max_frames=2, batch_s=0.0, min_interval_s=0.0)
+    channel = FakeChannel()
+    router.set_channel(channel)
+    seen, failures, finished = [], [], []
+    router.add_consumer(seen.append)
+
+    def broken(frame):
+        raise ValueError("a view bug")
+
+    router.add_consumer(broken)
+    router.consumerFailed.connect(lambda message, details: failures.append(message))
+    router.runFinished.connect(finished.append)
+    router.expect_run(2)
+    channel.pending = [activation(1, "a", [1.0]), RunStarted(2, "x", "m", "cpu"),
+                       activation(2, "a", [1.0]), RunFinished(2, "ok")]
+    router.tick()
+    assert [type(f).__name__ for f in seen] == ["RunStarted"]  # the run-1 frame is stale
+    router.tick()
+    assert [type(f).__name__ for f in seen] == ["RunStarted", "ActivationFrame", "RunFinished"]
+    assert finished and finished[0].run_id == 2
+    assert len(failures) == 1 and "a view bug" in failures[0]  # reported once, not per frame
+    assert router.frames_shown == 1 and router.frames_dropped == 3 + 1  # channel + skipped
+    future: Future = Future()
+    done = []
+    router.watch(future, done.append)
+    router.tick()
+    assert done == []
+    future.set_result(7)
+    router.tick()
+    assert done == [future]
+    router.stop()
+
+
+def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
+    from inspector.core.frames import Prediction, PredictionFrame
+    from inspector.ui.frame_router import FrameRouter
+
+    router = FrameRouter(min_interval_s=3600.0)  # deliver when told to, or when urgent
+    channel = FakeChannel()
+    router.set_channel(channel)
+    seen, finished = [], []
+    router.add_consumer(seen.append)
+    router.runFinished.connect(finished.append)
+
+    def run(run_id, status="ok"):
+        return [RunStarted(run_id, "x", "m", "cpu"), activation(run_id, "a", [1.0]),
+                PredictionFrame(run_id, (Prediction(0, "c", 1.0, 2.0),), 0),
+                RunFinished(run_id, status)]
+
+    channel.pending = run(2)
+    router.tick()  # the first run goes at once, when it is finished
+    assert [f.run_id for f in seen] == [2, 2, 2, 2]
+    seen.clear()
+    finished.clear()
+    channel.pending = run(3) + run(4)
+    router.tick()
+    assert seen == []  # held: the views were given a run a moment ago
+    router.deliver()
+    assert [(type(f).__name__, f.run_id) for f in seen] == [
+        ("RunStarted", 4), ("ActivationFrame", 4), ("PredictionFrame", 4), ("RunFinished", 4)]
+    assert [f.run_id for f in finished] == [3, 4]  # every run still counts
+    assert router.runs_finished == 3 and router.runs_skipped == 1
+    assert router.frames_dropped == 3 + 4  # the channel's, and run 3's
+    # An error is never held back or skipped, even one of a run that a newer one replaced.
+    seen.clear()
+    channel.pending = run(5) + [ErrorFrame(5, "a hook failed")] + run(6)
+    router.tick()
+    assert [(type(f).__name__, f.run_id) for f in seen] == [
+        ("ErrorFrame", 5), ("RunStarted", 6), ("ActivationFrame", 6), ("PredictionFrame", 6),
+        ("RunFinished", 6)]
+    router.stop()
+
+
+def test_router_emits_error_frames(qtbot):
+    from inspector.ui.frame_router import FrameRouter
+
+    router = FrameRouter()
+    channel = FakeChannel()
+    router.set_channel(channel)
+    channel.pending = [ErrorFrame(None, "Could not load x", "details")]
+    with qtbot.waitSignal(router.errorFrame) as signal:
+        router.tick()
+    assert signal.args[0].message == "Could not load x"
+
+
+# -- image pane -----------------------------------------------------------------------------------
+
+
+def test_image_pane_folders_paste_steps_and_the_two_views(qtbot, tmp_path):
+    from inspector.ui.image_pane import MODEL_INPUT, ImagePane
+
+    pane = ImagePane()
+    qtbot.addWidget(pane)
+    pane.show()
+    folder = tmp_path / "imgs"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("img10.png", "img2.png", "sub/img1.png"):
+        Image.new("RGB", (40, 30), (200, 10, 10)).save(folder / name)
+    (folder / "readme.md").write_text("x")
+    selected = []
+    pane.imageSelected.connect(selected.append)
+    assert pane.add_paths([folder]) == 3
+    qtbot.waitUntil(lambda: not pane.loading)
+    assert [e.name for e in pane.entries()] == ["img2.png", "img10.png", "img1.png"]
+    assert selected[0].name == "img2.png"
+    assert pane.step(1) and pane.current().name == "img10.png"
+    assert pane.step(1) and not pane.step(1)  # stops at the end
+    original = pane.shown_image()
+    assert original is not None and original.width() == 40
+
+    qimage = QImage(16, 8, QImage.Format.Format_RGB32)
+    qimage.fill(Qt.GlobalColor.green)
+    entry = pane.add_qimage(qimage)
+    assert entry.path is None and entry.image.size == (16, 8)
+    assert pane.current() is entry and entry.source is entry.image
+    assert entry.image.getpixel((3, 3)) == (0, 255, 0)
+
+    pane.set_mode(MODEL_INPUT)
+    assert pane.shown_image() is None  # no run yet for this image
+    pane.set_model_input(np.full((12, 12, 3), 128, np.uint8))
+    assert pane.shown_image().width() == 12
+    pane.toggle_mode()
+    assert pane.shown_image().width() == 16
+
+
+def test_image_pane_reports_bad_and_unknown_files_together(qtbot, tmp_path):
+    from inspector.ui.image_pane import ImagePane
+
+    pane = ImagePane()
+    qtbot.addWidget(pane)
+    good = tmp_path / "good.png"
+    Image.new("RGB", (10, 10)).save(good)
+    (tmp_path / "empty.png").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("hello")
+    with qtbot.waitSignal(pane.failed) as signal:
+        pane.add_paths([good, tmp_path / "empty.png", tmp_path / "notes.txt",
+                        tmp_path / "missing.jpg"])
+    message, details = signal.args
+    assert "and 2 more" in message
+    assert "empty.png" in details and "notes.txt" in details and "missing.jpg" in details
+    assert [e.name for e in pane.entries()] == ["good.png"]
+
+
+# -- model dialog -----------------------------------------------------------------------------------
+
+
+def test_model_dialog_search_and_the_pickle_needs_trust(qtbot, tmp_path):
+    from inspector.ui import model_dialog
+    from inspector.ui.settings import AppSettings
+
+    settings = AppSettings.in_file(str(tmp_path / "s.ini"))
+    dialog = model_dialog.ModelDialog(catalog=["demo_shapes", "resnet18", "resnet50", "vit_b_16"],
+                                      devices=["cpu"], settings=settings)
+    qtbot.addWidget(dialog)
+    open_button = dialog.buttons.button(dialog.buttons.StandardButton.Open)
+    dialog.search.setText("vit")
+    assert dialog._current_catalog_name() == "vit_b_16"
+    assert "random weights" in dialog.catalog.currentItem().text()
+    assert dialog.spec().name == "vit_b_16" and dialog.spec().device is None
+
+    pickled = tmp_path / "whole_model.pt"
+    pickled.write_bytes(b"whatever")
+    dialog.tabs.setCurrentIndex(model_dialog.PICKLE)
+    dialog.pickle_file.edit.setText(str(pickled))
+    assert not open_button.isEnabled()
+    assert "trust" in open_button.toolTip()
+    dialog.trust.setChecked(True)
+    assert open_button.isEnabled()
+    spec = dialog.spec()
+    assert spec.pickle == str(pickled) and spec.trust_pickle
+    assert model_dialog.spec_label(spec) == "whole_model.pt (trusted pickle)"
+
+    dialog.tabs.setCurrentIndex(model_dialog.FACTORY)
+    dialog.factory_file.edit.setText(str(pickled))
+    dialog.factory_function.setText("not an identifier")
+    assert not open_button.isEnabled()
+    dialog.factory_function.setText("make")
+    assert dialog.spec().factory == f"{pickled}:make"
+    dialog.accept()
+    assert settings.value("model_dialog/tab", 0) == model_dialog.FACTORY
+
+
+# -- errors, settings, command line ----------------------------------------------------------------
+
+
+def test_error_reporter_status_line_and_details(qtbot):
+    from inspector.ui.errors import ErrorReporter
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    reporter = ErrorReporter(window.statusBar(), window)
+    window.show()
+    reporter.info("Loaded resnet18")
+    assert not reporter.details_button.isVisible()
+    reporter.report("Could not open x.png:\n  file is empty", "Traceback ...")
+    assert reporter.label.text() == "Could not open x.png: file is empty"
+    assert reporter.details_button.isVisible()
+    reporter.show_details()
+    assert reporter._dialog.isVisible()
+    assert reporter._dialog.details.toPlainText() == "Traceback ..."
+    with qtbot.waitSignal(reporter.reported):
+        reporter.report_from_any_thread("from a worker", "")
+    assert reporter.last_message == "from a worker"
+    reporter.stop()
+
+
+def test_settings_round_trip(qtbot, tmp_path):
+    from inspector.ui.settings import MAX_RECENT, AppSettings
+
+    settings = AppSettings.in_file(str(tmp_path / "s.ini"))
+    for i in range(MAX_RECENT + 3):
+        settings.add_recent_images([f"/img/{i}.png"])
+    settings.add_recent_images(["/img/3.png"])
+    settings.add_recent_model({"name": "resnet18", "device": None})
+    settings.add_recent_model({"name": "demo_shapes", "device": "cpu"})
+    settings.add_recent_model({"name": "resnet18", "device": None})
+    settings.set_value("backward", False)
+    settings.set_value("tab", 2)
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    window.resize(640, 480)
+    settings.save_window(window)
+    settings.sync()
+
+    again = AppSettings.in_file(str(tmp_path / "s.ini"))
+    images = again.recent_images()
+    assert len(images) == MAX_RECENT and images[0] == "/img/3.png" and images.count("/img/3.png") == 1
+    assert [m["name"] for m in again.recent_models()] == ["resnet18", "demo_shapes"]
+    assert again.value("backward", True) is False and again.value("tab", 0) == 2
+    other = QMainWindow()
+    qtbot.addWidget(other)
+    assert again.restore_window(other)
+    assert other.size().width() == 640
+
+
+def test_command_line_arguments():
+    from inspector.app import model_fields, parse_args, startup_images
+
+    args = parse_args(["a.png", "folder", "--model", "resnet50", "--device", "cpu"])
+    assert args.images == ["a.png", "folder"]
+    assert model_fields(args) == {"name": "resnet50", "device": "cpu"}
+    assert startup_images(args) == ["a.png", "folder"]
+    args = parse_args(["--model", "resnet18", "--weights", "w.pth"])
+    assert model_fields(args) == {"name": "resnet18", "checkpoint": "w.pth"}
+    assert startup_images(args) == []
+    args = parse_args(["--model", "nets/mine.py:build"])
+    assert model_fields(args) == {"name": None, "factory": "nets/mine.py:build"}
+    plain = parse_args([])
+    assert model_fields(plain) == {}  # the demo model, the ModelSpec default
+    assert all(Path(p).suffix == ".png" for p in startup_images(plain))  # its samples, if any
