@@ -65,6 +65,11 @@ class InferenceWorker:
         with self._lock:
             return self._current is not None or bool(self._pending)
 
+    @property
+    def native_id(self) -> int | None:
+        """The OS thread id (for lowering the worker's priority below the UI's)."""
+        return self._thread.native_id
+
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
