@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
+from inspector.ui.arrow_keys import claims_arrow_keys
 
 THUMB = 72
 ORIGINAL_MAX = 1600  # the large view never needs more pixels than a screen
@@ -114,14 +115,7 @@ class ImageCanvas(QWidget):
 
 class _Filmstrip(QListWidget):
     def event(self, e: QEvent) -> bool:
-        # The list moves its own current item with the arrow keys; keep the window's
-        # image-stepping shortcuts from stepping a second time.
-        if e.type() == QEvent.Type.ShortcutOverride and e.key() in (
-            Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Up, Qt.Key.Key_Down,
-        ):
-            e.accept()
-            return True
-        return super().event(e)
+        return claims_arrow_keys(e) or super().event(e)
 
 
 class ImagePane(QWidget):

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.frames import KINDS
+from inspector.ui.arrow_keys import claims_arrow_keys
 from inspector.ui.module_tree_model import (
     COL_HEALTH,
     COL_MEAN,
@@ -38,14 +39,7 @@ from inspector.ui.module_tree_model import (
 
 class _TreeView(QTreeView):
     def event(self, e: QEvent) -> bool:
-        # Arrow keys step through images everywhere else in the window; in the tree they move
-        # the selection, so claim them before the window's shortcuts see them.
-        if e.type() == QEvent.Type.ShortcutOverride and e.key() in (
-            Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Up, Qt.Key.Key_Down,
-        ):
-            e.accept()
-            return True
-        return super().event(e)
+        return claims_arrow_keys(e) or super().event(e)
 
 
 class ModuleTreeWidget(QWidget):
