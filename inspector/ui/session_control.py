@@ -25,6 +25,9 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from inspector.ui.frame_router import FrameRouter
 
 RERUN_DELAY_MS = 120
+# Importing torchvision (the catalog) holds the GIL for seconds: it waits for the first run
+# to finish (or this long at most), so that it does not slow the first frames down.
+CATALOG_WAIT_S = 10.0
 WORKER_NICE = 5
 DEFAULT_CAM = "gradcam"
 GRADIENT_FREE_CAMS = frozenset({"eigencam", "scorecam"})
@@ -70,6 +73,7 @@ class SessionControl(QObject):
         self.router = router
         self.session = None
         self.catalog: list[str] | None = None
+        self._catalog_go = threading.Event()
         self.model_spec = None  # the spec of the loaded model
         self._loading_spec = None
         self._import_thread: threading.Thread | None = None
@@ -100,6 +104,8 @@ class SessionControl(QObject):
         def work() -> None:
             # Normal priority (unlike the worker): the first frames wait for this import.
             for future, fn in ((engine, _import_engine), (catalog, _import_catalog)):
+                if future is catalog:
+                    self._catalog_go.wait(CATALOG_WAIT_S)
                 try:
                     future.set_result(fn())
                 except BaseException as e:  # noqa: BLE001 - reported on the UI thread
@@ -244,6 +250,7 @@ class SessionControl(QObject):
             self.session.cancel(self.current_run)
 
     def _run_finished(self, frame) -> None:
+        self._catalog_go.set()
         if frame.run_id == self.current_run:
             self.running = False
 
@@ -254,6 +261,7 @@ class SessionControl(QObject):
         `close` may be called again with a longer wait (the app does, after hiding its window)."""
         self._rerun.stop()
         self.router.stop()
+        self._catalog_go.set()
         if self.session is not None:
             self.session.close(timeout=wait)
         self._join_import_thread(timeout=wait)
