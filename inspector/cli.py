@@ -14,6 +14,7 @@ command needs it, so `--help` answers at once.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -39,6 +40,16 @@ Run `network-inspector COMMAND --help` for a command's options.
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # `network-inspector models | head`: the reader left; say nothing more, like other
+        # Unix tools (and keep Python from complaining again while flushing stdout at exit).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv in (["--install-desktop"], ["--uninstall-desktop"]):
         # Linux menu entry, icon and "Open with" for images (inspector/desktop.py).
