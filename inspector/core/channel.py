@@ -18,11 +18,11 @@ import threading
 from collections import OrderedDict, defaultdict, deque
 from itertools import count
 
-from .frames import CONTROL_FRAMES, RunFinished, TensorFrame
+from .frames import RunFinished, TensorFrame
 
 
 def _is_data(frame: object) -> bool:
-    return isinstance(frame, TensorFrame) and not isinstance(frame, CONTROL_FRAMES)
+    return isinstance(frame, TensorFrame)  # activations and gradients; the rest is control
 
 
 class FrameChannel:

@@ -75,6 +75,7 @@ class Session:
         self._capture: CaptureSpec | None = None
         self._run_ids = count(1)
         self._open_runs: set[int] = set()  # submitted, not finished
+        self._cam_layer: tuple[ModuleTree, str] | None = None  # (tree it was found for, layer)
         self._lock = threading.Lock()
 
     # -- model -----------------------------------------------------------------------------
@@ -193,8 +194,9 @@ class Session:
         timings["preprocess"] = time.perf_counter() - t0
         put(RunStarted(run_id, label, loaded.name, str(device), size, display, time.time()))
 
-        cam_layers = {layer or self.default_cam_layer() for _, layer in req.cams}
-        cam_layers.discard(None)
+        default_layer = self.default_cam_layer() if req.cams else None
+        cams = tuple((method, layer or default_layer) for method, layer in req.cams)
+        cam_layers = {layer for _, layer in cams} - {None}
         if cam_layers:
             spec = spec.with_(keep=spec.keep | cam_layers)
         need_grad = req.backward or spec.needs_grad
@@ -229,9 +231,9 @@ class Session:
                     torch.autograd.grad(logits[0, target], x)
                     timings["backward"] = time.perf_counter() - t
             never_called = tuple(cap.never_called())
-            if req.cams:
+            if cams:
                 t = time.perf_counter()
-                self._cams(run_id, req, cap, target, x.detach(), cancel, outcome)
+                self._cams(run_id, cams, cap, target, x.detach(), cancel, outcome)
                 timings["cam"] = time.perf_counter() - t
         except RunCancelled:
             self.channel.cancel_run(run_id)
@@ -266,22 +268,27 @@ class Session:
         return x, img.size, loaded.preprocess.to_display(x[0])
 
     def default_cam_layer(self) -> str | None:
-        """The CAM layer when none is named (see core.cam)."""
-        if self.loaded is None or self.tree is None:
+        """The CAM layer when none is named (see core.cam): worked out once per model tree,
+        not on every run (it walks the whole tree)."""
+        tree, loaded = self.tree, self.loaded
+        if loaded is None or tree is None:
             return None
-        from .cam import default_target_layer
+        cached = self._cam_layer
+        if cached is None or cached[0] is not tree:
+            from .cam import default_target_layer
 
-        return default_target_layer(self.loaded.model, self.tree)
+            cached = (tree, default_target_layer(loaded.model, tree))
+            self._cam_layer = cached
+        return cached[1]
 
-    def _cams(self, run_id, req, cap: Capture, target, x, cancel, outcome: RunOutcome) -> None:
+    def _cams(self, run_id, cams, cap: Capture, target, x, cancel, outcome: RunOutcome) -> None:
         from .cam import cam_from_capture
 
         def progress(done: int, total: int) -> None:  # Score-CAM's masked forwards
             if cancel.is_set():
                 raise RunCancelled()
 
-        for method, layer in req.cams:
-            layer = layer or self.default_cam_layer()
+        for method, layer in cams:
             cam = cam_from_capture(
                 method, cap, layer, tuple(x.shape[-2:]), model_input=x, target=target,
                 progress=progress,
