@@ -170,7 +170,8 @@ class Capture:
 
     def __enter__(self) -> Capture:
         modules = dict(self.model.named_modules())
-        wanted = self.spec.names() | self.interventions.modules()
+        captured = self.spec.names()
+        wanted = captured | self.interventions.modules()
         missing = sorted(wanted - set(modules))
         if missing:
             raise KeyError(f"no module named {', '.join(repr(m) for m in missing)} in the model")
@@ -184,7 +185,7 @@ class Capture:
             for name in sorted(self.interventions.modules()):
                 self._install_interventions(name, modules[name])
             for name in modules:
-                if name in self.spec.names():
+                if name in captured:
                     self._install_capture(name, modules[name])
                 else:
                     self._install_tracking(name, modules[name])
@@ -203,7 +204,8 @@ class Capture:
         for h in handles:
             h.remove()
         for mod, attr, value in self._flags:
-            setattr(mod, attr, value)
+            if getattr(mod, attr) is not value:  # Module.__setattr__ is slow: only what changed
+                setattr(mod, attr, value)
         self._flags.clear()
 
     # -- results -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from . import fused_stats
 from .cam import logits_of
 from .channel import FrameChannel
 from .frames import (
@@ -91,6 +92,8 @@ class Session:
                 h, w = loaded.preprocess.crop_size
                 example = torch.zeros(1, 3, h, w, device=loaded.device)
                 tree = build_tree(loaded.model, example)
+                if loaded.device.type == "cpu":
+                    fused_stats.warm_up_in_background()  # runs use torch until it is ready
             except Exception as e:
                 what = spec.name or spec.checkpoint or spec.factory or spec.pickle
                 message = str(e) if isinstance(e, ModelLoadError) else f"{type(e).__name__}: {e}"

@@ -20,6 +20,8 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 import torch
 import torchvision
 
+from inspector.core import fused_stats
+from inspector.core import stats as _stats
 from inspector.core.frames import GRAD_OUTPUT, OUTPUT
 from inspector.core.hooks import Capture, CaptureSpec, leaf_names
 from inspector.core.runtime import configure_threads
@@ -67,7 +69,26 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
             torch.autograd.grad(out[0, 0], xi)
         frames.clear()
 
+    # Statistics alone over every leaf output, on both paths (the copies are made once).
+    outputs: list[torch.Tensor] = []
+    grab = [m.register_forward_hook(lambda m, a, o: outputs.append(o.detach().clone())
+                                    if isinstance(o, torch.Tensor) else None)
+            for m in model.modules() if next(m.children(), None) is None]
+    plain_forward()
+    for h in grab:
+        h.remove()
+
+    def fused_only():
+        for o in outputs:
+            _stats.tensor_stats(o, abs_mean=False)
+
+    def torch_only():
+        for o in outputs:
+            _stats._torch_stats(o, _stats._bcr_view(o), False)
+
     variants = {
+        "stats fused": fused_only,
+        "stats torch": torch_only,
         "forward": plain_forward,
         "forward+capture": captured_forward,
         "fwd+bwd": plain_backward,
@@ -85,6 +106,10 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
 
 def report(results: dict[str, dict[str, float]], title: str) -> None:
     print(f"\n{title}")
+    print(f"{'model':<12} {'stats of every leaf output, ms: torch':>38} {'fused':>7} {'ratio':>6}")
+    for name, r in results.items():
+        print(f"{name:<12} {r['stats torch'] * 1e3:>38.1f} {r['stats fused'] * 1e3:>7.1f} "
+              f"{r['stats torch'] / r['stats fused']:>6.2f}")
     print(f"{'model':<12} {'forward ms':>10} {'+capture':>9} {'ratio':>6} "
           f"{'fwd+bwd ms':>10} {'+capture':>9} {'ratio':>6}")
     for name, r in results.items():
@@ -104,6 +129,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     threads = configure_threads(args.threads)
     models = args.models.split(",")
+    print(f"fused statistics kernel: {fused_stats.warm_up() or fused_stats.failure()}")
     print(f"torch {torch.__version__}, {threads} intra-op threads, "
           f"OMP_WAIT_POLICY={__import__('os').environ.get('OMP_WAIT_POLICY')}, "
           f"batch 1, 224x224, CPU, medians of {args.repeats} interleaved repeats")

@@ -1,0 +1,184 @@
+"""tensor_stats on both of its paths (the fused numba kernel and torch reductions) against
+a float64 numpy reference, including the cases where a naive formula fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from inspector.core import fused_stats
+from inspector.core import stats as S
+
+
+def fused(x, abs_mean=True):
+    assert fused_stats.warm_up(), fused_stats.failure()
+    out = S._fused_stats(S._bcr_view(x.detach()), abs_mean)
+    assert out is not None, "the fused path declined a finite float32 CPU tensor"
+    return out
+
+
+def torch_path(x, abs_mean=True):
+    x = x.detach()
+    return S._torch_stats(x, S._bcr_view(x), abs_mean)
+
+
+PATHS = {"fused": fused, "torch": torch_path}
+
+
+def reference(x: torch.Tensor) -> dict:
+    a = x.detach().double().numpy()
+    if a.ndim >= 2:
+        per = np.moveaxis(a, 1, 0).reshape(a.shape[1], -1)
+    else:
+        per = a.reshape(1, -1)
+    return dict(
+        mean=a.mean(),
+        std=a.std(),
+        min=a.min(),
+        max=a.max(),
+        zero_fraction=(a == 0).mean(),
+        abs_mean=np.abs(a).mean(),
+        channel_mean=per.mean(1),
+        channel_std=per.std(1),
+        channel_min=per.min(1),
+        channel_max=per.max(1),
+        channel_zero_fraction=(per == 0).mean(1),
+    )
+
+
+def check(st, x, rel=1e-5):
+    ref = reference(x)
+    scale = max(float(np.abs(ref["std"])), 1e-12)
+    assert st.numel == x.numel()
+    assert st.mean == pytest.approx(ref["mean"], abs=rel * scale + 1e-7)
+    assert st.std == pytest.approx(ref["std"], rel=1e-4, abs=1e-7)
+    assert st.min == ref["min"] and st.max == ref["max"]  # exact: no arithmetic involved
+    assert st.zero_fraction == pytest.approx(ref["zero_fraction"], abs=1e-12)
+    assert st.abs_mean == pytest.approx(ref["abs_mean"], rel=1e-5)
+    ch_scale = np.maximum(ref["channel_std"], 1e-6)
+    assert np.all(np.abs(st.channel_mean - ref["channel_mean"]) <= 1e-4 * ch_scale + 1e-6)
+    np.testing.assert_allclose(st.channel_std, ref["channel_std"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(st.channel_min, ref["channel_min"].astype(np.float32))
+    np.testing.assert_array_equal(st.channel_max, ref["channel_max"].astype(np.float32))
+    np.testing.assert_allclose(st.channel_zero_fraction, ref["channel_zero_fraction"], atol=1e-7)
+
+
+def test_the_fused_kernel_is_available_in_this_environment():
+    # numba is a dependency: if this fails, every CPU run pays for the slow path.
+    assert fused_stats.available(), fused_stats.failure()
+    assert fused_stats.ready()
+
+
+def test_a_session_builds_the_kernel_without_making_runs_wait():
+    code = (
+        "from inspector.core import fused_stats as f, stats as s; import torch, time;"
+        "x = torch.randn(1, 2, 3); f.warm_up_in_background();"
+        "t = time.perf_counter(); s.tensor_stats(x); waited = time.perf_counter() - t;"
+        "deadline = time.time() + 120\n"
+        "while not f.ready() and time.time() < deadline: time.sleep(0.05)\n"
+        "print(waited < 0.5, f.ready())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr
+
+
+def _relu_like(shape):
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(shape, generator=g).clamp_min(0)
+
+
+CASES = {
+    "conv activation": lambda: torch.randn(1, 64, 56, 56) * 3 + 0.5,
+    "relu output (many zeros)": lambda: _relu_like((2, 16, 9, 11)),
+    "batch of 3": lambda: torch.randn(3, 5, 7, 9),
+    "features (B, F)": lambda: torch.randn(4, 1000),
+    "tokens (B, N, D)": lambda: torch.randn(2, 197, 48),
+    "1-D": lambda: torch.randn(17),
+    "0-D": lambda: torch.tensor(2.5),
+    "one value per channel": lambda: torch.randn(1, 8, 1, 1),
+    "long rows (blocks of 1024)": lambda: torch.randn(1, 2, 70_001) + 3,
+    "non-contiguous": lambda: torch.randn(2, 9, 6, 5).transpose(1, 3),
+    "channels_last": lambda: torch.randn(2, 6, 8, 8).to(memory_format=torch.channels_last),
+    "all zero (dead layer)": lambda: torch.zeros(1, 4, 5, 5),
+}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+def test_statistics_match_a_float64_reference(path, case):
+    torch.manual_seed(0)
+    x = CASES[case]()
+    check(PATHS[path](x), x)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_large_offset_keeps_its_spread(path):
+    # mean 1e4, std 1e-2: sum(x^2)/n - mean^2 in float32 returns noise (about 2 here)
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 400) * 0.01 + 1e4
+    st = PATHS[path](x)
+    ref = reference(x)
+    assert st.std == pytest.approx(ref["std"], rel=1e-3)
+    np.testing.assert_allclose(st.channel_std, ref["channel_std"], rtol=1e-3)
+
+
+def test_both_paths_agree_on_a_real_activation():
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 32, 3)
+    with torch.no_grad():
+        x = torch.relu(conv(torch.randn(2, 3, 40, 40)))
+    a, b = fused(x), torch_path(x)
+    for name in ("mean", "std", "min", "max", "zero_fraction", "abs_mean"):
+        assert getattr(a, name) == pytest.approx(getattr(b, name), rel=1e-5, abs=1e-7), name
+    np.testing.assert_allclose(a.channel_std, b.channel_std, rtol=1e-4, atol=1e-7)
+    np.testing.assert_array_equal(a.channel_zero_fraction, b.channel_zero_fraction)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_values_are_counted_exactly(bad):
+    x = torch.randn(2, 3, 10)
+    x[1, 2, 4] = bad
+    x[0, 0, 0] = bad
+    x[0, 1, 3] = 0.0
+    fused_stats.warm_up()
+    st = S.tensor_stats(x)  # the fused path declines; torch recounts
+    assert st.nonfinite == 2
+    assert st.zero_fraction == pytest.approx(1 / 60)
+    assert not np.isfinite(st.mean)
+
+
+def test_overflowing_sums_are_reported_as_non_finite():
+    x = torch.full((1, 2, 8), 3e38)  # finite values whose sum of squares overflows float32
+    st = S.tensor_stats(x)
+    assert st.min == pytest.approx(3e38) and st.max == pytest.approx(3e38)
+    assert st.nonfinite == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int32])
+def test_other_dtypes_use_torch_and_are_right(dtype):
+    torch.manual_seed(0)
+    x = (torch.randn(2, 4, 6, 6) * 4).to(dtype)
+    check(S.tensor_stats(x), x.double(), rel=1e-3)
+
+
+def test_without_abs_mean_the_fused_path_still_gives_it():
+    x = torch.randn(1, 3, 5, 5)
+    st = S.tensor_stats(x, abs_mean=False)
+    assert st.abs_mean == pytest.approx(x.abs().mean().item(), rel=1e-5)
+
+
+def test_the_kernel_can_be_turned_off():
+    code = (
+        "from inspector.core import fused_stats as f, stats as s; import torch;"
+        "print(f.available(), f.failure()); s.tensor_stats(torch.randn(1, 2, 3))"
+    )
+    env = dict(os.environ, INSPECTOR_FUSED_STATS="0")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("False turned off by INSPECTOR_FUSED_STATS=0"), out.stdout
