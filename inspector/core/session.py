@@ -92,8 +92,6 @@ class Session:
                 h, w = loaded.preprocess.crop_size
                 example = torch.zeros(1, 3, h, w, device=loaded.device)
                 tree = build_tree(loaded.model, example)
-                if loaded.device.type == "cpu":
-                    fused_stats.warm_up_in_background()  # runs use torch until it is ready
             except Exception as e:
                 what = spec.name or spec.checkpoint or spec.factory or spec.pickle
                 message = str(e) if isinstance(e, ModelLoadError) else f"{type(e).__name__}: {e}"
@@ -259,6 +257,12 @@ class Session:
         self.channel.put(
             RunFinished(run_id, status, dict(timings), described, tuple(never_called))
         )
+        loaded = self.loaded
+        if loaded is not None and loaded.device.type == "cpu":
+            # After the first run, not at model load: building the kernel holds the GIL for
+            # about a second (from numba's cache), which delayed the first frames. Runs use
+            # torch reductions until it is ready; later calls return at once.
+            fused_stats.warm_up_in_background()
         outcome.status = status
         return outcome
 

@@ -14,6 +14,14 @@ a core here, slowed the worker on a 2-core machine, and showed nothing anyone co
 follow. Errors and a newly loaded model are never held back or skipped. The counters and
 `runFinished` still see every run.
 
+With `stagger`, a batch reaches the views one view per tick (16 ms apart) instead of all in
+one go. Qt paints what changed at the end of each event-loop turn, so every view updating
+at once meant one long turn: handing a run to the views took 12 ms (median) to 70 ms and
+the paint that followed another 10-40 ms, and that turn was the 99th-percentile lateness of
+a 16 ms timer (35-65 ms measured with bench_ui on demo_shapes). One view per turn keeps each
+turn to that view's share. Each view still sees every frame of the batch in order; the
+run's `runFinished` is emitted after the last view got it.
+
 The same timer polls `concurrent.futures.Future`s (a model load, the background import of
 torch) so that their results are handled on the UI thread without cross-thread signals.
 """
@@ -52,8 +60,12 @@ class FrameRouter(QObject):
         max_frames: int = MAX_FRAMES_PER_TICK,
         batch_s: float = DATA_BATCH_S,
         min_interval_s: float = MIN_DELIVERY_INTERVAL_S,
+        stagger: bool = False,
     ) -> None:
         super().__init__(parent)
+        self.stagger = stagger
+        self._staggered: list = []  # the batch being handed out, one consumer per tick
+        self._stagger_next: list[Consumer] = []  # the consumers still to get it
         self._channel = None
         self._consumers: list[Consumer] = []
         self._flushers: list[Callable[[], None]] = []
@@ -104,6 +116,7 @@ class FrameRouter(QObject):
     def stop(self) -> None:
         self._timer.stop()
         self._held, self._held_since = [], None
+        self._staggered, self._stagger_next = [], []
 
     @property
     def active(self) -> bool:
@@ -118,6 +131,8 @@ class FrameRouter(QObject):
     # -- the tick ----------------------------------------------------------------------------
     def tick(self) -> None:
         self.ticks += 1
+        if self._stagger_next:
+            self._stagger_step()
         if self._futures:
             self._poll_futures()
         if self._channel is not None:
@@ -147,8 +162,10 @@ class FrameRouter(QObject):
         """Hand the held frames on, in order, without those of runs a newer run replaced."""
         held, self._held, self._held_since = self._held, [], None
         self._last_delivery = time.monotonic()
+        self._stagger_finish()  # the previous batch first: every view sees frames in order
         newest = max((f.run_id for f in held if isinstance(f, RunStarted)), default=None)
         skipped: set[int] = set()
+        shown = []
         for frame in held:
             run_id = getattr(frame, "run_id", None)
             obsolete = (
@@ -163,14 +180,47 @@ class FrameRouter(QObject):
                 if isinstance(frame, RunFinished):
                     self.runFinished.emit(frame)  # listeners count runs, shown or not
                 continue
-            self.route(frame)
+            shown.append(frame)
         self.runs_skipped += len(skipped)
+        urgent = any(isinstance(f, (ModelLoaded, ErrorFrame)) for f in shown)
+        if not self.stagger or urgent or len(self._consumers) < 2:
+            for frame in shown:
+                self.route(frame)
+            return
+        self._staggered = [f for f in shown if self._announce(f)]
+        self._stagger_next = list(self._consumers)
+        self._stagger_step()
+
+    def _stagger_step(self) -> None:
+        consumer = self._stagger_next.pop(0)
+        for frame in self._staggered:
+            self._feed(consumer, frame)
+        if not self._stagger_next:
+            batch, self._staggered = self._staggered, []
+            for frame in batch:
+                if isinstance(frame, RunFinished):
+                    self.runFinished.emit(frame)
+
+    def _stagger_finish(self) -> None:
+        while self._stagger_next:
+            self._stagger_step()
 
     def route(self, frame) -> None:
+        """Hand one frame to every consumer now."""
+        if not self._announce(frame):
+            return
+        for consumer in self._consumers:
+            self._feed(consumer, frame)
+        # Emitted after the views saw the run's last frames, so listeners see a complete run.
+        if isinstance(frame, RunFinished):
+            self.runFinished.emit(frame)
+
+    def _announce(self, frame) -> bool:
+        """The signals and counters of a frame about to be shown; False: a stale frame."""
         run_id = getattr(frame, "run_id", None)
         control = isinstance(frame, (RunStarted, RunFinished, ErrorFrame, ModelLoaded))
         if not control and run_id is not None and run_id < self._min_run_id:
-            return
+            return False
         if isinstance(frame, ModelLoaded):
             self.modelLoaded.emit(frame)
         elif isinstance(frame, RunStarted):
@@ -181,21 +231,20 @@ class FrameRouter(QObject):
             self.frames_shown += 1
             if self.first_frame_time is None:
                 self.first_frame_time = time.time()
-        for consumer in self._consumers:
-            try:
-                consumer(frame)
-            except Exception as e:  # a view's bug must not stop the others or the app
-                key = (id(consumer), type(e).__name__)
-                if key not in self._failed:
-                    self._failed.add(key)
-                    name = getattr(consumer, "__qualname__", repr(consumer))
-                    self.consumerFailed.emit(
-                        f"{name} failed on a {type(frame).__name__}: {type(e).__name__}: {e}",
-                        traceback.format_exc(),
-                    )
-        # Emitted after the views saw the run's last frames, so listeners see a complete run.
-        if isinstance(frame, RunFinished):
-            self.runFinished.emit(frame)
+        return True
+
+    def _feed(self, consumer: Consumer, frame) -> None:
+        try:
+            consumer(frame)
+        except Exception as e:  # a view's bug must not stop the others or the app
+            key = (id(consumer), type(e).__name__)
+            if key not in self._failed:
+                self._failed.add(key)
+                name = getattr(consumer, "__qualname__", repr(consumer))
+                self.consumerFailed.emit(
+                    f"{name} failed on a {type(frame).__name__}: {type(e).__name__}: {e}",
+                    traceback.format_exc(),
+                )
 
     def _poll_futures(self) -> None:
         done = [(f, cb) for f, cb in self._futures if f.done()]

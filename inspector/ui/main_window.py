@@ -27,6 +27,7 @@ from inspector.ui import capture_choice
 from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
 from inspector.ui.errors import ErrorReporter
 from inspector.ui.frame_router import FrameRouter
+from inspector.ui.gc_freeze import StartupFreezer
 from inspector.ui.image_pane import ImagePane
 from inspector.ui.module_tree import ModuleTreeWidget
 from inspector.ui.session_control import SessionControl
@@ -55,7 +56,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
         self.settings = settings if settings is not None else AppSettings()
-        self.router = FrameRouter(self)
+        self.router = FrameRouter(self, stagger=True)
         self.control = SessionControl(self.router, self)
         self.reporter = ErrorReporter(self.statusBar(), self)
         self.views: dict[str, QWidget] = {}
@@ -63,6 +64,8 @@ class MainWindow(QMainWindow):
         self._preview: frozenset[str] = frozenset()  # what the last submitted run previews
         self._first_run_done = False
         self.last_run: RunFinished | None = None  # the last of our runs that finished
+        self._gc_freezer = StartupFreezer()
+        self._model_generation = 0  # counts ModelLoaded frames
         self._closing = False
 
         self.tree = ModuleTreeWidget()
@@ -253,6 +256,7 @@ class MainWindow(QMainWindow):
 
     def _model_loaded(self, frame: ModelLoaded) -> None:
         mark("model_loaded")
+        self._model_generation += 1
         self.control.model_changed()
         self.model_name = frame.name
         self.overlay.hide()
@@ -367,6 +371,8 @@ class MainWindow(QMainWindow):
         self.last_run = frame
         self.status.show_run(frame)
         self._update_frames_label()
+        if frame.status == "ok":
+            self._gc_freezer.after_run(self._model_generation)
         if not self._first_run_done and frame.status == "ok":
             self._first_run_done = True
             mark("first_run_finished", regions=self.dock_regions())

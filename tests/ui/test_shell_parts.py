@@ -262,6 +262,76 @@ def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
     router.stop()
 
 
+def test_a_staggered_router_hands_a_batch_to_one_view_per_tick(qtbot):
+    from inspector.core.frames import ModelLoaded
+    from inspector.ui.frame_router import FrameRouter
+
+    router = FrameRouter(batch_s=0.0, min_interval_s=0.0, stagger=True)
+    channel = FakeChannel()
+    router.set_channel(channel)
+    views = [[], [], []]
+    for seen in views:
+        router.add_consumer(seen.append)
+    finished, started = [], []
+    router.runFinished.connect(finished.append)
+    router.runStarted.connect(started.append)
+
+    def run(run_id):
+        return [RunStarted(run_id, "x", "m", "cpu"), activation(run_id, "a", [1.0]),
+                RunFinished(run_id, "ok")]
+
+    channel.pending = run(1)
+    router.tick()
+    kinds = ["RunStarted", "ActivationFrame", "RunFinished"]
+    assert [type(f).__name__ for f in views[0]] == kinds
+    assert views[1] == [] and views[2] == []
+    assert [f.run_id for f in started] == [1] and finished == []  # not before every view saw it
+    assert router.frames_shown == 1
+    router.tick()
+    assert [type(f).__name__ for f in views[1]] == kinds and views[2] == [] and finished == []
+    router.tick()
+    assert [type(f).__name__ for f in views[2]] == kinds
+    assert [f.run_id for f in finished] == [1]
+    # A new batch while one is still being handed out: the old one is finished first, so
+    # every view sees the runs in order.
+    channel.pending = run(2)
+    router.tick()
+    channel.pending = run(3)
+    router.tick()
+    for seen in views:
+        assert [f.run_id for f in seen if isinstance(f, RunStarted)][:2] == [1, 2]
+    assert [f.run_id for f in finished] == [1, 2]
+    # A model load is never staggered: every view gets it in the same tick.
+    for seen in views:
+        seen.clear()
+    router.tick()
+    router.tick()  # run 3 done
+    for seen in views:
+        seen.clear()
+    channel.pending = [ModelLoaded("m", "d", False, "cpu", None)]
+    router.tick()
+    assert all(len(seen) == 1 and isinstance(seen[0], ModelLoaded) for seen in views)
+    router.stop()
+
+
+def test_the_startup_freezer_freezes_once_per_stage(monkeypatch):
+    import gc
+
+    from inspector.core import fused_stats
+    from inspector.ui.gc_freeze import StartupFreezer
+
+    freezes = []
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
+    monkeypatch.setattr(fused_stats, "ready", lambda: False)
+    freezer = StartupFreezer()
+    assert freezer.after_run(1) and len(freezes) == 1
+    assert not freezer.after_run(1) and len(freezes) == 1  # later runs: nothing
+    monkeypatch.setattr(fused_stats, "ready", lambda: True)  # the kernel came in
+    assert freezer.after_run(1) and len(freezes) == 2
+    assert not freezer.after_run(1)
+    assert freezer.after_run(2) and len(freezes) == 3  # another model was loaded
+
+
 def test_router_emits_error_frames(qtbot):
     from inspector.ui.frame_router import FrameRouter
 

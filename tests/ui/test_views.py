@@ -267,6 +267,27 @@ def test_hover_names_channel_position_and_value_and_click_zooms(qtbot):
     assert panel.mode == MOSAIC and panel.zoomed is None
 
 
+def test_the_zoom_histogram_counts_every_pixel_and_its_levels_drive_the_image(qtbot):
+    from inspector.ui import colormaps
+
+    view = shown(qtbot, ActivationView())
+    view.set_module("conv")
+    panel = view.panel
+    assert ZOOM not in panel._pages  # built on first use, not with the window
+    data = RNG.normal(size=(3, 20, 30)).astype(np.float32)
+    view.handle_frame(act(1, "conv", data))
+    panel.cmap_combo.setCurrentText("magma")
+    panel.zoom(1)
+    assert ZOOM in panel._pages
+    # The page built late still gets the colour map chosen before it existed.
+    np.testing.assert_array_equal(panel.zoom_item.lut, colormaps.lut("magma"))
+    hist = panel.zoom_hist
+    assert hist.bars.opts["width"].sum() == data[1].size
+    hist.region.setRegion((-0.5, 0.25))  # what dragging the range does
+    np.testing.assert_allclose(panel.zoom_item.levels, (-0.5, 0.25))
+    np.testing.assert_allclose(hist.bar.levels(), (-0.5, 0.25))
+
+
 def test_token_outputs_as_heatmap_or_patch_grid(qtbot):
     assert token_grid_side(197) == (14, 1) and token_grid_side(196) == (14, 0)
     assert token_grid_side(50) == (7, 1) and token_grid_side(7) is None

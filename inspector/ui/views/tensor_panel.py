@@ -1,7 +1,7 @@
 """Draws one tensor preview the way its shape asks for, with the controls that go with it.
 
 - (C, H, W), a conv output: a mosaic of the channels in one ImageItem; click a tile to zoom
-  that channel with a histogram / LUT control; per-channel or shared scale.
+  that channel with its histogram and draggable levels; per-channel or shared scale.
 - (F,), a vector (a Linear output, logits): bars or a line.
 - (N, D), tokens: a token x feature heatmap, or the tokens as their square patch grid (the
   class token left out when N - 1 is a square) showing one feature or the mean.
@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from inspector.ui import colormaps
 from inspector.ui.views.base import hint_label
+from inspector.ui.views.levels_histogram import LevelsHistogram
 from inspector.ui.views.mosaic import PER_CHANNEL, SHARED, Mosaic, channel_ranges, levels_for
 
 MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
@@ -85,9 +86,6 @@ class TensorPanel(QWidget):
         self.message = hint_label()
         self._pages = {MESSAGE: self.message}
         self._build_mosaic_page()
-        self._build_zoom_page()
-        self._build_vector_page()
-        self._build_token_page()
         for widget in self._pages.values():
             self.pages.addWidget(widget)
         self._apply_colormap()
@@ -161,6 +159,17 @@ class TensorPanel(QWidget):
         view.setToolTip("Click a channel to zoom in; scroll to zoom, drag to pan")
         self._pages[MOSAIC] = view
 
+    def _ensure_page(self, mode: str) -> None:
+        """Build the zoom, vector and token pages the first time they are needed: each
+        costs 50-150 ms of pyqtgraph set-up, and the window builds two panels before its
+        first frames while torch is still importing (both hold the GIL)."""
+        if mode in self._pages:
+            return
+        {ZOOM: self._build_zoom_page, VECTOR: self._build_vector_page,
+         TOKENS: self._build_token_page}[mode]()
+        self.pages.addWidget(self._pages[mode])
+        self._apply_colormap()
+
     def _build_zoom_page(self) -> None:
         view = pg.GraphicsLayoutWidget()
         self.zoom_plot = view.addPlot(row=0, col=0)
@@ -171,7 +180,7 @@ class TensorPanel(QWidget):
         self.zoom_plot.setLabel("left", "y")
         self.zoom_item = pg.ImageItem(axisOrder="row-major")
         self.zoom_plot.addItem(self.zoom_item)
-        self.zoom_hist = pg.HistogramLUTItem(image=self.zoom_item)
+        self.zoom_hist = LevelsHistogram(self.zoom_item, colormaps.get(self._cmap))
         view.addItem(self.zoom_hist, row=0, col=1)
         view.scene().sigMouseMoved.connect(self._zoom_hover)
         self._pages[ZOOM] = view
@@ -255,10 +264,13 @@ class TensorPanel(QWidget):
         table = colormaps.lut(self._cmap)
         cmap = colormaps.get(self._cmap)
         self.mosaic_item.setLookupTable(table)
-        self.token_item.setLookupTable(table)
         self.mosaic_bar.setColorMap(cmap)
-        self.token_bar.setColorMap(cmap)
-        self.zoom_hist.gradient.setColorMap(cmap)
+        if TOKENS in self._pages:
+            self.token_item.setLookupTable(table)
+            self.token_bar.setColorMap(cmap)
+        if ZOOM in self._pages:
+            self.zoom_item.setLookupTable(table)
+            self.zoom_hist.setColorMap(cmap)
 
     def _draw(self) -> None:
         data = self.data
@@ -301,12 +313,14 @@ class TensorPanel(QWidget):
     def _draw_zoom(self, channel: np.ndarray) -> None:
         lo, hi = channel_ranges(channel[None])
         levels = levels_for(lo[0], hi[0], self.diverging)
+        self._ensure_page(ZOOM)
         self.zoom_item.setImage(channel, autoLevels=False, levels=levels)
-        self.zoom_hist.setLevels(*levels)
+        self.zoom_hist.set_values(channel, levels)
         self.zoom_plot.setTitle(f"channel {self.zoomed} of {self.data.shape[0]}")
         self._set_mode(ZOOM)
 
     def _draw_vector(self, data: np.ndarray) -> None:
+        self._ensure_page(VECTOR)
         x = np.arange(data.shape[0])
         style = self.vector_combo.currentText()
         bars = style == "Bars" or (style == "Auto" and data.shape[0] <= MAX_BARS)
@@ -321,6 +335,7 @@ class TensorPanel(QWidget):
         self._set_mode(VECTOR)
 
     def _draw_tokens(self, data: np.ndarray) -> None:
+        self._ensure_page(TOKENS)
         n, d = data.shape
         grid = token_grid_side(n) if self._grid_allowed else None
         choice = self.token_combo.currentData()
