@@ -108,8 +108,11 @@ def rows_parallel(v, acc):
 # Everything after the row pass: fast-math without nnan/ninf, so that LLVM may vectorise
 # and reassociate but may not assume the isfinite checks true.
 @_jit(fastmath={"nsz", "arcp", "contract", "afn", "reassoc"})
-def tensor_moments(v, batch, channels):
+def tensor_moments(v, batch, channels, parallel):
     """Statistics of v, a (batch * channels, n) float32 array with rows in batch-major order.
+
+    parallel: rows of large tensors are spread over numba's threads (see fused_stats for
+    when that is allowed).
 
     Returns (mean, std, min, max, zero_fraction, abs_mean, per_channel, finite) where
     per_channel is a (5, channels) float32 array of mean, std, min, max, zero fraction.
@@ -122,7 +125,7 @@ def tensor_moments(v, batch, channels):
     """
     n = v.shape[1]
     acc = np.empty((v.shape[0], 6), np.float64)
-    if v.size >= PARALLEL_MIN and v.shape[0] > 1:
+    if parallel and v.size >= PARALLEL_MIN and v.shape[0] > 1:
         rows_parallel(v, acc)
     else:
         rows_serial(v, acc)

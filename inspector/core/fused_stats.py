@@ -41,6 +41,7 @@ _start_lock = threading.Lock()
 _kernel = None  # _stats_kernels.tensor_moments once built
 _failure: str | None = None  # why the kernel is unavailable, once known
 _warming = False  # a background build was started
+_parallel = False  # numba's threading layer is a thread-safe one (see _build)
 
 
 def available() -> bool:
@@ -86,7 +87,7 @@ def moments(rows: np.ndarray, batch: int, channels: int):
     kernel = _load()
     if kernel is None:
         raise RuntimeError(f"fused statistics unavailable: {_failure}")
-    return kernel(rows, batch, channels)
+    return kernel(rows, batch, channels, _parallel)
 
 
 def _load():
@@ -108,8 +109,23 @@ def _load():
 
 
 def _build():
+    global _parallel
+    import numba
+
     from . import _stats_kernels  # imports numba: seconds, so only on first use
 
     kernel = _stats_kernels.tensor_moments
-    kernel(np.zeros((2, 3), np.float32), 1, 2)  # compile (or load) now, so failures show here
+    kernel(np.zeros((2, 3), np.float32), 1, 2, False)  # compile (or load) now: failures show here
+    # Large tensors are split over threads only with a thread-safe threading layer (TBB or
+    # OpenMP; on Linux the OpenMP one shares libgomp's pool with torch). numba's fallback,
+    # workqueue, aborts the process when two threads launch at once (two sessions), so
+    # without a safe layer the kernel runs on one thread. The layer loads at the first
+    # parallel launch: make it here, where a failure only means "serial".
+    if numba.config.THREADING_LAYER == "default":
+        numba.config.THREADING_LAYER = "threadsafe"
+    try:
+        _stats_kernels.rows_parallel(np.zeros((2, 3), np.float32), np.empty((2, 6)))
+        _parallel = numba.threading_layer() in ("tbb", "omp")
+    except Exception:  # noqa: BLE001
+        _parallel = False
     return kernel

@@ -182,3 +182,28 @@ def test_the_kernel_can_be_turned_off():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.startswith("False turned off by INSPECTOR_FUSED_STATS=0"), out.stdout
+
+
+def test_two_threads_at_once_get_their_own_right_answers():
+    # Two sessions in one process compute statistics at the same time: the kernel's
+    # threading layer must allow concurrent launches (numba's workqueue would abort).
+    import threading
+
+    assert fused_stats.warm_up(), fused_stats.failure()
+    torch.manual_seed(0)
+    tensors = [torch.randn(1, 64, 56, 56) * (i + 1) + i for i in range(2)]
+    expected = [torch_path(t) for t in tensors]
+    errors = []
+
+    def work(i):
+        for _ in range(20):
+            st = fused(tensors[i])
+            if abs(st.std - expected[i].std) > 1e-4 * expected[i].std or st.max != expected[i].max:
+                errors.append((i, st.std, expected[i].std))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
