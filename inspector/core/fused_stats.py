@@ -3,9 +3,9 @@
 Why: torch computes each reduction in its own pass over memory. For the six numbers a
 hook needs (sum, sum of squares, sum of |x|, non-zeros, min, max) that is five or six
 passes plus a temporary (the sign trick for non-zeros). On resnet50's activations at
-batch 1 (32 M values) that costs about as much as the forward itself; this kernel
-reads each value once and costs under a tenth of the forward (see
-tests/benchmarks/bench_capture.py).
+batch 1 (32 M values) that costs about as much as the forward itself (148 ms against a
+148 ms forward, measured with tests/benchmarks/bench_capture.py); this kernel reads each
+value once: 22 ms there.
 
 Numerics: each row is reduced around a shift (its first value), in float32 blocks of
 1024 added into float64, and rows are merged with Chan's parallel formula. So a
@@ -21,9 +21,10 @@ Only float32, C-contiguous (rows, n) arrays. numba is imported on first use; whe
 missing or fails to compile, `available()` is False and callers use torch reductions.
 INSPECTOR_FUSED_STATS=0 turns the kernel off.
 
-Building costs about 0.6 s from numba's on-disk cache and 10-15 s without one (measured
-here), so a session starts `warm_up_in_background()` when it loads a model and hooks
-ask `ready()`, which never waits: runs before the kernel is ready use torch. `make`
+Building costs about 1 s from numba's on-disk cache (importing numba included) and about
+14 s without one (measured here), so a session starts `warm_up_in_background()` after its
+first run and hooks ask `ready()`, which never waits: runs before the kernel is ready use
+torch. `make`
 fills the cache when it installs the environment. A frozen app has no source files to
 key the cache on and would compile at every launch, so there the kernel is off.
 """
@@ -110,9 +111,9 @@ def _load():
 
 def _build():
     global _parallel
-    import numba
+    import numba  # about 0.3 s, and the kernels' module below needs it: only on first use
 
-    from . import _stats_kernels  # imports numba: seconds, so only on first use
+    from . import _stats_kernels
 
     kernel = _stats_kernels.tensor_moments
     kernel(np.zeros((2, 3), np.float32), 1, 2, False)  # compile (or load) now: failures show here
