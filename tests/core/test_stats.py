@@ -74,17 +74,19 @@ def test_the_fused_kernel_is_available_in_this_environment():
     assert fused_stats.ready()
 
 
-def test_a_session_builds_the_kernel_without_making_runs_wait():
+def test_statistics_do_not_wait_for_the_kernel_being_built():
+    # The build takes about a second even from numba's cache; a statistics call made
+    # meanwhile must return on the torch path, before the build is done, and be right.
     code = (
         "from inspector.core import fused_stats as f, stats as s; import torch, time;"
-        "x = torch.randn(1, 2, 3); f.warm_up_in_background();"
-        "t = time.perf_counter(); s.tensor_stats(x); waited = time.perf_counter() - t;"
+        "x = torch.arange(6.0).reshape(1, 2, 3); f.warm_up_in_background();"
+        "st = s.tensor_stats(x); before = f.ready();"
         "deadline = time.time() + 120\n"
         "while not f.ready() and time.time() < deadline: time.sleep(0.05)\n"
-        "print(waited < 0.5, f.ready())"
+        "print(before, f.ready(), st.mean, st.max)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr
+    assert out.stdout.split() == ["False", "True", "2.5", "5.0"], out.stdout + out.stderr
 
 
 def _relu_like(shape):
