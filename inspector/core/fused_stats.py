@@ -18,7 +18,7 @@ They skip NaN, so callers must treat a non-finite result as "recount with torch"
 `moments` reports it in its last field.
 
 Only float32, C-contiguous (rows, n) arrays. numba is imported on first use; when it is
-missing or fails to compile, `available()` is False and callers use torch reductions.
+missing or fails to compile, `warm_up()` returns False and callers use torch reductions.
 INSPECTOR_FUSED_STATS=0 turns the kernel off.
 
 Building costs about 1 s from numba's on-disk cache (importing numba included) and about
@@ -45,15 +45,14 @@ _warming = False  # a background build was started
 _parallel = False  # numba's threading layer is a thread-safe one (see _build)
 
 
-def available() -> bool:
-    """True when the kernel is compiled (or loaded from numba's cache) and usable; builds
-    it first if needed (blocking)."""
-    return _load() is not None
-
-
 def ready() -> bool:
     """True when the kernel is built. Never waits: hooks ask this on every tensor."""
     return _kernel is not None
+
+
+def settled() -> bool:
+    """True when the kernel is built or known to be unavailable. Never waits."""
+    return _kernel is not None or _failure is not None
 
 
 def warm_up_in_background() -> None:
@@ -73,7 +72,8 @@ def failure() -> str | None:
 
 
 def warm_up() -> bool:
-    """Compile or load the kernel now (the first call costs seconds without a cache)."""
+    """Compile or load the kernel now, waiting for it (seconds without a cache); True when
+    it is usable."""
     return _load() is not None
 
 
@@ -85,10 +85,9 @@ def moments(rows: np.ndarray, batch: int, channels: int):
     and zero fraction; finite=False when a NaN or inf was seen (then nothing else is
     meaningful and the caller must recount).
     """
-    kernel = _load()
-    if kernel is None:
-        raise RuntimeError(f"fused statistics unavailable: {_failure}")
-    return kernel(rows, batch, channels, _parallel)
+    if _kernel is None:  # callers check ready() first; this is per tensor, so never build here
+        raise RuntimeError(f"fused statistics not built: {_failure or 'call warm_up() first'}")
+    return _kernel(rows, batch, channels, _parallel)
 
 
 def _load():

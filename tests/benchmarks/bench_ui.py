@@ -194,7 +194,7 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
     # above include that start-up, this table does not.
     from inspector.core import fused_stats
 
-    while not fused_stats.ready() and fused_stats._failure is None and time.monotonic() < deadline:
+    while not fused_stats.settled() and time.monotonic() < deadline:
         wait(0.05)
     wait(0.5)
     session = window.control.session

@@ -70,8 +70,8 @@ def check(st, x, rel=1e-5):
 
 def test_the_fused_kernel_is_available_in_this_environment():
     # numba is a dependency: if this fails, every CPU run pays for the slow path.
-    assert fused_stats.available(), fused_stats.failure()
-    assert fused_stats.ready()
+    assert fused_stats.warm_up(), fused_stats.failure()
+    assert fused_stats.ready() and fused_stats.settled()
 
 
 def test_statistics_do_not_wait_for_the_kernel_being_built():
@@ -177,7 +177,7 @@ def test_without_abs_mean_the_fused_path_still_gives_it():
 def test_the_kernel_can_be_turned_off():
     code = (
         "from inspector.core import fused_stats as f, stats as s; import torch;"
-        "print(f.available(), f.failure()); s.tensor_stats(torch.randn(1, 2, 3))"
+        "print(f.warm_up(), f.failure()); s.tensor_stats(torch.randn(1, 2, 3))"
     )
     env = dict(os.environ, INSPECTOR_FUSED_STATS="0")
     out = subprocess.run(

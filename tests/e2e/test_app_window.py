@@ -89,12 +89,8 @@ def region_is_drawn(image: np.ndarray, key: str, box: list[int]) -> tuple[bool, 
     return drawn, f"{colours} colours, std {spread:.1f}"
 
 
-def test_the_app_opens_on_the_demo_model_and_draws_its_panes(xvfb, tmp_path):
-    demo = pytest.importorskip("inspector.demo")
-    samples = demo.sample_images()
-    if not samples or not (demo.DEMO_DIR / demo.WEIGHTS_NAME).is_file():
-        pytest.skip(f"the demo model is not built in {demo.DEMO_DIR} (network-inspector "
-                    f"train-demo)")
+def test_the_app_opens_on_the_demo_model_and_draws_its_panes(xvfb, tmp_path, demo_samples):
+    samples = demo_samples
     timing = tmp_path / "timing.jsonl"
     log = tmp_path / "app.log"
     env = {

@@ -259,13 +259,11 @@ def test_closing_the_window_stops_the_worker_and_the_router(make_window, qtbot, 
 
 
 @pytest.mark.slow
-def test_the_demo_model_end_to_end(make_window, qtbot):
+def test_the_demo_model_end_to_end(make_window, qtbot, demo_samples):
     """What `make run` shows: the demo model with its sample images."""
-    demo = pytest.importorskip("inspector.demo")
-    samples = demo.sample_images()
-    if not samples or not (demo.DEMO_DIR / demo.WEIGHTS_NAME).is_file():
-        pytest.skip(f"the demo model is not built in {demo.DEMO_DIR} (network-inspector "
-                    f"train-demo)")
+    from inspector import demo
+
+    samples = demo_samples
     window = make_window(model={}, images=samples[:3])
     assert window.model_name == "demo_shapes"
     assert window.status.weights.text() == "trained weights"
