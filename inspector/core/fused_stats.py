@@ -40,6 +40,7 @@ import numpy as np
 _lock = threading.Lock()
 _start_lock = threading.Lock()
 _kernel = None  # _stats_kernels.tensor_moments once built
+_pool = None  # _stats_kernels.area_pool once built
 _failure: str | None = None  # why the kernel is unavailable, once known
 _warming = False  # a background build was started
 _parallel = False  # numba's threading layer is a thread-safe one (see _build)
@@ -90,6 +91,15 @@ def moments(rows: np.ndarray, batch: int, channels: int):
     return _kernel(rows, batch, channels, _parallel)
 
 
+def area_pool(x: np.ndarray, factor: int) -> np.ndarray:
+    """Means of factor x factor cells of a (C, H, W) float32 C-contiguous array, edge
+    cells clipped (as torch's avg_pool2d with ceil_mode=True, count_include_pad=False).
+    A new array. Callers check ready() first."""
+    if _pool is None:
+        raise RuntimeError(f"fused statistics not built: {_failure or 'call warm_up() first'}")
+    return _pool(x, factor)
+
+
 def _load():
     global _kernel, _failure
     if _kernel is not None or _failure is not None:
@@ -109,13 +119,15 @@ def _load():
 
 
 def _build():
-    global _parallel
+    global _parallel, _pool
     import numba  # about 0.3 s, and the kernels' module below needs it: only on first use
 
     from . import _stats_kernels
 
     kernel = _stats_kernels.tensor_moments
     kernel(np.zeros((2, 3), np.float32), 1, 2, False)  # compile (or load) now: failures show here
+    _stats_kernels.area_pool(np.zeros((1, 3, 3), np.float32), 2)
+    _pool = _stats_kernels.area_pool
     # Large tensors are split over threads only with a thread-safe threading layer (TBB or
     # OpenMP; on Linux the OpenMP one shares libgomp's pool with torch). numba's fallback,
     # workqueue, aborts the process when two threads launch at once (two sessions), so

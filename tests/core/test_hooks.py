@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 import torchvision
@@ -321,10 +322,17 @@ def test_preview_is_a_copy_and_reduced():
     model = nn.Sequential(nn.Conv2d(3, 80, 1), nn.ReLU(inplace=True))
     frames = []
     spec = CaptureSpec.leaves(model, preview=frozenset({"0"}), preview_size=16)
+    x = torch.randn(1, 3, 40, 40)
+    with torch.no_grad():
+        conv = model[0](x)
     with Capture(model, spec, frames.append), torch.no_grad():
-        out = model(torch.randn(1, 3, 40, 40))
+        out = model(x)
     f = next(f for f in frames if f.module == "0")
-    assert f.preview.shape == (64, 16, 16)
+    # 40 > 16: means of 3 x 3 cells (the smallest whole factor that fits), the last one
+    # clipped to the single remaining row and column.
+    assert f.preview.shape == (64, 14, 14)
+    np.testing.assert_allclose(f.preview[:, 0, 0], conv[0, :64, :3, :3].mean((1, 2)), rtol=1e-5)
+    np.testing.assert_allclose(f.preview[:, -1, -1], conv[0, :64, 39, 39], rtol=1e-5)
     # The ReLU ran in place on conv's output after the hook: the preview must still hold
     # the negative values the conv produced.
     assert f.preview.min() < 0 and out.min() >= 0

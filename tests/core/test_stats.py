@@ -209,3 +209,26 @@ def test_two_threads_at_once_get_their_own_right_answers():
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize(
+    "shape, size, out",
+    [((1, 80, 40, 40), 16, (64, 14, 14)), ((2, 3, 75, 77), 64, (3, 38, 39)),
+     ((1, 5, 130, 40), 64, (5, 44, 14)), ((1, 4, 20, 20), 64, (4, 20, 20))],
+)
+def test_previews_average_whole_cells_on_both_paths(monkeypatch, shape, size, out):
+    # The numba pool and torch's avg_pool2d (used before the kernel is built, and off the
+    # CPU) must give the same picture: same cells, edge cells clipped, aspect kept.
+    assert fused_stats.warm_up(), fused_stats.failure()
+    torch.manual_seed(0)
+    x = torch.randn(shape) * 3 + 1
+    fast = S.preview(x, 64, size)
+    monkeypatch.setattr(fused_stats, "ready", lambda: False)
+    slow = S.preview(x, 64, size)
+    assert fast.shape == slow.shape == out
+    np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-6)
+    f = -(-max(shape[2:]) // size) if max(shape[2:]) > size else 1
+    cell = x[0, 0, :f, :f].double().mean().item()
+    assert fast[0, 0, 0] == pytest.approx(cell, rel=1e-5)
+    x.fill_(0)  # the preview is a copy on both paths
+    assert fast.any() and slow.any()
