@@ -336,3 +336,19 @@ def test_preview_is_a_copy_and_reduced():
     # The ReLU ran in place on conv's output after the hook: the preview must still hold
     # the negative values the conv produced.
     assert f.preview.min() < 0 and out.min() >= 0
+
+
+def test_a_failing_module_is_named_even_when_nothing_hooks_it():
+    # The failing Linear (wrong input size) sits inside a Sequential inside the model, and
+    # the spec captures only a sibling: the name comes from the traceback, not from hooks.
+    inner = nn.Sequential(nn.ReLU(), nn.Linear(5, 2))
+    model = nn.Sequential(nn.Linear(4, 3), inner)
+    spec = CaptureSpec.for_modules(["0"], (OUTPUT,))
+    with pytest.raises(RuntimeError):
+        with Capture(model, spec) as cap:
+            model(torch.randn(1, 4))
+    assert cap.error_module == "1.1"
+    _assert_clean(model)
+    with Capture(model, spec) as cap:  # a run that does not fail names nothing
+        model[0](torch.randn(1, 4))
+    assert cap.error_module is None
