@@ -63,15 +63,8 @@ def tensor_stats(x: torch.Tensor, abs_mean: bool = True) -> TensorStats:
     return _torch_stats(x, _bcr_view(x), abs_mean)
 
 
-def _fused_stats(v: torch.Tensor, abs_mean: bool) -> TensorStats | None:
-    """One pass with the numba kernel (see fused_stats); None: use torch instead."""
-    if not fused_stats.ready():
-        return None  # not built yet (or unavailable): never wait for a compile in a run
-    b, c, n = v.shape
-    return _fused_rows(v.numpy().reshape(b * c, n), b, c)  # a view when v is contiguous
-
-
 def _fused_rows(rows: np.ndarray, b: int, c: int) -> TensorStats | None:
+    """One pass of the numba kernel over (b * c, n) rows; None: a NaN or inf, use torch."""
     mean, std, lo, hi, zero, a1, per, finite = fused_stats.moments(rows, b, c)
     if not finite:
         return None  # NaN or inf somewhere: torch's reductions count them exactly

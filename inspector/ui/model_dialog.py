@@ -170,11 +170,9 @@ class ModelDialog(QDialog):
         form = QFormLayout(page)
         form.addRow("Architecture:", self.arch)
         form.addRow("Weights file:", self.checkpoint)
-        note = QLabel("A state_dict saved with torch.save (.pt, .pth) or a .safetensors file. "
-                      "It is read with weights_only=True: no code from the file runs. Keys that "
-                      "do not fit the architecture are listed by name.")
-        note.setWordWrap(True)
-        form.addRow(note)
+        _add_note(form, "A state_dict saved with torch.save (.pt, .pth) or a .safetensors file. "
+                  "It is read with weights_only=True: no code from the file runs. Keys that "
+                  "do not fit the architecture are listed by name.")
         return page
 
     def _factory_tab(self) -> QWidget:
@@ -186,11 +184,9 @@ class ModelDialog(QDialog):
         form = QFormLayout(page)
         form.addRow("Python file:", self.factory_file)
         form.addRow("Function:", self.factory_function)
-        note = QLabel("The function is called with no arguments and returns an nn.Module. "
-                      "The file runs as Python code, so use files you trust. A module-level "
-                      "CLASSES list names the classes.")
-        note.setWordWrap(True)
-        form.addRow(note)
+        _add_note(form, "The function is called with no arguments and returns an nn.Module. "
+                  "The file runs as Python code, so use files you trust. A module-level "
+                  "CLASSES list names the classes.")
         return page
 
     def _pickle_tab(self) -> QWidget:
@@ -309,3 +305,10 @@ def spec_label(spec) -> str:
     if spec.checkpoint:
         return f"{spec.name} + {Path(spec.checkpoint).name}"
     return spec.name or "?"
+
+
+def _add_note(form: QFormLayout, text: str) -> None:
+    """A wrapped explanation under a tab's fields."""
+    note = QLabel(text)
+    note.setWordWrap(True)
+    form.addRow(note)
