@@ -49,10 +49,11 @@ class FrameChannel:
         with self._cond:
             if run_id in self._cancelled and not isinstance(frame, RunFinished):
                 return  # frames of a cancelled run are discarded, not counted as drops
-            if isinstance(frame, RunFinished) and not frame.frames_dropped:
+            if isinstance(frame, RunFinished):
                 dropped = self._dropped_by_run.get(frame.run_id, 0)
-                if dropped:
-                    frame = RunFinished(**{**frame.__dict__, "frames_dropped": dropped})
+                if dropped:  # added to what the sender counted (see Session._finish)
+                    total = frame.frames_dropped + dropped
+                    frame = RunFinished(**{**frame.__dict__, "frames_dropped": total})
             if _is_data(frame):
                 if self._n_data >= self.capacity:
                     self._evict(self._victim(frame.key))

@@ -127,7 +127,9 @@ class RunFinished:
     timings: dict[str, float] = field(default_factory=dict)  # seconds: "preprocess", "forward", ...
     interventions: tuple[str, ...] = ()  # descriptions of what was applied during the run
     never_called: tuple[str, ...] = ()  # captured modules whose hooks never fired
-    frames_dropped: int = 0  # by the channel, for this run, at the time it finished
+    # Frames of this run that never arrived: dropped by the channel (as it finished), or
+    # whose statistics an in-place op invalidated before they were checked (deferred_stats).
+    frames_dropped: int = 0
 
 
 @dataclass(frozen=True)

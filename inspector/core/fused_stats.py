@@ -78,8 +78,12 @@ def warm_up() -> bool:
     return _load() is not None
 
 
-def moments(rows: np.ndarray, batch: int, channels: int):
+def moments(rows: np.ndarray, batch: int, channels: int, parallel: bool = True):
     """Statistics of a (batch * channels, n) float32 C-contiguous array, rows batch-major.
+
+    parallel=False keeps the kernel on the calling thread (a background thread that is
+    meant to use one idle core); True splits large tensors over numba's threads when the
+    threading layer allows it.
 
     Returns (mean, std, min, max, zero_fraction, abs_mean, per_channel, finite):
     per-tensor floats; per_channel, a (5, channels) float32 array of mean, std, min, max
@@ -88,7 +92,7 @@ def moments(rows: np.ndarray, batch: int, channels: int):
     """
     if _kernel is None:  # callers check ready() first; this is per tensor, so never build here
         raise RuntimeError(f"fused statistics not built: {_failure or 'call warm_up() first'}")
-    return _kernel(rows, batch, channels, _parallel)
+    return _kernel(rows, batch, channels, parallel and _parallel)
 
 
 def area_pool(x: np.ndarray, factor: int) -> np.ndarray:

@@ -238,24 +238,31 @@ class Session:
                 timings["cam"] = time.perf_counter() - t
         except RunCancelled:
             self.channel.cancel_run(run_id)
-            return self._finish(run_id, "cancelled", outcome, timings, described, never_called)
+            return self._finish(
+                run_id, "cancelled", outcome, timings, described, never_called, cap
+            )
         except Exception as e:
             module = e.module if isinstance(e, HookError) else cap.error_module
             put(_error_frame(run_id, e, module))
             outcome.error = str(e)
             if isinstance(e, torch.OutOfMemoryError) and torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            return self._finish(run_id, "error", outcome, timings, described, never_called)
+            return self._finish(run_id, "error", outcome, timings, described, never_called, cap)
         finally:
             cap.kept.clear()  # nothing of this run's tensors outlives it
         timings["total"] = time.perf_counter() - t0
-        return self._finish(run_id, "ok", outcome, timings, described, never_called)
+        return self._finish(run_id, "ok", outcome, timings, described, never_called, cap)
 
-    def _finish(self, run_id, status, outcome, timings, described, never_called) -> RunOutcome:
+    def _finish(
+        self, run_id, status, outcome, timings, described, never_called, cap=None
+    ) -> RunOutcome:
         with self._lock:
             self._open_runs.discard(run_id)
+        # Frames whose statistics an in-place op invalidated (core.deferred_stats) count as
+        # dropped, like those the channel drops; the channel adds its own.
+        dropped = cap.stats_dropped if cap is not None else 0
         self.channel.put(
-            RunFinished(run_id, status, dict(timings), described, tuple(never_called))
+            RunFinished(run_id, status, dict(timings), described, tuple(never_called), dropped)
         )
         loaded = self.loaded
         if loaded is not None and loaded.device.type == "cpu":

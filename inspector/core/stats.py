@@ -63,9 +63,9 @@ def tensor_stats(x: torch.Tensor, abs_mean: bool = True) -> TensorStats:
     return _torch_stats(x, _bcr_view(x), abs_mean)
 
 
-def _fused_rows(rows: np.ndarray, b: int, c: int) -> TensorStats | None:
+def _fused_rows(rows: np.ndarray, b: int, c: int, parallel: bool = True) -> TensorStats | None:
     """One pass of the numba kernel over (b * c, n) rows; None: a NaN or inf, use torch."""
-    mean, std, lo, hi, zero, a1, per, finite = fused_stats.moments(rows, b, c)
+    mean, std, lo, hi, zero, a1, per, finite = fused_stats.moments(rows, b, c, parallel)
     if not finite:
         return None  # NaN or inf somewhere: torch's reductions count them exactly
     return TensorStats(
