@@ -11,7 +11,9 @@ later hook, or at the end of the run), the tensor's version counter is still wha
 when the hook handed it over. Every in-place op bumps the counter when it returns, and
 the capturing thread runs one op at a time: an op that overlapped the read has returned,
 and bumped the counter, by the time that thread runs a hook again. A result that fails the
-check is never shown: its frame is dropped and counted (`Deferred.dropped`).
+check is never shown: its frame is dropped and counted (`Deferred.dropped`). Not seen: a
+write that bypasses the counter (through `.data` or a numpy view), as autograd does not
+see it either.
 
 What a model modifies in place would fail that check: a BatchNorm's output under a
 ReLU(inplace=True), a residual block's `out += identity`. So it is learned per model: the
@@ -211,7 +213,10 @@ class Deferred:
         self._watched.clear()
 
     def _settle(self, item: _Item) -> None:
+        # The queue may hold the item until the thread gets to it: let go of the tensor
+        # and of the frame's arrays (previews, whole tensors for export) now.
         t, item.tensor = item.tensor, None
+        make, item.make = item.make, None
         if t._version != item.version:
             # Changed in place since the hook: the result may mix old and new values.
             self.memory[item.key] = False
@@ -220,7 +225,7 @@ class Deferred:
         st = item.stats
         if st is None:  # NaN or inf (or a failure): torch counts them; the data is intact
             st = _stats.tensor_stats(t, abs_mean=item.abs_mean)
-        self.sink(item.make(st))
+        self.sink(make(st))
 
     def _check_watched(self, final: bool) -> None:
         keep = []

@@ -1,5 +1,6 @@
 """Capture overhead: plain forward vs forward with statistics on every leaf module plus
-previews of 5 modules; plain forward+backward vs the same with every gradient captured.
+previews of 5 modules; plain forward+backward vs the same with every leaf's output and
+output gradient captured (what the app captures by default), and with gradients only.
 
 Variants are interleaved in one process (a, b, a, b, ...) so that machine noise hits both;
 figures are medians, ratios are of medians. Prints a table; asserts nothing.
@@ -44,6 +45,7 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
     preview = frozenset(leaves[:: max(1, len(leaves) // 5)][:5])
     fwd_spec = CaptureSpec.for_modules(leaves, (OUTPUT,), preview=preview)
     bwd_spec = CaptureSpec.for_modules(leaves, (OUTPUT, GRAD_OUTPUT), preview=preview)
+    grad_spec = CaptureSpec.for_modules(leaves, (GRAD_OUTPUT,), preview=preview)
     frames: list = []
     sink = frames.append
 
@@ -62,12 +64,15 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
             out = model(xi)
             torch.autograd.grad(out[0, 0], xi)
 
-    def captured_backward():
+    def captured_backward(spec=bwd_spec):
         xi = x.clone().requires_grad_(True)
-        with Capture(model, bwd_spec, sink), torch.enable_grad():
+        with Capture(model, spec, sink), torch.enable_grad():
             out = model(xi)
             torch.autograd.grad(out[0, 0], xi)
         frames.clear()
+
+    def gradients_only():
+        captured_backward(grad_spec)
 
     # Statistics alone over every leaf output, on both paths (the copies are made once).
     outputs: list[torch.Tensor] = []
@@ -93,6 +98,7 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
         "forward+capture": captured_forward,
         "fwd+bwd": plain_backward,
         "fwd+bwd+capture": captured_backward,
+        "fwd+bwd+grads": gradients_only,
     }
     for fn in variants.values():  # warm-up: allocator, oneDNN primitives
         fn()
@@ -111,12 +117,13 @@ def report(results: dict[str, dict[str, float]], title: str) -> None:
         print(f"{name:<12} {r['stats torch'] * 1e3:>38.1f} {r['stats fused'] * 1e3:>7.1f} "
               f"{r['stats torch'] / r['stats fused']:>6.2f}")
     print(f"{'model':<12} {'forward ms':>10} {'+capture':>9} {'ratio':>6} "
-          f"{'fwd+bwd ms':>10} {'+capture':>9} {'ratio':>6}")
+          f"{'fwd+bwd ms':>10} {'+capture':>9} {'ratio':>6} {'+grads only':>11} {'ratio':>6}")
     for name, r in results.items():
         print(
             f"{name:<12} {r['forward'] * 1e3:>10.1f} {r['forward+capture'] * 1e3:>9.1f} "
             f"{r['forward+capture'] / r['forward']:>6.3f} {r['fwd+bwd'] * 1e3:>10.1f} "
-            f"{r['fwd+bwd+capture'] * 1e3:>9.1f} {r['fwd+bwd+capture'] / r['fwd+bwd']:>6.3f}"
+            f"{r['fwd+bwd+capture'] * 1e3:>9.1f} {r['fwd+bwd+capture'] / r['fwd+bwd']:>6.3f} "
+            f"{r['fwd+bwd+grads'] * 1e3:>11.1f} {r['fwd+bwd+grads'] / r['fwd+bwd']:>6.3f}"
         )
 
 
