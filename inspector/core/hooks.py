@@ -8,8 +8,10 @@ the modules a CAM needs; never as a reference to a live tensor.
 
 How each kind is captured:
 - input: a forward pre-hook (before the module can modify its input in place).
-- output: a forward hook (stats and previews are computed right then: a later in-place op,
-  like the ReLU after a BatchNorm, would otherwise change what we show).
+- output: a forward hook. Previews are computed right then (a later in-place op, like the
+  ReLU after a BatchNorm, would otherwise change what we show); so are the statistics of
+  tensors the model modifies in place, while the others' are handed to a low-priority
+  thread and checked against the tensor's version counter (see deferred_stats).
 - grad_output: `Tensor.register_hook` on each output tensor, registered in the forward hook.
   A hook registered before an in-place modification receives the gradient of the value the
   module returned, which is what we want.
