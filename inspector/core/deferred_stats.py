@@ -51,6 +51,7 @@ from . import stats as _stats
 from .frames import TensorStats
 
 BACKLOG = 2  # tensors waiting for the thread before hooks compute their own statistics
+IDLE_EXIT = 0.5  # seconds without work after which the thread ends (restarted on demand)
 
 _queue: queue.SimpleQueue = queue.SimpleQueue()
 _waiting = 0  # items handed over and not computed yet (the queue also holds finished ones)
@@ -111,8 +112,19 @@ def _loop() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    global _thread
     while True:
-        item = _queue.get()
+        try:
+            item = _queue.get(timeout=IDLE_EXIT)
+        except queue.Empty:
+            # Nothing to do for a while: end, so that no thread outlives the runs that
+            # needed it (an app that closes its session leaves nothing running). The check
+            # and the reset are under the lock that _ensure_thread() takes after its put.
+            with _thread_lock:
+                if _queue.empty():
+                    _thread = None
+                    return
+            continue
         if item.claim.acquire(blocking=False):
             try:
                 _compute(item, parallel=False)  # one core: the idle one
@@ -120,7 +132,9 @@ def _loop() -> None:
                 item.claim.release()
 
 
-def _start_thread() -> None:
+def _ensure_thread() -> None:
+    """Start the thread unless it runs. Called after each put: a thread that is about to
+    end sees the new item under the lock and stays."""
     global _thread
     with _thread_lock:
         if _thread is None:
@@ -169,12 +183,11 @@ class Deferred:
             return False
         if not array.size:
             return False
-        if _thread is None:
-            _start_thread()
         item = _Item(key, t, t._version, array, abs_mean, make)
         self._pending.append(item)
         _count_waiting(1)
         _queue.put(item)
+        _ensure_thread()
         self.handed_over += 1
         return True
 

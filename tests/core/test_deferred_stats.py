@@ -4,6 +4,7 @@ the hook, never numbers of a tensor that an in-place op changed meanwhile."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -186,3 +187,22 @@ def test_a_busy_thread_means_the_hook_computes(monkeypatch):
     cap, frames = _run(model, spec, x)
     assert cap.stats_handed_over == 0 and len(frames) == 2
     assert all(f.stats is not None for f in frames)
+
+
+def test_the_thread_ends_when_idle_and_comes_back_for_the_next_run():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Conv2d(4, 2, 1)).eval()
+    spec = CaptureSpec.leaves(model)
+    x = torch.randn(1, 3, 12, 12)
+
+    def running():
+        return any(t.name == "deferred-stats" for t in threading.enumerate())
+
+    for _ in range(2):
+        cap, frames = _run(model, spec, x)
+    assert cap.stats_handed_over == 2
+    deadline = time.monotonic() + 10 * deferred_stats.IDLE_EXIT
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not running()  # an app that stops running models keeps no thread
+    cap, frames = _run(model, spec, x)
+    assert cap.stats_handed_over == 2 and cap.stats_dropped == 0 and len(frames) == 2
