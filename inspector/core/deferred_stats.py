@@ -2,8 +2,12 @@
 
 Why: a plain two-thread forward of resnet50 keeps about 1.6 of two cores busy (measured),
 while the statistics of its 158 leaf outputs cost ~20 ms per forward when each hook
-computes them itself. A low-priority thread that computes them in the forward's idle gaps
-hides most of that (numbers in tests/benchmarks/bench_capture.py and the closing notes).
+computes them itself. A low-priority thread can compute them in the forward's idle gaps.
+What that buys depends on how idle the cores really are (measured on a shared 2-vCPU
+machine, resnet50): with the kernel alone in the hooks, +17% on the forward fell to +6%
+on one occasion; a full capture's forward cost the same either way (+37 ms) on another;
+forward+backward with every output and gradient, +78 ms fell to +63 ms. When no core is
+idle the thread falls behind and the hooks compute the statistics themselves.
 
 Correct without copies. The thread reads the live tensor, so a result is used only if,
 after the computation finished and while the capturing thread is between modules (in a
