@@ -3,7 +3,8 @@ previews of 5 modules; plain forward+backward vs the same with every leaf's outp
 output gradient captured (what the app captures by default), and with gradients only.
 
 Variants are interleaved in one process (a, b, a, b, ...) so that machine noise hits both;
-figures are medians, ratios are of medians. Prints a table; asserts nothing.
+figures are medians, ratios are of medians, and a last table gives the median of
+per-repeat ratios (plain and captured run back to back). Prints tables; asserts nothing.
 
     python -m tests.benchmarks.bench_capture [--models resnet18,resnet50,vit_b_16]
         [--repeats 30] [--load] [--threads N]
@@ -107,7 +108,19 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
     for _ in range(repeats):
         for k, fn in variants.items():
             times[k].append(_time(fn))
-    return {k: statistics.median(v) for k, v in times.items()}
+    out = {k: statistics.median(v) for k, v in times.items()}
+    # Also the median of per-repeat ratios: each repeat runs a plain and a captured variant
+    # back to back, so slow drifts of a shared machine hit both sides of each ratio.
+    for key, plain, captured in PAIRS:
+        out[key] = statistics.median(c / p for p, c in zip(times[plain], times[captured]))
+    return out
+
+
+PAIRS = (
+    ("paired forward", "forward", "forward+capture"),
+    ("paired fwd+bwd", "fwd+bwd", "fwd+bwd+capture"),
+    ("paired grads", "fwd+bwd", "fwd+bwd+grads"),
+)
 
 
 def report(results: dict[str, dict[str, float]], title: str) -> None:
@@ -125,6 +138,10 @@ def report(results: dict[str, dict[str, float]], title: str) -> None:
             f"{r['fwd+bwd+capture'] * 1e3:>9.1f} {r['fwd+bwd+capture'] / r['fwd+bwd']:>6.3f} "
             f"{r['fwd+bwd+grads'] * 1e3:>11.1f} {r['fwd+bwd+grads'] / r['fwd+bwd']:>6.3f}"
         )
+    print(f"{'median of per-repeat ratios':<28} {'forward':>8} {'fwd+bwd':>8} {'grads only':>11}")
+    for name, r in results.items():
+        print(f"{name:<28} {r['paired forward']:>8.3f} {r['paired fwd+bwd']:>8.3f} "
+              f"{r['paired grads']:>11.3f}")
 
 
 def main(argv=None) -> None:
