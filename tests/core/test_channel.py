@@ -58,6 +58,16 @@ def test_control_frames_never_dropped_and_carry_drop_count():
     assert len(got) == 3
 
 
+def test_run_finished_adds_the_channels_drops_to_the_senders():
+    # The session counts frames whose deferred statistics an in-place op invalidated; the
+    # channel adds the frames it dropped itself.
+    ch = FrameChannel(capacity=1)
+    for i in range(4):
+        ch.put(frame(1, f"m{i}"))
+    ch.put(RunFinished(1, "ok", frames_dropped=2))
+    assert ch.drain()[-1].frames_dropped == 2 + 3
+
+
 def test_cancelled_run_frames_discarded_but_finish_arrives():
     ch = FrameChannel()
     ch.put(frame(1, "a"))

@@ -206,3 +206,58 @@ def test_the_thread_ends_when_idle_and_comes_back_for_the_next_run():
     assert not running()  # an app that stops running models keeps no thread
     cap, frames = _run(model, spec, x)
     assert cap.stats_handed_over == 2 and cap.stats_dropped == 0 and len(frames) == 2
+
+
+class _LateInPlaceClassifier(_LateInPlace):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(super().forward(x).mean((2, 3)))
+
+
+def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
+    from inspector.core.frames import ActivationFrame, RunFinished
+    from inspector.core.images import Preprocess
+    from inspector.core.models import LoadedModel
+    from inspector.core.session import Session
+
+    torch.manual_seed(0)
+    model = _LateInPlaceClassifier().eval()
+    session = Session()
+    pre = Preprocess(crop_size=(16, 16), resize_size=None, mean=(0.5,) * 3, std=(0.5,) * 3)
+    session.loaded = LoadedModel(model, "late", "test model", True, ["x", "y", "z"], pre,
+                                 torch.device("cpu"))
+    session.set_capture(CaptureSpec.leaves(model))
+    gate = threading.Event()
+    real = deferred_stats._compute
+
+    def slow_compute(item, parallel):
+        if threading.current_thread().name == "deferred-stats" and item.key[0] == "a":
+            gate.wait(10)
+        real(item, parallel)
+
+    def run():
+        run_id = session.submit(torch.rand(3, 16, 16), backward=False)
+        frames = []
+        while not (frames and isinstance(frames[-1], RunFinished)):
+            frame = session.channel.get(timeout=30)
+            assert frame is not None, "no RunFinished"
+            if frame.run_id == run_id:
+                frames.append(frame)
+        return frames
+
+    try:
+        for _ in range(2):  # learn: nothing is modified in place yet
+            assert run()[-1].frames_dropped == 0
+        monkeypatch.setattr(deferred_stats, "_compute", slow_compute)
+        model.mutate = True
+        release = model.c.register_forward_hook(lambda *args: gate.set())
+        frames = run()
+        release.remove()
+        assert frames[-1].status == "ok" and frames[-1].frames_dropped == 1
+        assert "a" not in {f.module for f in frames if isinstance(f, ActivationFrame)}
+        assert run()[-1].frames_dropped == 0  # learned: computed in the hook now
+    finally:
+        session.close()
