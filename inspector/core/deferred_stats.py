@@ -50,7 +50,6 @@ from typing import Any
 
 import torch
 
-from . import fused_stats
 from . import stats as _stats
 from .frames import TensorStats
 
@@ -92,9 +91,7 @@ def _compute(item: _Item, parallel: bool) -> None:
         return
     _count_waiting(-1)
     try:
-        a = item.array
-        b, c = (a.shape[0], a.shape[1]) if a.ndim >= 2 else (1, 1)
-        item.stats = _stats._fused_rows(a.reshape(b * c, -1), b, c, parallel)
+        item.stats = _stats.array_stats(item.array, parallel)
     except Exception:  # noqa: BLE001 - settled on the capturing thread with torch instead
         item.stats = None
     item.array = None
@@ -173,7 +170,10 @@ class Deferred:
         self, key: Hashable, t: torch.Tensor, abs_mean: bool, make: Callable[[TensorStats], Any]
     ) -> bool:
         known = self.memory.get(key)
-        if known is False or not _eligible(t) or threading.get_ident() != self._owner:
+        # Inference-mode tensors have no version counter; GPU tensors are never handed over.
+        if known is False or not t.is_cpu or t.is_inference():
+            return False
+        if threading.get_ident() != self._owner:
             return False
         if known is None:
             # First sight: computed in the hook, and watched for in-place changes.
@@ -181,11 +181,8 @@ class Deferred:
             return False
         if _waiting >= BACKLOG:
             return False  # the thread is behind: no idle core right now
-        try:
-            array = (t.detach() if t.requires_grad else t).numpy()
-        except RuntimeError:  # a lazily negated or conjugated view
-            return False
-        if not array.size:
+        array = _stats.fused_array(t)
+        if array is None:
             return False
         item = _Item(key, t, t._version, array, abs_mean, make)
         self._pending.append(item)
@@ -260,12 +257,3 @@ class Deferred:
                 keep.append(entry)
         self._watched = keep
 
-
-def _eligible(t: torch.Tensor) -> bool:
-    return (
-        t.dtype is torch.float32
-        and t.is_cpu
-        and t.layout is torch.strided
-        and fused_stats.ready()
-        and not t.is_inference()
-    )

@@ -24,9 +24,8 @@ INSPECTOR_FUSED_STATS=0 turns the kernel off.
 Building costs about 1 s from numba's on-disk cache (importing numba included) and about
 14 s without one (measured here), so a session starts `warm_up_in_background()` after its
 first run and hooks ask `ready()`, which never waits: runs before the kernel is ready use
-torch. `make`
-fills the cache when it installs the environment. A frozen app has no source files to
-key the cache on and would compile at every launch, so there the kernel is off.
+torch. `make` fills the cache when it installs the environment. A frozen app has no source
+files to key the cache on and would compile at every launch, so there the kernel is off.
 """
 
 from __future__ import annotations

@@ -36,20 +36,14 @@ def tensor_stats(x: torch.Tensor, abs_mean: bool = True) -> TensorStats:
     still exact for tensors with no negative values (it equals the mean), and for any
     tensor on the fused CPU path (which gets it for free); else NaN.
     """
-    fast = x.dtype is torch.float32 and x.is_cpu and x.layout is torch.strided
-    if fast and fused_stats.ready():
-        # The common case first, with as few torch calls as possible: each costs a few
-        # microseconds in a hook (caches are cold after a convolution), and resnet50 has
-        # 158 leaf outputs.
-        try:
-            a = (x.detach() if x.requires_grad else x).numpy()
-        except RuntimeError:  # a lazily negated or conjugated view: the general path below
-            a = None
-        if a is not None and a.size:
-            b, c = (a.shape[0], a.shape[1]) if a.ndim >= 2 else (1, 1)
-            fused = _fused_rows(a.reshape(b * c, -1), b, c)  # a copy only if not contiguous
-            if fused is not None:
-                return fused
+    # The common case first, with as few torch calls as possible: each costs a few
+    # microseconds in a hook (caches are cold after a convolution), and resnet50 has 158
+    # leaf outputs.
+    a = fused_array(x)
+    if a is not None:
+        fused = array_stats(a)
+        if fused is not None:
+            return fused
     x = x.detach()
     if x.is_complex():
         x = x.abs()
@@ -61,6 +55,26 @@ def tensor_stats(x: torch.Tensor, abs_mean: bool = True) -> TensorStats:
     # float32 CPU tensors got their one chance above (not ready, non-finite, or no numpy
     # view): torch reductions, which count NaN and inf exactly.
     return _torch_stats(x, _bcr_view(x), abs_mean)
+
+
+def fused_array(x: torch.Tensor) -> np.ndarray | None:
+    """The numpy view of x (no copy) when the fused kernel can take it: a non-empty float32
+    CPU strided tensor, with the kernel built. None: use torch reductions."""
+    if not (x.dtype is torch.float32 and x.is_cpu and x.layout is torch.strided):
+        return None
+    if not fused_stats.ready():
+        return None
+    try:
+        a = (x.detach() if x.requires_grad else x).numpy()
+    except RuntimeError:  # a lazily negated or conjugated view
+        return None
+    return a if a.size else None
+
+
+def array_stats(a: np.ndarray, parallel: bool = True) -> TensorStats | None:
+    """Statistics of a fused_array() (channel = dim 1); None: a NaN or inf, use torch."""
+    b, c = (a.shape[0], a.shape[1]) if a.ndim >= 2 else (1, 1)
+    return _fused_rows(a.reshape(b * c, -1), b, c, parallel)  # a copy only if not contiguous
 
 
 def _fused_rows(rows: np.ndarray, b: int, c: int, parallel: bool = True) -> TensorStats | None:
@@ -153,7 +167,8 @@ def preview(x: torch.Tensor, channels: int = 64, size: int = 64) -> np.ndarray:
 
     (B, C, H, W) -> (min(C, channels), <=size, <=size) by averaging f x f cells, f the
     smallest whole factor that fits; (B, N, D) tokens -> at most (4*size, 4*size); (B, F)
-    -> at most 64*size values; higher ranks keep their middle slices. Always a copy: the caller may overwrite x in place afterwards.
+    -> at most 64*size values; higher ranks keep their middle slices. Always a copy: the
+    caller may overwrite x in place afterwards.
     """
     x = x.detach()
     if not x.is_floating_point():

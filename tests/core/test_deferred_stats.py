@@ -3,6 +3,7 @@ the hook, never numbers of a tensor that an in-place op changed meanwhile."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -113,20 +114,11 @@ class _LateInPlace(nn.Module):
         return self.c(y) + z
 
 
-def test_an_output_changed_in_place_while_the_thread_reads_it_is_dropped_not_shown(monkeypatch):
-    torch.manual_seed(0)
-    model = _LateInPlace().eval()
-    spec = CaptureSpec.leaves(model)
-    x = torch.randn(1, 3, 16, 16)
-    with torch.no_grad():
-        a_out = model.a(x)
-    truth = tensor_stats(a_out)
-    for _ in range(2):  # learn: nothing is modified in place yet
-        cap, frames = _run(model, spec, x)
-    assert cap.stats_handed_over == 3
-
-    # Hold the thread inside a's computation until after the in-place op: it then reads
-    # the changed values, and only the version check stands between them and the user.
+@contextlib.contextmanager
+def _race_in_place(model: _LateInPlace, monkeypatch):
+    """Turn on the in-place op and hold the thread inside a's computation until module c
+    runs, after that op: the thread then reads the changed values, and only the version
+    check stands between them and the user."""
     gate = threading.Event()
     real = deferred_stats._compute
 
@@ -139,9 +131,26 @@ def test_an_output_changed_in_place_while_the_thread_reads_it_is_dropped_not_sho
     model.mutate = True
     release = model.c.register_forward_hook(lambda *args: gate.set())
     try:
-        cap, frames = _run(model, spec, x)
+        yield
     finally:
         release.remove()
+        gate.set()
+
+
+def test_an_output_changed_in_place_while_the_thread_reads_it_is_dropped_not_shown(monkeypatch):
+    torch.manual_seed(0)
+    model = _LateInPlace().eval()
+    spec = CaptureSpec.leaves(model)
+    x = torch.randn(1, 3, 16, 16)
+    with torch.no_grad():
+        a_out = model.a(x)
+    truth = tensor_stats(a_out)
+    for _ in range(2):  # learn: nothing is modified in place yet
+        cap, frames = _run(model, spec, x)
+    assert cap.stats_handed_over == 3
+
+    with _race_in_place(model, monkeypatch):
+        cap, frames = _run(model, spec, x)
     assert cap.stats_dropped == 1
     assert "a" not in {f.module for f in frames}
     assert {f.module for f in frames} == {"b", "c"}
@@ -230,14 +239,6 @@ def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
     session.loaded = LoadedModel(model, "late", "test model", True, ["x", "y", "z"], pre,
                                  torch.device("cpu"))
     session.set_capture(CaptureSpec.leaves(model))
-    gate = threading.Event()
-    real = deferred_stats._compute
-
-    def slow_compute(item, parallel):
-        if threading.current_thread().name == "deferred-stats" and item.key[0] == "a":
-            gate.wait(10)
-        real(item, parallel)
-
     def run():
         run_id = session.submit(torch.rand(3, 16, 16), backward=False)
         frames = []
@@ -251,11 +252,8 @@ def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
     try:
         for _ in range(2):  # learn: nothing is modified in place yet
             assert run()[-1].frames_dropped == 0
-        monkeypatch.setattr(deferred_stats, "_compute", slow_compute)
-        model.mutate = True
-        release = model.c.register_forward_hook(lambda *args: gate.set())
-        frames = run()
-        release.remove()
+        with _race_in_place(model, monkeypatch):
+            frames = run()
         assert frames[-1].status == "ok" and frames[-1].frames_dropped == 1
         assert "a" not in {f.module for f in frames if isinstance(f, ActivationFrame)}
         assert run()[-1].frames_dropped == 0  # learned: computed in the hook now
