@@ -2,6 +2,12 @@
 previews of 5 modules; plain forward+backward vs the same with every leaf's output and
 output gradient captured (what the app captures by default), and with gradients only.
 
+A floor is measured alongside: bare hooks that only compute the statistics of each leaf
+output (and gradient) on the hook's thread, with no frames, previews or hand-over. It is
+what any design that computes statistics in the hooks pays on this machine; the capture
+can beat it only by moving the work to an idle core (deferred_stats). A last floor only
+sums each leaf output in the hook: the price of reading every activation once.
+
 Variants are interleaved in one process (a, b, a, b, ...) so that machine noise hits both;
 figures are medians, ratios are of medians, and a last table gives the median of
 per-repeat ratios (plain and captured run back to back). Prints tables; asserts nothing.
@@ -77,9 +83,15 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
 
     # Statistics alone over every leaf output, on both paths (the copies are made once).
     outputs: list[torch.Tensor] = []
-    grab = [m.register_forward_hook(lambda m, a, o: outputs.append(o.detach().clone())
-                                    if isinstance(o, torch.Tensor) else None)
-            for m in model.modules() if next(m.children(), None) is None]
+    grab = [
+        m.register_forward_hook(
+            lambda m, a, o: (
+                outputs.append(o.detach().clone()) if isinstance(o, torch.Tensor) else None
+            )
+        )
+        for m in model.modules()
+        if next(m.children(), None) is None
+    ]
     plain_forward()
     for h in grab:
         h.remove()
@@ -92,6 +104,39 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
         for o in outputs:
             _stats._torch_stats(o, _stats._bcr_view(o), False)
 
+    # The floor: bare hooks that compute statistics and nothing else.
+    def stat_hook(m, a, o):
+        if isinstance(o, torch.Tensor):
+            _stats.tensor_stats(o, abs_mean=False)
+            if o.requires_grad:
+                o.register_hook(grad_stat_hook)
+
+    def read_hook(m, a, o):  # one read of the output, nothing computed but its sum
+        if isinstance(o, torch.Tensor):
+            o.sum()
+
+    def grad_hook_only(m, a, o):
+        if isinstance(o, torch.Tensor) and o.requires_grad:
+            o.register_hook(grad_stat_hook)
+
+    def grad_stat_hook(g):
+        _stats.tensor_stats(g, abs_mean=True)
+
+    def with_bare_hooks(hook, fn):
+        def run():
+            handles = [
+                m.register_forward_hook(hook)
+                for m in model.modules()
+                if next(m.children(), None) is None
+            ]
+            try:
+                fn()
+            finally:
+                for h in handles:
+                    h.remove()
+
+        return run
+
     variants = {
         "stats fused": fused_only,
         "stats torch": torch_only,
@@ -100,6 +145,10 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
         "fwd+bwd": plain_backward,
         "fwd+bwd+capture": captured_backward,
         "fwd+bwd+grads": gradients_only,
+        "floor forward": with_bare_hooks(stat_hook, plain_forward),
+        "read forward": with_bare_hooks(read_hook, plain_forward),
+        "floor fwd+bwd": with_bare_hooks(stat_hook, plain_backward),
+        "floor grads": with_bare_hooks(grad_hook_only, plain_backward),
     }
     for fn in variants.values():  # warm-up: allocator, oneDNN primitives
         fn()
@@ -120,6 +169,10 @@ PAIRS = (
     ("paired forward", "forward", "forward+capture"),
     ("paired fwd+bwd", "fwd+bwd", "fwd+bwd+capture"),
     ("paired grads", "fwd+bwd", "fwd+bwd+grads"),
+    ("paired floor forward", "forward", "floor forward"),
+    ("paired read forward", "forward", "read forward"),
+    ("paired floor fwd+bwd", "fwd+bwd", "floor fwd+bwd"),
+    ("paired floor grads", "fwd+bwd", "floor grads"),
 )
 
 
@@ -127,10 +180,14 @@ def report(results: dict[str, dict[str, float]], title: str) -> None:
     print(f"\n{title}")
     print(f"{'model':<12} {'stats of every leaf output, ms: torch':>38} {'fused':>7} {'ratio':>6}")
     for name, r in results.items():
-        print(f"{name:<12} {r['stats torch'] * 1e3:>38.1f} {r['stats fused'] * 1e3:>7.1f} "
-              f"{r['stats torch'] / r['stats fused']:>6.2f}")
-    print(f"{'model':<12} {'forward ms':>10} {'+capture':>9} {'ratio':>6} "
-          f"{'fwd+bwd ms':>10} {'+capture':>9} {'ratio':>6} {'+grads only':>11} {'ratio':>6}")
+        print(
+            f"{name:<12} {r['stats torch'] * 1e3:>38.1f} {r['stats fused'] * 1e3:>7.1f} "
+            f"{r['stats torch'] / r['stats fused']:>6.2f}"
+        )
+    print(
+        f"{'model':<12} {'forward ms':>10} {'+capture':>9} {'ratio':>6} "
+        f"{'fwd+bwd ms':>10} {'+capture':>9} {'ratio':>6} {'+grads only':>11} {'ratio':>6}"
+    )
     for name, r in results.items():
         print(
             f"{name:<12} {r['forward'] * 1e3:>10.1f} {r['forward+capture'] * 1e3:>9.1f} "
@@ -140,8 +197,29 @@ def report(results: dict[str, dict[str, float]], title: str) -> None:
         )
     print(f"{'median of per-repeat ratios':<28} {'forward':>8} {'fwd+bwd':>8} {'grads only':>11}")
     for name, r in results.items():
-        print(f"{name:<28} {r['paired forward']:>8.3f} {r['paired fwd+bwd']:>8.3f} "
-              f"{r['paired grads']:>11.3f}")
+        print(
+            f"{name:<28} {r['paired forward']:>8.3f} {r['paired fwd+bwd']:>8.3f} "
+            f"{r['paired grads']:>11.3f}"
+        )
+    print(
+        "floor: bare hooks computing only the statistics on the hook's thread "
+        "(ratio of medians, median of per-repeat ratios)"
+    )
+    print(
+        f"{'model':<12} {'forward':>15} {'fwd+bwd':>15} {'grads only':>15} "
+        f"{'forward, sum only':>18}"
+    )
+    for name, r in results.items():
+        cells = [
+            f"{r[k] / r[base]:.3f} {r['paired ' + k]:.3f}"
+            for k, base in (
+                ("floor forward", "forward"),
+                ("floor fwd+bwd", "fwd+bwd"),
+                ("floor grads", "fwd+bwd"),
+                ("read forward", "forward"),
+            )
+        ]
+        print(f"{name:<12} " + " ".join(f"{c:>15}" for c in cells[:3]) + f" {cells[3]:>18}")
 
 
 def main(argv=None) -> None:
@@ -154,15 +232,19 @@ def main(argv=None) -> None:
     threads = configure_threads(args.threads)
     models = args.models.split(",")
     print(f"fused statistics kernel: {fused_stats.warm_up() or fused_stats.failure()}")
-    print(f"torch {torch.__version__}, {threads} intra-op threads, "
-          f"OMP_WAIT_POLICY={__import__('os').environ.get('OMP_WAIT_POLICY')}, "
-          f"batch 1, 224x224, CPU, medians of {args.repeats} interleaved repeats")
+    print(
+        f"torch {torch.__version__}, {threads} intra-op threads, "
+        f"OMP_WAIT_POLICY={__import__('os').environ.get('OMP_WAIT_POLICY')}, "
+        f"batch 1, 224x224, CPU, medians of {args.repeats} interleaved repeats"
+    )
     report({m: bench_model(m, args.repeats) for m in models}, "idle machine")
     if args.load:
         with busy_core():
             time.sleep(1.0)
-            report({m: bench_model(m, args.repeats) for m in models},
-                   "with a busy torch process pinned to one core")
+            report(
+                {m: bench_model(m, args.repeats) for m in models},
+                "with a busy torch process pinned to one core",
+            )
 
 
 if __name__ == "__main__":
