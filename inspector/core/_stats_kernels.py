@@ -100,7 +100,7 @@ def rows_serial(v, acc):
 
 @_jit(fastmath=True, parallel=True)
 def rows_parallel(v, acc):
-    # numba's OpenMP layer shares libgomp (and so the thread pool) with torch on Linux.
+    # numba's own thread pool, not torch's (see fused_stats._build).
     for r in numba.prange(v.shape[0]):
         _row(v[r], acc[r])
 

@@ -132,7 +132,9 @@ def _build():
     _stats_kernels.area_pool(np.zeros((1, 3, 3), np.float32), 2)
     _pool = _stats_kernels.area_pool
     # Large tensors are split over threads only with a thread-safe threading layer (TBB or
-    # OpenMP; on Linux the OpenMP one shares libgomp's pool with torch). numba's fallback,
+    # OpenMP). On Linux numba's OpenMP layer runs on the system libgomp while torch wheels
+    # bundle their own, so that is a second, separate pool of threads (seen in
+    # /proc/self/maps); they sleep between runs (OMP_WAIT_POLICY=PASSIVE). numba's fallback,
     # workqueue, aborts the process when two threads launch at once (two sessions), so
     # without a safe layer the kernel runs on one thread. The layer loads at the first
     # parallel launch: make it here, where a failure only means "serial".
