@@ -74,11 +74,7 @@ def fused_array(x: torch.Tensor) -> np.ndarray | None:
 def array_stats(a: np.ndarray, parallel: bool = True) -> TensorStats | None:
     """Statistics of a fused_array() (channel = dim 1); None: a NaN or inf, use torch."""
     b, c = (a.shape[0], a.shape[1]) if a.ndim >= 2 else (1, 1)
-    return _fused_rows(a.reshape(b * c, -1), b, c, parallel)  # a copy only if not contiguous
-
-
-def _fused_rows(rows: np.ndarray, b: int, c: int, parallel: bool = True) -> TensorStats | None:
-    """One pass of the numba kernel over (b * c, n) rows; None: a NaN or inf, use torch."""
+    rows = a.reshape(b * c, -1)  # a copy only if not contiguous
     mean, std, lo, hi, zero, a1, per, finite = fused_stats.moments(rows, b, c, parallel)
     if not finite:
         return None  # NaN or inf somewhere: torch's reductions count them exactly

@@ -82,6 +82,7 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
         captured_backward(grad_spec)
 
     # Statistics alone over every leaf output, on both paths (the copies are made once).
+    leaf_modules = [m for m in model.modules() if next(m.children(), None) is None]
     outputs: list[torch.Tensor] = []
     grab = [
         m.register_forward_hook(
@@ -89,8 +90,7 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
                 outputs.append(o.detach().clone()) if isinstance(o, torch.Tensor) else None
             )
         )
-        for m in model.modules()
-        if next(m.children(), None) is None
+        for m in leaf_modules
     ]
     plain_forward()
     for h in grab:
@@ -124,11 +124,7 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
 
     def with_bare_hooks(hook, fn):
         def run():
-            handles = [
-                m.register_forward_hook(hook)
-                for m in model.modules()
-                if next(m.children(), None) is None
-            ]
+            handles = [m.register_forward_hook(hook) for m in leaf_modules]
             try:
                 fn()
             finally:
