@@ -12,8 +12,6 @@ $(STAMP): pyproject.toml
 	# torch/torchvision first, exactly as served from this machine's disk
 	$(PY) -m pip install "torch==2.14.1" "torchvision==0.29.1" || $(PY) -m pip install torch torchvision
 	$(PY) -m pip install -e ".[dev]"
-	# compile the statistics kernel into numba's cache now (10-15 s), not at first launch
-	$(PY) -c "from inspector.core import fused_stats as f; f.warm_up() or print('fused statistics off:', f.failure())"
 	touch $(STAMP)
 
 run: $(STAMP)

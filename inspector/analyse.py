@@ -131,6 +131,10 @@ class Analysis:
             self.warn(f"could not load {what}: {e}")
             session.close()
             return None, None
+        from inspector.core.fused_stats import fallback_note
+
+        if loaded.device.type == "cpu" and fallback_note():
+            self.warn(f"note: {fallback_note()}")
         if not loaded.pretrained:
             self.warn(f"warning: {loaded.description}: predictions and maps show an "
                       f"untrained network")

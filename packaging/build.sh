@@ -51,8 +51,15 @@ sample="$(find "$DIST" -path "*resources/demo/samples/*.png" | sort | head -n 1)
 if [ -n "$sample" ]; then
     check="$(mktemp -d)"
     trap 'rm -rf "$check"' EXIT
-    "$exe" analyse --model demo_shapes --quiet --no-tensorboard --out "$check" "$sample"
+    "$exe" analyse --model demo_shapes --quiet --no-tensorboard --out "$check" "$sample" \
+        2> "$check/stderr.txt" || { cat "$check/stderr.txt" >&2; exit 1; }
     ls "$check"/*/*.npz >/dev/null
+    # The compiled statistics kernel must be in the bundle: without it every run is slower.
+    if grep -q "Statistics use torch reductions" "$check/stderr.txt"; then
+        cat "$check/stderr.txt" >&2
+        echo "build.sh: the frozen app lacks the compiled statistics kernel" >&2
+        exit 1
+    fi
 fi
 
 echo "built $DIST/$APP in $((end - start)) s; size $(du -sh "$DIST/$APP" | cut -f1)"

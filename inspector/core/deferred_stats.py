@@ -32,7 +32,7 @@ thread computes whatever is still waiting and waits for the one in progress.
 
 The thread runs at nice 19 on Linux, so torch's own threads take a core from it as soon as
 they wake; elsewhere it runs at normal priority. Only float32 CPU tensors with a version
-counter (not inference-mode tensors) go this way, and only when the fused kernel is ready:
+counter (not inference-mode tensors) go this way, and only when the fused kernel is available:
 everything else is computed in the hook as before.
 """
 
@@ -84,14 +84,14 @@ class _Item:
         self.claim = threading.Lock()
 
 
-def _compute(item: _Item, parallel: bool) -> None:
+def _compute(item: _Item) -> None:
     """Fill item.stats from the kernel (None: non-finite values, recount later); mark done.
     The caller holds item.claim."""
     if item.done:
         return
     _count_waiting(-1)
     try:
-        item.stats = _stats.array_stats(item.array, parallel)
+        item.stats = _stats.array_stats(item.array)
     except Exception:  # noqa: BLE001 - settled on the capturing thread with torch instead
         item.stats = None
     item.array = None
@@ -128,7 +128,7 @@ def _loop() -> None:
             continue
         if item.claim.acquire(blocking=False):
             try:
-                _compute(item, parallel=False)  # one core: the idle one
+                _compute(item)
             finally:
                 item.claim.release()
 
@@ -209,7 +209,7 @@ class Deferred:
                 # The thread leaves an item it cannot claim; this blocks only while the
                 # thread is computing it.
                 with item.claim:
-                    _compute(item, parallel=True)
+                    _compute(item)
             self._settle(item)
         self._check_watched(final=True)
 

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 from PIL import Image
 
-from . import fused_stats
 from .cam import logits_of
 from .channel import FrameChannel
 from .frames import (
@@ -264,12 +263,6 @@ class Session:
         self.channel.put(
             RunFinished(run_id, status, dict(timings), described, tuple(never_called), dropped)
         )
-        loaded = self.loaded
-        if loaded is not None and loaded.device.type == "cpu":
-            # After the first run, not at model load: building the kernel holds the GIL for
-            # about a second (from numba's cache), which delayed the first frames. Runs use
-            # torch reductions until it is ready; later calls return at once.
-            fused_stats.warm_up_in_background()
         outcome.status = status
         return outcome
 

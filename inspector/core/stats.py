@@ -2,8 +2,8 @@
 
 A hook runs this on the worker thread for every captured tensor, so it must cost little.
 On the CPU, float32 tensors (nearly all of them) go through one fused pass
-(`fused_stats`, a numba kernel) that reads each value once. Elsewhere (GPUs, other
-dtypes, tensors with NaN or inf, or without numba) torch reductions run on the tensor's
+(`fused_stats`, a compiled kernel) that reads each value once. Elsewhere (GPUs, other
+dtypes, tensors with NaN or inf, or where the kernel was not built) torch reductions run on the tensor's
 device: each one pass along the contiguous last dimension of a (batch, channel, rest)
 view, nothing of the size of the tensor allocated but the sign trick's temporary, and
 the results cross to the CPU as one small tensor (one device sync per tensor).
@@ -59,10 +59,10 @@ def tensor_stats(x: torch.Tensor, abs_mean: bool = True) -> TensorStats:
 
 def fused_array(x: torch.Tensor) -> np.ndarray | None:
     """The numpy view of x (no copy) when the fused kernel can take it: a non-empty float32
-    CPU strided tensor, with the kernel built. None: use torch reductions."""
+    CPU strided tensor, with the kernel available. None: use torch reductions."""
     if not (x.dtype is torch.float32 and x.is_cpu and x.layout is torch.strided):
         return None
-    if not fused_stats.ready():
+    if not fused_stats.available():
         return None
     try:
         a = (x.detach() if x.requires_grad else x).numpy()
@@ -71,11 +71,12 @@ def fused_array(x: torch.Tensor) -> np.ndarray | None:
     return a if a.size else None
 
 
-def array_stats(a: np.ndarray, parallel: bool = True) -> TensorStats | None:
+def array_stats(a: np.ndarray) -> TensorStats | None:
     """Statistics of a fused_array() (channel = dim 1); None: a NaN or inf, use torch."""
     b, c = (a.shape[0], a.shape[1]) if a.ndim >= 2 else (1, 1)
-    rows = a.reshape(b * c, -1)  # a copy only if not contiguous
-    mean, std, lo, hi, zero, a1, per, finite = fused_stats.moments(rows, b, c, parallel)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    mean, std, lo, hi, zero, a1, per, finite = fused_stats.moments(a, b, c)
     if not finite:
         return None  # NaN or inf somewhere: torch's reductions count them exactly
     return TensorStats(
@@ -84,7 +85,7 @@ def array_stats(a: np.ndarray, parallel: bool = True) -> TensorStats | None:
         min=lo,
         max=hi,
         zero_fraction=zero,
-        numel=rows.size,
+        numel=a.size,
         channel_mean=per[0],
         channel_std=per[1],
         channel_min=per[2],
@@ -177,9 +178,10 @@ def preview(x: torch.Tensor, channels: int = 64, size: int = 64) -> np.ndarray:
         h, w = item.shape[-2:]
         if h > size or w > size:
             # Means of f x f cells, one f for both sides (the picture keeps its aspect).
-            # The same cells on both paths; the numba one is 9x faster on the CPU.
+            # The same cells on both paths; the compiled one is cheaper on the CPU.
             f = max(-(-h // size), -(-w // size))
-            if item.device.type == "cpu" and item.dtype == torch.float32 and fused_stats.ready():
+            cpu32 = item.device.type == "cpu" and item.dtype == torch.float32
+            if cpu32 and fused_stats.available():
                 return fused_stats.area_pool(item.contiguous().numpy(), f)  # a new array
             item = F.avg_pool2d(item.float(), f, ceil_mode=True, count_include_pad=False)
     elif item.ndim == 2:

@@ -1,16 +1,17 @@
 """Keep Python's full garbage collections short: freeze what start-up created.
 
-A full (generation 2) collection walks every tracked object. With torch, torchvision, numba
-and pyqtgraph loaded that is about 320,000 objects, and each full collection took 80-320 ms
-here, holding the GIL: the longest event-loop stalls the benchmark saw (bench_ui's max
-lateness), on whichever thread happened to trigger it. Nearly all of those objects live
-as long as the app (modules, classes, the model). `gc.freeze()` moves everything alive now
-into a permanent generation that collections skip, so they only walk what came later.
+A full (generation 2) collection walks every tracked object. With torch, torchvision and
+pyqtgraph loaded that is hundreds of thousands of objects, and each full collection took
+80-320 ms here, holding the GIL: the longest event-loop stalls the UI benchmark saw, on
+whichever thread happened to trigger it. Nearly all of those objects live as long as the
+app (modules, classes). `gc.freeze()` moves everything alive now into a permanent
+generation that collections skip, so they only walk what came later.
 
-Frozen objects are never collected: garbage cycles that exist at the moment of a freeze
-stay. That is why this freezes a bounded number of times: once after the first run of each
-loaded model, and once more when the statistics kernel has finished building (its import
-of numba creates many objects), not after every run.
+Frozen objects are not scanned for cycles, so a cycle that exists at the moment of a freeze
+is never collected (reference counting still frees everything else). That is why this
+freezes a bounded number of times, once after the first run of each loaded model, and why
+it unfreezes first: what an earlier freeze held (a replaced model, if anything of it sits in
+a cycle) goes back to the collector before the next freeze.
 """
 
 from __future__ import annotations
@@ -20,15 +21,14 @@ import gc
 
 class StartupFreezer:
     def __init__(self) -> None:
-        self._stages: set[tuple[int, bool]] = set()
+        self._generation: int | None = None
 
     def after_run(self, model_generation: int) -> bool:
         """Call after a run finished; returns True when it froze."""
-        from inspector.core import fused_stats  # no numba import: only reads a flag
-
-        stage = (model_generation, fused_stats.ready())
-        if stage in self._stages:
+        if model_generation == self._generation:
             return False
-        self._stages.add(stage)
+        self._generation = model_generation
+        gc.unfreeze()
+        gc.collect()
         gc.freeze()
         return True

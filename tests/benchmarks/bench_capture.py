@@ -28,7 +28,7 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 import torch
 import torchvision
 
-from inspector.core import fused_stats
+from inspector.core import deferred_stats, fused_stats
 from inspector.core import stats as _stats
 from inspector.core.frames import GRAD_OUTPUT, OUTPUT
 from inspector.core.hooks import Capture, CaptureSpec, leaf_names
@@ -80,6 +80,18 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
 
     def gradients_only():
         captured_backward(grad_spec)
+
+    def in_hook(fn):
+        # Deferral off: every statistic is computed in its hook, as if the idle-core thread
+        # were always behind. Shows what deferred_stats buys on this machine.
+        def run():
+            saved, deferred_stats.BACKLOG = deferred_stats.BACKLOG, 0
+            try:
+                fn()
+            finally:
+                deferred_stats.BACKLOG = saved
+
+        return run
 
     # Statistics alone over every leaf output, on both paths (the copies are made once).
     leaf_modules = [m for m in model.modules() if next(m.children(), None) is None]
@@ -141,6 +153,8 @@ def bench_model(name: str, repeats: int) -> dict[str, float]:
         "fwd+bwd": plain_backward,
         "fwd+bwd+capture": captured_backward,
         "fwd+bwd+grads": gradients_only,
+        "forward+capture in hook": in_hook(captured_forward),
+        "fwd+bwd+capture in hook": in_hook(captured_backward),
         "floor forward": with_bare_hooks(stat_hook, plain_forward),
         "read forward": with_bare_hooks(read_hook, plain_forward),
         "floor fwd+bwd": with_bare_hooks(stat_hook, plain_backward),
@@ -165,6 +179,10 @@ PAIRS = (
     ("paired forward", "forward", "forward+capture"),
     ("paired fwd+bwd", "fwd+bwd", "fwd+bwd+capture"),
     ("paired grads", "fwd+bwd", "fwd+bwd+grads"),
+    ("paired forward in hook", "forward", "forward+capture in hook"),
+    ("paired fwd+bwd in hook", "fwd+bwd", "fwd+bwd+capture in hook"),
+    ("paired capture/floor forward", "floor forward", "forward+capture"),
+    ("paired capture/floor fwd+bwd", "floor fwd+bwd", "fwd+bwd+capture"),
     ("paired floor forward", "forward", "floor forward"),
     ("paired read forward", "forward", "read forward"),
     ("paired floor fwd+bwd", "fwd+bwd", "floor fwd+bwd"),
@@ -216,6 +234,26 @@ def report(results: dict[str, dict[str, float]], title: str) -> None:
             )
         ]
         print(f"{name:<12} " + " ".join(f"{c:>15}" for c in cells[:3]) + f" {cells[3]:>18}")
+    print(
+        "capture with statistics in the hooks (deferral off), and capture over the floor "
+        "(ratio of medians, median of per-repeat ratios)"
+    )
+    print(
+        f"{'model':<12} {'in hook fwd':>15} {'in hook fwd+bwd':>16} "
+        f"{'capture/floor fwd':>18} {'capture/floor f+b':>18}"
+    )
+    for name, r in results.items():
+        print(
+            f"{name:<12} "
+            f"{r['forward+capture in hook'] / r['forward']:>7.3f} "
+            f"{r['paired forward in hook']:.3f} "
+            f"{r['fwd+bwd+capture in hook'] / r['fwd+bwd']:>8.3f} "
+            f"{r['paired fwd+bwd in hook']:.3f} "
+            f"{r['forward+capture'] / r['floor forward']:>12.3f} "
+            f"{r['paired capture/floor forward']:.3f} "
+            f"{r['fwd+bwd+capture'] / r['floor fwd+bwd']:>12.3f} "
+            f"{r['paired capture/floor fwd+bwd']:.3f}"
+        )
 
 
 def main(argv=None) -> None:
@@ -227,7 +265,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     threads = configure_threads(args.threads)
     models = args.models.split(",")
-    print(f"fused statistics kernel: {fused_stats.warm_up() or fused_stats.failure()}")
+    print(f"fused statistics kernel: {fused_stats.available() or fused_stats.failure()}")
     print(
         f"torch {torch.__version__}, {threads} intra-op threads, "
         f"OMP_WAIT_POLICY={__import__('os').environ.get('OMP_WAIT_POLICY')}, "

@@ -189,13 +189,6 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
     deadline = time.monotonic() + 300
     while window.last_run is None and time.monotonic() < deadline:
         wait(0.05)
-    # Measure the steady state: the statistics kernel builds in the background after the
-    # model loads (about 1 s of Python holding the GIL, from numba's cache); launch figures
-    # above include that start-up, this table does not.
-    from inspector.core import fused_stats
-
-    while not fused_stats.settled() and time.monotonic() < deadline:
-        wait(0.05)
     wait(0.5)
     session = window.control.session
     cams = ((window.control.cam_method, window.control.cam_layer),)

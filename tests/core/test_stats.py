@@ -1,5 +1,6 @@
-"""tensor_stats on both of its paths (the fused numba kernel and torch reductions) against
-a float64 numpy reference, including the cases where a naive formula fails."""
+"""tensor_stats on both of its paths (the compiled fused kernel and torch reductions) against
+a float64 numpy reference, including the cases where a naive formula fails; and the
+kernel's guarantees: no run-time compilation, no cache, no crash on bad arguments."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from inspector.core import stats as S
 
 
 def fused(x, abs_mean=True):
-    assert fused_stats.warm_up(), fused_stats.failure()
+    assert fused_stats.available(), fused_stats.failure()
     out = S.array_stats(x.detach().numpy())  # abs_mean: always computed here
     assert out is not None, "the fused path declined a finite float32 CPU tensor"
     return out
@@ -69,24 +70,98 @@ def check(st, x, rel=1e-5):
 
 
 def test_the_fused_kernel_is_available_in_this_environment():
-    # numba is a dependency: if this fails, every CPU run pays for the slow path.
-    assert fused_stats.warm_up(), fused_stats.failure()
-    assert fused_stats.ready() and fused_stats.settled()
+    # Built by the install (setup.py): if this fails, every CPU run pays for the slow path.
+    assert fused_stats.available(), fused_stats.failure()
+    assert fused_stats.failure() is None and fused_stats.fallback_note() is None
 
 
-def test_statistics_do_not_wait_for_the_kernel_being_built():
-    # The build takes about a second even from numba's cache; a statistics call made
-    # meanwhile must return on the torch path, before the build is done, and be right.
-    code = (
-        "from inspector.core import fused_stats as f, stats as s; import torch, time;"
-        "x = torch.arange(6.0).reshape(1, 2, 3); f.warm_up_in_background();"
-        "st = s.tensor_stats(x); before = f.ready();"
-        "deadline = time.time() + 120\n"
-        "while not f.ready() and time.time() < deadline: time.sleep(0.05)\n"
-        "print(before, f.ready(), st.mean, st.max)"
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "True", "2.5", "5.0"], out.stdout + out.stderr
+
+
+STATS_SCRIPT = (
+    "import sys, torch; from inspector.core import stats as s, fused_stats as f\n"
+    "torch.manual_seed(0); x = torch.randn(2, 8, 30, 30) * 2 + 1\n"
+    "for i in range(int(sys.argv[1]) if len(sys.argv) > 1 else 1):\n"
+    "    st = s.tensor_stats(x)\n"
+    "d = x.double()\n"
+    "ok = (st.min == d.min().item() and st.max == d.max().item()"
+    " and abs(st.mean - d.mean().item()) < 1e-5 * d.std().item()"
+    " and abs(st.std - d.std(unbiased=False).item()) < 1e-5 * d.std().item())\n"
+    "print(f.available(), ok, 'numba' in sys.modules)\n"
+)
+
+
+def test_nothing_is_compiled_or_cached_at_run_time(tmp_path):
+    # The old numba kernel crashed every later process once its on-disk cache was left
+    # half-written. The compiled kernel keeps no state anywhere: statistics in a process
+    # with an empty home and cache directory write nothing there, and a process killed
+    # mid-run leaves nothing that a later one could trip on.
+    home = tmp_path / "home"
+    cache = tmp_path / "cache"
+    home.mkdir()
+    cache.mkdir()
+    env = dict(HOME=str(home), XDG_CACHE_HOME=str(cache), NUMBA_CACHE_DIR=str(cache / "numba"))
+    for kill_after in (0.5, 2.0):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", STATS_SCRIPT, "100000"],
+            env=dict(os.environ, **env),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            proc.wait(timeout=kill_after)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for _ in range(2):
+        out = _run(STATS_SCRIPT, **env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["True", "True", "False"], out.stdout + out.stderr
+    assert list(home.rglob("*")) == [] and list(cache.rglob("*")) == []
+
+
+def test_without_the_compiled_kernel_statistics_fall_back_and_say_why():
+    # A source tree used without installing has no compiled kernel: torch computes the
+    # same statistics and the note names the reason.
+    code = "import sys; sys.modules['inspector.core._cstats'] = None\n" + STATS_SCRIPT
+    code += "print(f.fallback_note())\n"
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    first, note = out.stdout.splitlines()
+    assert first.split() == ["False", "True", "False"]
+    assert note.startswith("Statistics use torch reductions") and "missing" in note
+
+
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ((np.zeros((2, 3), np.float64), 1, 2), TypeError),  # not float32
+        ((np.zeros((2, 3), np.float32), 1, 4), ValueError),  # rows do not split
+        ((np.zeros((2, 3), np.float32), 0, 2), ValueError),  # no batch
+        ((np.zeros(0, np.float32), 1, 1), ValueError),  # empty
+        ((b"abcd", 1, 1), TypeError),  # bytes: not float32
+        ((np.zeros((2, 3), np.float32)[:, ::2], 1, 2), ValueError),  # not C-contiguous
+    ],
+)
+def test_the_kernel_refuses_bad_arguments_with_an_exception(args, error):
+    with pytest.raises(error):
+        fused_stats.moments(*args)
+
+
+def test_the_kernel_refuses_a_short_output_buffer():
+    from inspector.core import _cstats
+
+    with pytest.raises(ValueError, match="fewer than 5"):
+        _cstats.moments(np.zeros((1, 4, 3), np.float32), 1, 4, np.empty(19, np.float32))
+    with pytest.raises(ValueError, match="output"):
+        _cstats.area_pool(np.zeros((1, 4, 4), np.float32), 1, 4, 4, 2, np.empty(3, np.float32))
 
 
 def _relu_like(shape):
@@ -147,7 +222,6 @@ def test_non_finite_values_are_counted_exactly(bad):
     x[1, 2, 4] = bad
     x[0, 0, 0] = bad
     x[0, 1, 3] = 0.0
-    fused_stats.warm_up()
     st = S.tensor_stats(x)  # the fused path declines; torch recounts
     assert st.nonfinite == 2
     assert st.zero_fraction == pytest.approx(1 / 60)
@@ -175,23 +249,19 @@ def test_without_abs_mean_the_fused_path_still_gives_it():
 
 
 def test_the_kernel_can_be_turned_off():
-    code = (
-        "from inspector.core import fused_stats as f, stats as s; import torch;"
-        "print(f.warm_up(), f.failure()); s.tensor_stats(torch.randn(1, 2, 3))"
-    )
-    env = dict(os.environ, INSPECTOR_FUSED_STATS="0")
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.startswith("False turned off by INSPECTOR_FUSED_STATS=0"), out.stdout
+    out = _run(STATS_SCRIPT + "print(f.failure())", INSPECTOR_FUSED_STATS="0")
+    assert out.returncode == 0, out.stderr
+    first, why = out.stdout.splitlines()
+    assert first.split() == ["False", "True", "False"]
+    assert why == "turned off by INSPECTOR_FUSED_STATS=0"
 
 
 def test_two_threads_at_once_get_their_own_right_answers():
-    # Two sessions in one process compute statistics at the same time: the kernel's
-    # threading layer must allow concurrent launches (numba's workqueue would abort).
+    # Two sessions in one process compute statistics at the same time, the kernel running
+    # without the GIL on both threads.
     import threading
 
-    assert fused_stats.warm_up(), fused_stats.failure()
+    assert fused_stats.available(), fused_stats.failure()
     torch.manual_seed(0)
     tensors = [torch.randn(1, 64, 56, 56) * (i + 1) + i for i in range(2)]
     expected = [torch_path(t) for t in tensors]
@@ -217,13 +287,13 @@ def test_two_threads_at_once_get_their_own_right_answers():
      ((1, 5, 130, 40), 64, (5, 44, 14)), ((1, 4, 20, 20), 64, (4, 20, 20))],
 )
 def test_previews_average_whole_cells_on_both_paths(monkeypatch, shape, size, out):
-    # The numba pool and torch's avg_pool2d (used before the kernel is built, and off the
-    # CPU) must give the same picture: same cells, edge cells clipped, aspect kept.
-    assert fused_stats.warm_up(), fused_stats.failure()
+    # The compiled pool and torch's avg_pool2d (without the kernel, and off the CPU) must
+    # give the same picture: same cells, edge cells clipped, aspect kept.
+    assert fused_stats.available(), fused_stats.failure()
     torch.manual_seed(0)
     x = torch.randn(shape) * 3 + 1
     fast = S.preview(x, 64, size)
-    monkeypatch.setattr(fused_stats, "ready", lambda: False)
+    monkeypatch.setattr(fused_stats, "available", lambda: False)
     slow = S.preview(x, 64, size)
     assert fast.shape == slow.shape == out
     np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-6)

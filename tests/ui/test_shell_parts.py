@@ -314,22 +314,36 @@ def test_a_staggered_router_hands_a_batch_to_one_view_per_tick(qtbot):
     router.stop()
 
 
-def test_the_startup_freezer_freezes_once_per_stage(monkeypatch):
+def test_the_startup_freezer_freezes_once_per_model_and_lets_old_models_go():
     import gc
+    import weakref
 
-    from inspector.core import fused_stats
+    import torch
+
     from inspector.ui.gc_freeze import StartupFreezer
 
-    freezes = []
-    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
-    monkeypatch.setattr(fused_stats, "ready", lambda: False)
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 1, 1)
+            self.me = self  # a reference cycle: only the cycle collector can free it
+
+    old = Model()
+    gone = weakref.ref(old)
     freezer = StartupFreezer()
-    assert freezer.after_run(1) and len(freezes) == 1
-    assert not freezer.after_run(1) and len(freezes) == 1  # later runs: nothing
-    monkeypatch.setattr(fused_stats, "ready", lambda: True)  # the kernel came in
-    assert freezer.after_run(1) and len(freezes) == 2
-    assert not freezer.after_run(1)
-    assert freezer.after_run(2) and len(freezes) == 3  # another model was loaded
+    try:
+        assert freezer.after_run(1)
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        assert not freezer.after_run(1)  # later runs of the same model: nothing
+        assert gc.get_freeze_count() == frozen
+        del old  # the user loads another model; the old one sits frozen in its cycle
+        gc.collect()
+        assert gone() is not None  # frozen objects are not collected...
+        assert freezer.after_run(2)
+        assert gone() is None  # ...until the next model's freeze gives them back
+    finally:
+        gc.unfreeze()
 
 
 def test_router_emits_error_frames(qtbot):
