@@ -150,6 +150,7 @@ class ModelLoaded:
     pretrained: bool
     device: str
     tree: Any  # core.tree.ModuleTree
+    notes: tuple[str, ...] = ()  # what the user should know: random weights, a slower path
 
 
 # Never dropped by the channel: one or a few per run, and the UI needs every one.

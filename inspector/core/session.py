@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from . import fused_stats
 from .cam import logits_of
 from .channel import FrameChannel
 from .frames import (
@@ -113,6 +114,7 @@ class Session:
                     pretrained=loaded.pretrained,
                     device=str(loaded.device),
                     tree=tree,
+                    notes=_model_notes(loaded),
                 )
             )
             return loaded
@@ -308,6 +310,13 @@ def _label_of(image: Any) -> str:
     if isinstance(image, (str, Path)):
         return Path(image).name
     return getattr(image, "filename", "") or type(image).__name__
+
+
+def _model_notes(loaded: LoadedModel) -> tuple[str, ...]:
+    notes = list(loaded.notes)
+    if loaded.device.type == "cpu" and fused_stats.fallback_note():
+        notes.append(fused_stats.fallback_note())
+    return tuple(notes)
 
 
 def _error_frame(run_id: int, e: BaseException, module: str | None) -> ErrorFrame:

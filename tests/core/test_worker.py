@@ -195,3 +195,25 @@ def test_target_out_of_range_is_an_error_not_a_crash():
         assert any("out of range" in f.message for f in frames if isinstance(f, ErrorFrame))
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_a_model_load_says_when_statistics_take_the_slower_path(monkeypatch, kernel):
+    from inspector.core import fused_stats
+    from inspector.core.frames import ModelLoaded
+
+    if not kernel:
+        monkeypatch.setattr(fused_stats, "_failure", "no compiler at install time")
+    s = Session()
+    try:
+        s.load_model("demo_shapes").result(timeout=120)
+        loaded = None
+        while loaded is None:
+            f = s.channel.get(timeout=5)
+            assert f is not None, "no ModelLoaded frame"
+            loaded = f if isinstance(f, ModelLoaded) else None
+        slow = [n for n in loaded.notes if n.startswith("Statistics use torch reductions")]
+        assert slow == ([] if kernel else [fused_stats.fallback_note()])
+        assert "no compiler at install time" in "".join(slow) or kernel
+    finally:
+        s.close()
