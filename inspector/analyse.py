@@ -197,7 +197,8 @@ class Analysis:
         frames = session.channel.drain()
         if outcome.status != "ok":
             errors = [f.message for f in frames if isinstance(f, ErrorFrame)]
-            entry["error"] = f"{path}: {outcome.error or (errors[0] if errors else outcome.status)}"
+            # The error frame's sentence names the module that failed; the bare exception not.
+            entry["error"] = f"{path}: {errors[0] if errors else outcome.error or outcome.status}"
             return entry
         cams = {m: outcome.cams[(m, layer)] for m, layer in gradient_cams}
         if "scorecam" in self.methods:

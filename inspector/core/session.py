@@ -325,7 +325,8 @@ def _error_frame(run_id: int, e: BaseException, module: str | None) -> ErrorFram
     elif isinstance(e, HookError):
         message = str(e)
     else:
-        where = f" in module '{module}'" if module else ""
+        # "" is the model itself: an op in its own forward, outside every submodule.
+        where = {None: "", "": " in the model's own forward"}.get(module, f" in module '{module}'")
         message = f"The run failed{where}: {type(e).__name__}: {e}"
     return ErrorFrame(
         run_id,
