@@ -15,6 +15,8 @@ import signal
 import sys
 import threading
 
+from inspector import crashlog
+
 # Set before torch is first imported, wherever that happens (see inspector/core/__init__.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -35,7 +37,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--weights", help="a checkpoint (state_dict or .safetensors) for --model")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
+    parser.add_argument(
+        "--reset-settings", action="store_true",
+        help="forget the saved window layout, recent files and choices, and start with the "
+        "defaults (Help > Reset settings does the same from the window)",
+    )
     return parser.parse_args(argv)
+
+
+def open_settings(args: argparse.Namespace):
+    """The app's settings (an INI file when INSPECTOR_SETTINGS_FILE says so), emptied first
+    with --reset-settings. Needs Qt: call after the QApplication exists."""
+    from inspector.ui.settings import AppSettings
+
+    settings_file = os.environ.get(SETTINGS_ENV)
+    settings = AppSettings.in_file(settings_file) if settings_file else AppSettings()
+    if args.reset_settings:
+        settings.reset()
+    return settings
 
 
 def model_fields(args: argparse.Namespace) -> dict:
@@ -69,14 +88,23 @@ def startup_images(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # First: a crash anywhere from here on leaves its report for the next start.
+    crash_log, crashes = crashlog.start("gui")
+    try:
+        return _run(args, crashes, crash_log)
+    finally:
+        if crash_log is not None:
+            crash_log.close()
 
+
+def _run(args: argparse.Namespace, crashes: list[crashlog.CrashReport],
+         crash_log: crashlog.CrashLog | None) -> int:
     from PySide6.QtCore import QMetaObject, Qt
     from PySide6.QtWidgets import QApplication
 
     from inspector.ui.about_dialog import app_icon
     from inspector.ui.errors import install_excepthooks
     from inspector.ui.main_window import MainWindow, mark
-    from inspector.ui.settings import AppSettings
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setOrganizationName("network-inspector")
@@ -85,11 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     app.setDesktopFileName("network-inspector")
     app.setWindowIcon(app_icon())
 
-    settings_file = os.environ.get(SETTINGS_ENV)
-    settings = AppSettings.in_file(settings_file) if settings_file else AppSettings()
-    window = MainWindow(settings)
+    window = MainWindow(open_settings(args))
     window.show()
     app.processEvents()  # paint the window now, before anything slow
+    window.show_crash_notice(crashes)
     mark("window_shown", torch_imported="torch" in sys.modules)
     # The engine (torch) starts importing on its own thread now, while this thread builds
     # the views (pyqtgraph); frames reach the views only once the event loop runs.
@@ -121,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     if not window.control.close(wait=EXIT_WAIT_S):
         sys.stdout.flush()
         sys.stderr.flush()
+        if crash_log is not None:
+            crash_log.close()  # a normal exit, though without Python's shutdown
         os._exit(code)
     return code
 

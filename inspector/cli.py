@@ -28,6 +28,7 @@ RANDOM_WEIGHTS_NOTE = (
 
 USAGE = """\
 usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device DEV]
+                         [--reset-settings]
        network-inspector analyse --model NAME --out DIR [options] IMAGE_OR_FOLDER ...
        network-inspector models
        network-inspector tree --model NAME [--weights FILE] [--depth N]
@@ -61,6 +62,20 @@ def _main(argv: list[str] | None) -> int:
         return 0
     if not argv or argv[0] not in COMMANDS:
         return _gui(argv)
+    from inspector import crashlog
+
+    log, crashes = crashlog.start("cli")
+    for crash in crashes:
+        print(f"network-inspector: an earlier run crashed ({crash.summary()}); "
+              f"its crash log is {crash.path}", file=sys.stderr)
+    try:
+        return _command(argv)
+    finally:
+        if log is not None:
+            log.close()
+
+
+def _command(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command == "train-demo":
         from inspector.demo.train import main as train_main

@@ -5,6 +5,15 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def crash_logs_in_a_temporary_folder(tmp_path_factory):
+    """The app and the CLI keep a crash log in the user's state directory (inspector/crashlog):
+    tests, and the processes they start, keep theirs in a folder of the test run instead."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("INSPECTOR_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+        yield
+
+
 @pytest.fixture
 def demo_samples():
     """The shipped demo model's sample images. They ship with the repository (resources/demo),

@@ -121,6 +121,17 @@ class CamFrame:
 
 
 @dataclass(frozen=True)
+class ProgressFrame:
+    """How far a long step of a run has got: Score-CAM's masked forwards, for one."""
+
+    run_id: int
+    step: str  # what is being done, in words: "Score-CAM"
+    done: int
+    total: int
+    elapsed: float  # seconds since the step began
+
+
+@dataclass(frozen=True)
 class RunFinished:
     run_id: int
     status: str  # "ok", "error" or "cancelled"
@@ -153,8 +164,11 @@ class ModelLoaded:
     notes: tuple[str, ...] = ()  # what the user should know: random weights, a slower path
 
 
-# Never dropped by the channel: one or a few per run, and the UI needs every one.
-CONTROL_FRAMES = (RunStarted, RunFinished, ErrorFrame, ModelLoaded, PredictionFrame, CamFrame)
+# Never dropped by the channel: a few per run, and the UI needs every one (progress frames
+# are rate-limited by the session).
+CONTROL_FRAMES = (
+    RunStarted, RunFinished, ErrorFrame, ModelLoaded, PredictionFrame, CamFrame, ProgressFrame
+)
 Frame = (
     RunStarted
     | ActivationFrame
@@ -164,4 +178,5 @@ Frame = (
     | RunFinished
     | ErrorFrame
     | ModelLoaded
+    | ProgressFrame
 )

@@ -31,6 +31,7 @@ from .frames import (
     ModelLoaded,
     Prediction,
     PredictionFrame,
+    ProgressFrame,
     RunFinished,
     RunStarted,
 )
@@ -42,6 +43,7 @@ from .tree import ModuleTree, build_tree
 from .worker import InferenceWorker
 
 DEFAULT_KINDS = (INPUT, OUTPUT, GRAD_OUTPUT)
+PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
 
 
 @dataclass(frozen=True)
@@ -291,19 +293,37 @@ class Session:
         return cached[1]
 
     def _cams(self, run_id, cams, cap: Capture, target, x, cancel, outcome: RunOutcome) -> None:
-        from .cam import cam_from_capture
-
-        def progress(done: int, total: int) -> None:  # Score-CAM's masked forwards
-            if cancel.is_set():
-                raise RunCancelled()
+        from .cam import METHODS, cam_from_capture, method_name
 
         for method, layer in cams:
+            # Only Score-CAM calls it (once per batch of masked forwards): the one CAM step
+            # that can take long enough to be worth reporting.
+            progress = _progress_reporter(self.channel.put, run_id,
+                                          METHODS[method_name(method)].title, cancel)
             cam = cam_from_capture(
                 method, cap, layer, tuple(x.shape[-2:]), model_input=x, target=target,
                 progress=progress,
             )
             outcome.cams[(method, layer)] = cam
             self.channel.put(CamFrame(run_id, method, layer, target, cam))
+
+
+def _progress_reporter(put, run_id: int, step: str, cancel: threading.Event):
+    """A progress callback (done, total) for one step of a run: stops the step when the run
+    is cancelled, and puts a ProgressFrame on the channel at most every PROGRESS_INTERVAL_S
+    (and for the last call), so that a long step cannot flood the channel."""
+    began, last = time.perf_counter(), float("-inf")
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        if cancel.is_set():
+            raise RunCancelled()
+        now = time.perf_counter()
+        if done >= total or now - last >= PROGRESS_INTERVAL_S:
+            last = now
+            put(ProgressFrame(run_id, step, done, total, now - began))
+
+    return progress
 
 
 def _label_of(image: Any) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from inspector.core.frames import GRADIENT_KINDS
 
+_GRADIENTS = frozenset(GRADIENT_KINDS)  # core keeps the kinds in a tuple, in hook order
+
 # Previews (64 channels of 64 x 64 at most) of every captured module when they fit in this:
 # then selecting another module after a run shows it at once, without running again. Over
 # it, only the selected module's previews are captured (a big model would copy hundreds of
@@ -16,7 +18,8 @@ def capture_modules(kinds: dict[str, frozenset[str]], backward: bool) -> dict[st
     """The tree's hook kinds per module, without gradients when no backward pass is wanted."""
     if backward:
         return dict(kinds)
-    return {n: k - GRADIENT_KINDS for n, k in kinds.items() if k - GRADIENT_KINDS}
+    forward_only = {n: frozenset(k) - _GRADIENTS for n, k in kinds.items()}
+    return {n: k for n, k in forward_only.items() if k}
 
 
 def preview_modules(tree, modules: dict, selected: str | None) -> frozenset[str]:

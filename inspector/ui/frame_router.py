@@ -36,7 +36,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from inspector.core.frames import ErrorFrame, ModelLoaded, RunFinished, RunStarted
+from inspector.core.frames import ErrorFrame, ModelLoaded, ProgressFrame, RunFinished, RunStarted
 
 DISPLAY_INTERVAL_MS = 16
 MAX_FRAMES_PER_TICK = 400
@@ -51,6 +51,7 @@ class FrameRouter(QObject):
     runStarted = Signal(object)  # RunStarted (of the runs the views are shown)
     runFinished = Signal(object)  # RunFinished: every run, after the views saw its frames
     errorFrame = Signal(object)  # ErrorFrame
+    progress = Signal(object)  # ProgressFrame (of the runs the views are shown)
     consumerFailed = Signal(str, str)  # message, traceback: a view raised on a frame
 
     def __init__(
@@ -221,6 +222,9 @@ class FrameRouter(QObject):
         control = isinstance(frame, (RunStarted, RunFinished, ErrorFrame, ModelLoaded))
         if not control and run_id is not None and run_id < self._min_run_id:
             return False
+        if isinstance(frame, ProgressFrame):
+            self.progress.emit(frame)
+            return False  # for the status bar only: not a frame the views show
         if isinstance(frame, ModelLoaded):
             self.modelLoaded.emit(frame)
         elif isinstance(frame, RunStarted):

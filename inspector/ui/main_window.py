@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QMetaObject, Qt, Signal
+from PySide6.QtCore import QByteArray, QMetaObject, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QWidget
 
@@ -30,7 +30,8 @@ from inspector.ui.frame_router import FrameRouter
 from inspector.ui.gc_freeze import StartupFreezer
 from inspector.ui.image_pane import ImagePane
 from inspector.ui.module_tree import ModuleTreeWidget
-from inspector.ui.session_control import SessionControl
+from inspector.ui.run_progress import RunProgress
+from inspector.ui.session_control import DEFAULT_CAM, SessionControl
 from inspector.ui.settings import AppSettings
 from inspector.ui.status_panel import LoadingOverlay, StatusPanel
 
@@ -59,6 +60,9 @@ class MainWindow(QMainWindow):
         self.router = FrameRouter(self, stagger=True)
         self.control = SessionControl(self.router, self)
         self.reporter = ErrorReporter(self.statusBar(), self)
+        self.settings.on_problem = self._settings_problem
+        if self.settings.problems:
+            self._settings_problem()
         self.views: dict[str, QWidget] = {}
         self.model_name = ""
         self._preview: frozenset[str] = frozenset()  # what the last submitted run previews
@@ -75,12 +79,13 @@ class MainWindow(QMainWindow):
         default_layout(self, self.docks)
         self._default_state = self.saveState()
         self.status = StatusPanel(self.statusBar())
+        self.run_progress = RunProgress(self.status, self)
         self._build_menus()
         self.overlay = LoadingOverlay(self, self.tree.view)
         self.overlay.say("Starting…")
         self._connect()
         self._restored = self.settings.restore_window(self)
-        self.tree.restore_header_state(self.settings.value("tree_header"))
+        self.tree.restore_header_state(self.settings.value("tree_header", QByteArray()))
 
     # -- construction ------------------------------------------------------------------------
     def _initial_widget(self, key: str) -> QWidget:
@@ -143,6 +148,10 @@ class MainWindow(QMainWindow):
 
         help_menu = bar.addMenu("&Help")
         self._action(help_menu, "Keyboard shortcuts", self._show_shortcuts, "F1")
+        help_menu.addSeparator()
+        self._action(help_menu, "Reset settings…", self.reset_settings,
+                     tip="Forget the saved layout, recent files and choices")
+        help_menu.addSeparator()
         self._action(help_menu, "About", self._show_about)
 
     def _connect(self) -> None:
@@ -154,6 +163,8 @@ class MainWindow(QMainWindow):
         r.runStarted.connect(self._run_started)
         r.runFinished.connect(self._run_finished)
         r.errorFrame.connect(self._error_frame)
+        r.progress.connect(self.run_progress.update)
+        c.runSubmitted.connect(self.run_progress.begin)
         r.consumerFailed.connect(self.reporter.report)
         c.engineReady.connect(self._engine_ready)
         c.engineFailed.connect(self._engine_failed)
@@ -192,7 +203,8 @@ class MainWindow(QMainWindow):
             self.views["predictions"].targetChosen.connect(self.control.set_target)
         if "cam" in self.views:
             cam = self.views["cam"]
-            method = self.settings.value("cam_method", self.control.cam_method)
+            methods = [cam.method_combo.itemData(i) for i in range(cam.method_combo.count())]
+            method = self.settings.value("cam_method", self.control.cam_method, choices=methods)
             cam.set_method(method)
             self.control.cam_method = cam.method or self.control.cam_method
             cam.methodChanged.connect(self._cam_method_changed)
@@ -271,8 +283,8 @@ class MainWindow(QMainWindow):
             self.settings.add_recent_model({**dataclasses.asdict(spec), "trust_pickle": False})
         self.setWindowTitle(f"{frame.name} — Network Inspector")
         self._set_cam_layers(frame.tree)
-        selected = self.settings.value(f"module/{frame.name}", None)
-        if not (isinstance(selected, str) and self.tree.select_module(selected)):
+        selected = self.settings.value(f"module/{frame.name}", "")
+        if not (selected and self.tree.select_module(selected)):
             self.tree.select_module(capture_choice.default_module(frame.tree))
         self.control.rerun()
 
@@ -364,10 +376,12 @@ class MainWindow(QMainWindow):
             return
         self.images.set_model_input(frame.display)
         self.status.show_running(frame.label)
+        self.run_progress.started(frame.run_id, frame.label)
 
     def _run_finished(self, frame: RunFinished) -> None:
         if frame.run_id != self.control.current_run:
             return
+        self.run_progress.end(frame.run_id)
         self.last_run = frame
         self.status.show_run(frame)
         self._update_frames_label()
@@ -482,6 +496,53 @@ class MainWindow(QMainWindow):
             dock.setFloating(False)
         self.restoreState(self._default_state)
 
+    def reset_settings(self) -> None:
+        """Help ▸ Reset settings: after asking, forget everything saved and use the defaults
+        now (the layout, computing gradients, the CAM method)."""
+        answer = QMessageBox.question(
+            self, "Reset settings",
+            "Forget the window layout, the recent images and models, and every choice the "
+            "app remembers? The loaded model and images stay open.",
+            QMessageBox.StandardButton.Reset | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel)
+        if answer != QMessageBox.StandardButton.Reset:
+            return
+        self.settings.reset()
+        self.reset_layout()
+        changed = not self.backward_action.isChecked()
+        self.backward_action.setChecked(True)
+        self.control.backward = True
+        cam = self.views.get("cam")
+        if cam is not None and cam.method != DEFAULT_CAM:
+            cam.set_method(DEFAULT_CAM)
+            self.control.cam_method = DEFAULT_CAM
+            changed = True
+        self.reporter.info("Settings reset to their defaults")
+        if changed:
+            self.control.rerun()
+
+    def show_crash_notice(self, reports) -> None:
+        """Say, without blocking, that an earlier run of the app crashed (`reports`: the
+        newest last, from inspector.crashlog.previous_crashes)."""
+        if not reports:
+            return
+        from inspector.ui.crash_notice import CrashNotice
+
+        notice = CrashNotice(reports[-1], self)
+        notice.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        notice.show()
+        self.reporter.info(f"Network Inspector crashed last time: see {reports[-1].path}", 0)
+
+    def _settings_problem(self, _problem: str = "") -> None:
+        problems = self.settings.problems
+        where = self.settings.qs.fileName()
+        if len(problems) == 1:
+            message = f"{problems[0]}."
+        else:
+            message = f"Ignored {len(problems)} saved settings that could not be used; " \
+                      "their defaults are used."
+        self.reporter.report(message, "\n".join(problems) + f"\n\nSettings file: {where}")
+
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
         if not getattr(self, "_shown_once", False):
@@ -522,6 +583,7 @@ class MainWindow(QMainWindow):
             return
         self._shut_down = True
         self.control.close()
+        self.run_progress.stop()
         self.images.stop()
         self.reporter.stop()
         for view in self.views.values():

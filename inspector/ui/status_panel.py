@@ -50,8 +50,20 @@ class StatusPanel:
         self.weights.setToolTip(frame.description)
         self.device.setText(f"device {frame.device}")
 
-    def show_running(self, label: str) -> None:
-        self.run.setText(f"running {label}…")
+    def show_running(self, label: str, progress: str | None = None) -> None:
+        """A run going on; `progress` ("Score-CAM 12/64, about 3 s left") once it is long."""
+        self.run.setText(f"running {label}: {progress}" if progress else f"running {label}…")
+
+    def show_progress(self, done_total: tuple[int, int] | None) -> None:
+        """The busy bar as a fraction done, or (None) back to hidden and indefinite."""
+        if done_total is None:
+            self.busy.setRange(0, 0)
+            self.busy.hide()
+            return
+        done, total = done_total
+        self.busy.setRange(0, max(total, 1))
+        self.busy.setValue(min(done, total))
+        self.busy.show()
 
     def show_run(self, frame: RunFinished) -> None:
         total = frame.timings.get("total")

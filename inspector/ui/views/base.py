@@ -3,7 +3,9 @@
 Frames arrive for every view whether it is shown or not (a tabbed dock, a collapsed pane).
 A hidden view only stores what it will need and marks itself dirty; it paints once in
 showEvent. A view keeps the previous run's picture until the new run's first relevant frame
-arrives, so the screen does not blank between runs.
+arrives, so the screen does not blank between runs. When a run fails before any of its data
+reached a view, the view forgets the earlier run's data and says that the run failed: the
+earlier run is often another image, and its results must not look like this one's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class FrameView(QWidget):
         super().__init__(parent)
         self._dirty = False
         self._run_id: int | None = None  # the run whose data is on screen
+        self.failed_run: int | None = None  # the last run that failed
         self.paint_count = 0  # how often _paint ran: lets tests (and profiling) see laziness
         # Coalesces many frames of one drain into one paint (see schedule_paint).
         self._paint_timer = QTimer(self)
@@ -81,6 +84,22 @@ class FrameView(QWidget):
             self._reset_run()
         return True
 
+    def run_failed(self, run_id: int) -> bool:
+        """Called with the run id of a RunFinished whose status is "error". True when the
+        view held only earlier runs' data and dropped it (`_reset_run`); False when it has
+        data of the failed run itself (the run failed later on: that data is this image's)."""
+        self.failed_run = run_id
+        if self._run_id is not None and self._run_id >= run_id:
+            return False
+        self._run_id = run_id
+        self._reset_run()
+        return True
+
+    @property
+    def failed(self) -> bool:
+        """The run this view follows failed."""
+        return self.failed_run is not None and self.failed_run == self._run_id
+
     def _reset_run(self) -> None:
         """Forget per-run state (the new run's data follows immediately)."""
 
@@ -88,6 +107,7 @@ class FrameView(QWidget):
         """Forget everything (a new model was loaded)."""
         self._paint_timer.stop()
         self._run_id = None
+        self.failed_run = None
         self._reset_run()
         self.request_paint()
 

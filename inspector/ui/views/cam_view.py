@@ -35,6 +35,9 @@ METHODS = {
     "scorecam": "Score-CAM",
 }
 DEFAULT_ALPHA = 0.5
+EMPTY_TEXT = "Drop an image on the window to see where the model looked (class activation map)."
+FAILED_TEXT = "The last run failed before the class activation map was computed: the status " \
+              "bar says why."
 _KEEP_DISPLAYS = 4  # RunStarted images kept until their run's CAM arrives
 
 
@@ -102,9 +105,7 @@ class CamView(FrameView):
         self.bar.axis.setLabel("importance")
         view.addItem(self.bar, row=0, col=1)
         self.view = view
-        self.empty = hint_label(
-            "Drop an image on the window to see where the model looked (class activation map)."
-        )
+        self.empty = hint_label(EMPTY_TEXT)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
         self.stack.addWidget(view)
@@ -157,9 +158,7 @@ class CamView(FrameView):
         elif isinstance(frame, PredictionFrame):
             self._labels.update({p.index: p.label for p in frame.top if p.label})
         elif isinstance(frame, RunFinished):
-            if frame.run_id == self._run_id and not self._cams and self.display is not None:
-                self._finished_without_cam = True
-                self.request_paint()
+            self._run_finished(frame)
         elif isinstance(frame, ModelLoaded):
             self.clear()
 
@@ -182,6 +181,23 @@ class CamView(FrameView):
             self._set_image(frame.display)
             self._set_cam(None)
             self.request_paint()
+
+    def _run_finished(self, frame: RunFinished) -> None:
+        """A run that ends without a map for this view: whatever map is on screen came from
+        an earlier run (kept while this one ran, to avoid flicker) and goes now."""
+        if frame.status == "cancelled" or (self._run_id is not None and frame.run_id < self._run_id):
+            return  # a newer run follows, or this one is already stale
+        if frame.run_id == self._run_id and self._cams:
+            return  # this run's map is on screen
+        if frame.status == "error":
+            self.run_failed(frame.run_id)
+        else:
+            self.accept_run(frame.run_id)
+        self._set_cam(None)
+        # The run's own image, or nothing: the one on screen may be another image's.
+        self._set_image(self._displays.get(frame.run_id))
+        self._finished_without_cam = frame.status == "ok"
+        self.request_paint()
 
     def _show_best(self) -> None:
         """The CAM for the selected method and layer if computed, else the newest."""
@@ -264,6 +280,7 @@ class CamView(FrameView):
         image = self._compose()
         if image is None:
             self.header.setText("")
+            self.empty.setText(FAILED_TEXT if self.failed else EMPTY_TEXT)
             self.stack.setCurrentWidget(self.empty)
             return
         self.composite = image
@@ -276,6 +293,8 @@ class CamView(FrameView):
     def _header_text(self) -> str:
         f = self.cam_frame
         if f is None:
+            if self.failed:
+                return FAILED_TEXT
             if self._finished_without_cam:
                 return "This run computed no CAM (it needs gradients: a run with a target class)."
             return "<i>Computing the class activation map\u2026</i>"

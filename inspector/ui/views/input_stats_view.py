@@ -13,7 +13,14 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from inspector.core.frames import INPUT, ActivationFrame, ModelLoaded, RunStarted, TensorStats
+from inspector.core.frames import (
+    INPUT,
+    ActivationFrame,
+    ModelLoaded,
+    RunFinished,
+    RunStarted,
+    TensorStats,
+)
 from inspector.ui.views.base import FrameView, fmt, hint_label, layer_ticks
 
 MEAN_COLOR = "#4c9be8"
@@ -76,6 +83,9 @@ class InputStatsView(FrameView):
         elif isinstance(frame, RunStarted) and not self._started:
             self._started = True
             self.request_paint()  # the empty state's hint changes
+        elif isinstance(frame, RunFinished) and frame.status == "error":
+            if self.run_failed(frame.run_id):
+                self.request_paint()
         elif isinstance(frame, ModelLoaded):
             self.clear()
 
@@ -100,12 +110,15 @@ class InputStatsView(FrameView):
         ]
         if not self.layers:
             self.header.setText("")
-            self.empty.setText(
-                "Each layer's input mean and std appear here after a run, for the modules "
-                "whose \u201cinput\u201d is captured in the module tree."
-                if self._started
-                else "Drop an image on the window to run the model."
-            )
+            if self.failed:
+                text = "The last run failed before any layer's input was seen: the status " \
+                       "bar says why."
+            elif self._started:
+                text = ("Each layer's input mean and std appear here after a run, for the "
+                        "modules whose \u201cinput\u201d is captured in the module tree.")
+            else:
+                text = "Drop an image on the window to run the model."
+            self.empty.setText(text)
             self.stack.setCurrentWidget(self.empty)
             return
         means, stds = self.values()

@@ -107,9 +107,13 @@ class PredictionsView(FrameView):
             self.frame = frame
             self.requested = None  # the run now on screen says what the target is
             self.request_paint()
-        elif isinstance(frame, RunFinished) and frame.status != "ok" and self.requested is not None:
-            self.requested = None  # the re-run failed or was cancelled: stop saying "running"
-            self.request_paint()
+        elif isinstance(frame, RunFinished):
+            changed = frame.status == "error" and self.run_failed(frame.run_id)
+            if frame.status != "ok" and self.requested is not None:
+                self.requested = None  # the re-run failed or was cancelled: stop saying "running"
+                changed = True
+            if changed:
+                self.request_paint()
         elif isinstance(frame, RunStarted) and not self._started:
             self._started = True
             self.request_paint()
@@ -138,11 +142,14 @@ class PredictionsView(FrameView):
         frame = self.frame
         if frame is None or not frame.top:
             self.header.setText("")
-            self.empty.setText(
-                "Predictions appear here after a run."
-                if self._started
-                else "Drop an image on the window to see what the model predicts."
-            )
+            if self.failed:
+                text = "The last run failed before the model predicted anything: the status " \
+                       "bar says why."
+            elif self._started:
+                text = "Predictions appear here after a run."
+            else:
+                text = "Drop an image on the window to see what the model predicts."
+            self.empty.setText(text)
             self.stack.setCurrentWidget(self.empty)
             return
         shown = self.requested if self.requested is not None else frame.target

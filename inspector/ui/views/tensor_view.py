@@ -150,6 +150,9 @@ class TensorView(FrameView):
                 self.request_panel()  # the hint becomes "waiting for ..."
         elif isinstance(frame, RunFinished):
             self._finished_run = frame.run_id
+            if frame.status == "error" and self.run_failed(frame.run_id):
+                self.request_panel()  # the earlier run's tensors are gone: say the run failed
+                return
             shown = self.current_frame()
             # Say so when this run did not capture what is shown (or left nothing to show).
             if self.module is not None and (shown is None or shown.run_id < frame.run_id):
@@ -215,6 +218,8 @@ class TensorView(FrameView):
             return f"Drop an image on the window to run the model: the {noun} of {name} appears here."
         if self._latest_started is not None and self._finished_run != self._latest_started:
             return f"Waiting for the {noun} of {name}\u2026"
+        if self.failed:
+            return f"The last run failed before the {noun} of {name} was computed: the status bar says why."
         return (
             f"No {noun} of {name} was captured in this run.\n"
             f"Turn on its \u201c{HOOK_NAMES[self.kind]}\u201d hook in the module tree, "

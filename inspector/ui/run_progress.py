@@ -1,0 +1,105 @@
+"""A long run's progress in the status bar: the step, done/total, and the time left.
+
+Most runs take a fraction of a second and say only "running x.png…". Once a run has taken
+longer than SHOW_AFTER_S, its last progress report (core's ProgressFrame: Score-CAM's masked
+forwards, for one) is shown as "running x.png: Score-CAM 96/512, about 4 s left", and the
+busy bar shows the fraction done. A timer refreshes the text while the run goes on, so the
+estimate counts down between reports and a run that became slow is shown without waiting
+for its next report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QTimer
+
+from inspector.core.frames import ProgressFrame
+from inspector.ui.status_panel import StatusPanel
+
+SHOW_AFTER_S = 1.0
+REFRESH_MS = 500
+
+
+def time_left(frame: ProgressFrame, since_frame: float) -> float | None:
+    """Seconds left in the frame's step, at the pace so far, `since_frame` seconds after the
+    frame was received; None before anything was done."""
+    if frame.done <= 0 or frame.elapsed <= 0:
+        return None
+    per_item = frame.elapsed / frame.done
+    return max(0.0, per_item * (frame.total - frame.done) - since_frame)
+
+
+def format_time_left(seconds: float | None) -> str:
+    if seconds is None:
+        return "estimating the time left"
+    if seconds < 1.0:
+        return "less than a second left"
+    if seconds < 90:
+        return f"about {seconds:.0f} s left"
+    return f"about {seconds / 60:.0f} min left"
+
+
+def progress_text(frame: ProgressFrame, since_frame: float) -> str:
+    return f"{frame.step} {frame.done}/{frame.total}, " \
+           f"{format_time_left(time_left(frame, since_frame))}"
+
+
+class RunProgress(QObject):
+    """Follows the window's current run: `begin` when it is submitted, `started` when it
+    starts (its label), `update` with its progress frames, `end` when it finished."""
+
+    def __init__(self, status: StatusPanel, parent: QObject | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(parent)
+        self.status = status
+        self.clock = clock
+        self.run_id: int | None = None
+        self.label = ""
+        self.frame: ProgressFrame | None = None
+        self._begun = 0.0
+        self._received = 0.0  # when `frame` arrived
+        self._timer = QTimer(self)
+        self._timer.setInterval(REFRESH_MS)
+        self._timer.timeout.connect(self.refresh)
+
+    @property
+    def text(self) -> str | None:
+        """What the status bar says about the current run's progress; None: nothing yet."""
+        if self.frame is None or self.clock() - self._begun < SHOW_AFTER_S:
+            return None
+        return progress_text(self.frame, self.clock() - self._received)
+
+    def begin(self, run_id: int) -> None:
+        self.run_id, self.label, self.frame = run_id, "", None
+        self._begun = self.clock()
+        self._timer.start()
+
+    def started(self, run_id: int, label: str) -> None:
+        if run_id == self.run_id:
+            self.label = label
+            self.refresh()
+
+    def update(self, frame: ProgressFrame) -> None:
+        if frame.run_id != self.run_id:
+            return
+        self.frame, self._received = frame, self.clock()
+        self.refresh()
+
+    def end(self, run_id: int) -> None:
+        if run_id == self.run_id:
+            self.stop()
+
+    def stop(self) -> None:
+        self._timer.stop()
+        if self.frame is not None:
+            self.status.show_progress(None)
+        self.run_id, self.frame = None, None
+
+    def refresh(self) -> None:
+        text = self.text
+        if text is None:
+            return
+        self.status.show_running(self.label or "the image", text)
+        self.status.show_progress((self.frame.done, self.frame.total))

@@ -1,0 +1,136 @@
+"""Runs that fail, and runs that take long, in the window with the real engine: a failure
+is a message naming the module, the views stop showing the earlier image's results, the
+busy state ends and the next run works; a long run shows its progress in the status bar."""
+
+from __future__ import annotations
+
+import re
+
+from PIL import Image
+from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+
+from inspector.core.frames import ProgressFrame
+from inspector.ui.run_progress import format_time_left, progress_text, time_left
+
+PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
+GATED = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_gated_model"}
+
+
+def white_png(path):
+    Image.new("RGB", (80, 80), (255, 255, 255)).save(path)
+    return path
+
+
+def run_after(qtbot, window, action, status="ok"):
+    """Do `action` (open or step to an image) and wait for the run it starts to finish."""
+    before = window.control.current_run
+    action()
+    qtbot.waitUntil(lambda: window.control.current_run != before, timeout=TIMEOUT)
+    return wait_run(qtbot, window, status=status)
+
+
+def add_white(window, tmp_path):
+    return lambda: window.images.add_paths([white_png(tmp_path / "white.png")])
+
+
+def test_a_run_failing_inside_an_aten_op_is_a_message_and_the_app_keeps_working(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    window = make_window(model=PICKY, images=[write_png(tmp_path / "dark.png")])
+    good = wait_run(qtbot, window)
+    assert window.views["predictions"].frame.run_id == good.run_id
+    errors = window.reporter.count
+
+    failed = run_after(qtbot, window, add_white(window, tmp_path), "error")
+    assert window.reporter.count > errors
+    message, details = window.reporter.last_message, window.reporter.last_details
+    assert "'pick'" in message and "RuntimeError" in message, message
+    assert "out of" in message, message  # ATen's words: index out of bounds
+    assert "index_select" in details  # the traceback ends in the op
+    assert not window.control.running
+    assert window.status.run.text().startswith("failed run")
+    assert not window.status.busy.isVisibleTo(window)
+    assert window.model_name == "build_picky_model"  # the model and the images stay
+    assert window.images.list.count() == 2
+
+    # No view shows the dark image's results as this image's.
+    predictions = window.views["predictions"]
+    assert predictions.frame is None and "failed" in predictions.empty.text()
+    cam = window.views["cam"]
+    assert cam.cam_frame is None and "failed" in cam.header.text()
+    gradient = window.views["gradient"]
+    assert gradient.current_frame() is None and gradient.flow_points()[0] == []
+    assert "failed" in gradient.panel.message.text()
+    # The first layer ran before the failure: what it shows is the white image's.
+    activation = window.views["activation"]
+    assert activation.current_frame().run_id == failed.run_id
+
+    # The dark image again: the next run works.
+    again = run_after(qtbot, window, lambda: window.images.step(-1))
+    assert predictions.frame.run_id == again.run_id
+    assert cam.cam_frame.run_id == again.run_id
+    assert gradient.current_frame().run_id == again.run_id
+
+
+def test_a_run_failing_at_its_first_module_clears_every_view(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    """tiny_models.Boom raises before any layer runs: every view held the dark image's
+    results, and each must now say that the run failed instead."""
+    window = make_window(images=[write_png(tmp_path / "dark.png")])
+    wait_run(qtbot, window)
+    run_after(qtbot, window, add_white(window, tmp_path), "error")
+    views = window.views
+    assert views["predictions"].frame is None
+    assert views["cam"].cam_frame is None
+    assert views["activation"].current_frame() is None
+    assert "failed" in views["activation"].panel.message.text()
+    assert views["gradient"].current_frame() is None
+    for key in ("predictions", "cam", "activation", "gradient", "input_stats"):
+        assert views[key].failed, key
+
+    run = run_after(qtbot, window, lambda: window.images.step(-1))
+    for key in ("predictions", "cam", "activation", "gradient", "input_stats"):
+        assert not views[key].failed, key
+    assert views["activation"].current_frame().run_id == run.run_id
+
+
+def test_time_left_at_the_pace_so_far():
+    frame = ProgressFrame(run_id=1, step="Score-CAM", done=10, total=30, elapsed=2.0)
+    assert time_left(frame, since_frame=0.0) == 4.0
+    assert time_left(frame, since_frame=1.5) == 2.5
+    assert time_left(frame, since_frame=10.0) == 0.0
+    assert time_left(ProgressFrame(1, "Score-CAM", 0, 30, 0.5), 0.0) is None
+    assert format_time_left(4.0) == "about 4 s left"
+    assert format_time_left(0.2) == "less than a second left"
+    assert format_time_left(600.0) == "about 10 min left"
+    assert progress_text(frame, 0.0) == "Score-CAM 10/30, about 4 s left"
+
+
+def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp_path):  # noqa: F811
+    """Score-CAM on a 48-channel layer runs its masked inputs in two batches; the model's
+    gate holds the second until the test has seen the status bar (so the run is longer than
+    a second, whatever the machine's speed)."""
+    window = make_window(model=GATED, images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    assert window.run_progress.text is None  # short runs say only "last run … ms"
+    gate = window.control.loaded.model.gate
+    cam = window.views["cam"]
+    gate.close(after=1)
+    try:
+        cam.method_combo.setCurrentIndex(cam.method_combo.findData("scorecam"))
+        qtbot.waitUntil(gate.held.is_set, timeout=TIMEOUT)
+        qtbot.waitUntil(lambda: "Score-CAM" in window.status.run.text(), timeout=TIMEOUT)
+        text = window.status.run.text()
+        assert re.fullmatch(r"running x\.png: Score-CAM 32/48, "
+                            r"(about \d+ (s|min)|less than a second|estimating the time) left",
+                            text), text
+        assert window.status.busy.isVisibleTo(window)
+        assert (window.status.busy.value(), window.status.busy.maximum()) == (32, 48)
+    finally:
+        gate.open()
+    run = wait_run(qtbot, window)
+    assert cam.cam_frame.run_id == run.run_id and cam.cam_frame.method == "scorecam"
+    assert window.status.run.text().startswith("last run")
+    assert not window.status.busy.isVisibleTo(window)
+    assert window.run_progress.text is None
