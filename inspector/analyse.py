@@ -124,11 +124,10 @@ class Analysis:
         from inspector.core.session import Session
 
         session = Session()
-        what = self.spec.name or self.spec.factory or self.spec.checkpoint
         try:
             loaded = session.load_model(self.spec).result()
         except Exception as e:  # every loader failure is reported in words, not a traceback
-            self.warn(f"could not load {what}: {e}")
+            self.warn(f"could not load {self.spec.what()}: {e}")
             session.close()
             return None, None
         if not loaded.pretrained:

@@ -135,12 +135,19 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", default=None,
                    help="a checkpoint for --model: a state_dict (.pt/.pth, loaded with "
                         "weights_only) or .safetensors")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="--weights is a whole model saved with torch.save(model): unpickle it. "
+                        "This runs code from the file: only for files you trust")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
 
 
 def _model_spec(args: argparse.Namespace):
     from inspector.core.models import ModelSpec
 
+    if args.trust_pickle:
+        if not args.weights:
+            raise ValueError("--trust-pickle needs --weights FILE (the pickled model)")
+        return ModelSpec(name=None, pickle=args.weights, trust_pickle=True, device=args.device)
     if args.model and ".py:" in args.model:
         return ModelSpec(name=None, factory=args.model, checkpoint=args.weights, device=args.device)
     return ModelSpec(name=args.model, checkpoint=args.weights, device=args.device)
@@ -204,9 +211,14 @@ def _tree(args: argparse.Namespace) -> int:
     from inspector.core.tree import HAZARD_TEXT, build_tree
 
     try:
-        loaded = load_model(_model_spec(args))
+        spec = _model_spec(args)
+    except ValueError as e:
+        _error(str(e))
+        return 2
+    try:
+        loaded = load_model(spec)
     except Exception as e:  # every loader failure is reported in words, not a traceback
-        _error(f"could not load {args.model}: {e}")
+        _error(f"could not load {spec.what()}: {e}")
         return 1
     if not loaded.pretrained:
         _error(RANDOM_WEIGHTS_NOTE.format(name=loaded.name))

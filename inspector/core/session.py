@@ -89,17 +89,17 @@ class Session:
         def job(cancel: threading.Event) -> LoadedModel:
             try:
                 loaded = load_model(spec)
-                h, w = loaded.preprocess.crop_size
-                example = torch.zeros(1, 3, h, w, device=loaded.device)
-                tree = build_tree(loaded.model, example)
+                tree = _probe_tree(loaded)
             except Exception as e:
-                what = spec.name or spec.checkpoint or spec.factory or spec.pickle
-                message = str(e) if isinstance(e, ModelLoadError) else f"{type(e).__name__}: {e}"
+                if isinstance(e, ModelLoadError):  # the file's fault: no traceback to show
+                    message, details = str(e), e.details
+                else:
+                    message, details = f"{type(e).__name__}: {e}", traceback.format_exc()
                 self.channel.put(
                     ErrorFrame(
                         run_id=None,
-                        message=f"Could not load {what}: {message}",
-                        details=traceback.format_exc(),
+                        message=f"Could not load {spec.what()}: {message}",
+                        details=details,
                         exception=type(e).__name__,
                     )
                 )
@@ -309,6 +309,21 @@ class Session:
             )
             outcome.cams[(method, layer)] = cam
             self.channel.put(CamFrame(run_id, method, layer, target, cam))
+
+
+def _probe_tree(loaded: LoadedModel) -> ModuleTree:
+    """The module tree from one forward of zeros; a model that cannot run its own input size
+    is the model's fault, said as such."""
+    h, w = loaded.preprocess.crop_size
+    example = torch.zeros(1, 3, h, w, device=loaded.device)
+    try:
+        return build_tree(loaded.model, example)
+    except Exception as e:
+        raise ModelLoadError(
+            f"{loaded.name} loaded, but fails on an input of 1 x 3 x {h} x {w}: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            traceback.format_exc(),
+        ) from e
 
 
 def _label_of(image: Any) -> str:
