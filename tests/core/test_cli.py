@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from inspector import cli
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FACTORY = '''
 import torch
@@ -206,3 +210,44 @@ def test_headless_commands_never_import_qt(images, factory, tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """The command in a process of its own, on this checkout's code."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": path})
+
+
+def test_a_bad_weights_file_is_one_sentence_on_stderr(images, tmp_path):
+    notes = tmp_path / "notes.pt"
+    notes.write_text("epoch 1: loss 0.31\nepoch 2: loss 0.22\n")
+    out = tmp_path / "out"
+    done = run_cli("analyse", "--model", "demo_shapes", "--weights", str(notes), "--quiet",
+                   "--no-tensorboard", "--out", str(out), str(images / "a.png"))
+    assert done.returncode == 1
+    assert ("network-inspector: could not load weights for demo_shapes: notes.pt is a text "
+            "file, not a PyTorch checkpoint") in done.stderr
+    assert "Traceback" not in done.stderr and "Traceback" not in done.stdout
+    assert not (out / "summary.json").exists()
+
+
+class Whole(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.head(x.mean((2, 3)))
+
+
+def test_a_pickled_model_needs_trust_pickle(tmp_path, capsys):
+    whole = tmp_path / "whole.pt"
+    torch.save(Whole(), whole)
+    assert cli.main(["tree", "--weights", str(whole)]) == 1
+    err = capsys.readouterr().err
+    assert "whole.pt holds pickled Python objects" in err and "--trust-pickle" in err
+    assert cli.main(["tree", "--weights", str(whole), "--trust-pickle"]) == 0
+    assert "Linear" in capsys.readouterr().out
+    assert cli.main(["tree", "--trust-pickle"]) == 2
+    assert "--trust-pickle needs --weights" in capsys.readouterr().err
