@@ -113,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the class to explain: top1 (default), a class index or a class name")
     a.add_argument("--topk", type=int, default=5, help="predictions listed per image")
     a.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    a.add_argument("--stretch", action="store_true",
+                   help="16-bit, 32-bit and float images: stretch each image's own min..max to "
+                        "the full range (default: scale by the type's range, as "
+                        "torchvision's ToDtype(scale=True) does)")
     a.add_argument("--no-tensorboard", action="store_true", help="do not write a TensorBoard log")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
@@ -179,6 +183,7 @@ def _analyse(args: argparse.Namespace) -> int:
             topk=args.topk,
             tensorboard=not args.no_tensorboard,
             progress=not args.quiet,
+            stretch=args.stretch,
             warn=_error,
         )
     except ValueError as e:

@@ -35,7 +35,7 @@ from .frames import (
     RunStarted,
 )
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
-from .images import ImageLoadError, load_image
+from .images import ImageLoadError, as_rgb, load_image
 from .interventions import Intervention
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
 from .tree import ModuleTree, build_tree
@@ -53,6 +53,9 @@ class RunRequest:
     cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)
     topk: int = 5
     label: str = ""
+    # 16-bit, 32-bit and float images: False scales them by their type's range (as
+    # torchvision's ToDtype(scale=True)), True stretches their own min..max to 0..255.
+    stretch: bool = False
 
 
 @dataclass
@@ -186,7 +189,7 @@ class Session:
         model, device = loaded.model, loaded.device
         t0 = time.perf_counter()
         try:
-            x, size, display = self._prepare(req.image, loaded)
+            x, size, display = self._prepare(req.image, loaded, req.stretch)
         except (ImageLoadError, ValueError, OSError) as e:
             put(RunStarted(run_id, label, loaded.name, str(device), time=time.time()))
             put(ErrorFrame(run_id, str(e), details=str(e), exception=type(e).__name__))
@@ -273,11 +276,14 @@ class Session:
         outcome.status = status
         return outcome
 
-    def _prepare(self, image, loaded: LoadedModel):
+    def _prepare(self, image, loaded: LoadedModel, stretch: bool = False):
         if isinstance(image, torch.Tensor):
             x = image if image.ndim == 4 else image[None]
             return x.float(), None, loaded.preprocess.to_display(x[0].detach().cpu())
-        img = image if isinstance(image, Image.Image) else load_image(image)
+        if isinstance(image, Image.Image):
+            img = image if image.mode == "RGB" else as_rgb(image, stretch=stretch)
+        else:
+            img = load_image(image, stretch=stretch)
         x = loaded.preprocess(img)[None]
         return x, img.size, loaded.preprocess.to_display(x[0])
 

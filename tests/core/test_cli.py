@@ -251,3 +251,35 @@ def test_a_pickled_model_needs_trust_pickle(tmp_path, capsys):
     assert "Linear" in capsys.readouterr().out
     assert cli.main(["tree", "--trust-pickle"]) == 2
     assert "--trust-pickle needs --weights" in capsys.readouterr().err
+
+
+def test_analyse_scales_16bit_images_by_their_type_unless_told_to_stretch(factory, tmp_path):
+    from inspector.core.images import Preprocess, load_image
+
+    rng = np.random.default_rng(0)
+    u8 = rng.integers(20, 120, (40, 40), dtype=np.uint8)  # a dim image: stretching shows
+    Image.fromarray(u8).save(tmp_path / "eight.png")
+    Image.fromarray(u8.astype(np.uint16) * 257).save(tmp_path / "sixteen.png")
+
+    def inputs(out: Path, *options: str) -> dict[str, np.ndarray]:
+        rc = cli.main(["analyse", "--model", factory, "--cam", "none", "--quiet",
+                       "--no-tensorboard", *options, "--out", str(out),
+                       str(tmp_path / "eight.png"), str(tmp_path / "sixteen.png")])
+        assert rc == 0
+        arrays = {}
+        for entry in _summary(out)["images"]:
+            with np.load(out / entry["files"]["npz"]) as npz:
+                arrays[Path(entry["path"]).name] = npz["input"][0]
+        return arrays
+
+    level = (1 / 255) / 0.25  # one 8-bit level in the factory model's normalised units
+    typed = inputs(tmp_path / "typed")
+    assert np.abs(typed["sixteen.png"] - typed["eight.png"]).max() <= level / 2
+    assert _summary(tmp_path / "typed")["stretch"] is False
+
+    stretched = inputs(tmp_path / "stretched", "--stretch")
+    assert _summary(tmp_path / "stretched")["stretch"] is True
+    pre = Preprocess((32, 32), None, (0.5,) * 3, (0.25,) * 3)
+    expected = pre(load_image(tmp_path / "sixteen.png", stretch=True)).numpy()
+    assert np.abs(stretched["sixteen.png"] - expected).max() < 1e-6
+    assert np.abs(stretched["sixteen.png"] - typed["sixteen.png"]).max() > 1.0
