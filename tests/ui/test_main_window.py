@@ -284,6 +284,32 @@ def test_a_text_file_opened_as_a_checkpoint_is_a_sentence_and_the_model_stays(
     assert wait_run(qtbot, window).run_id > first.run_id
 
 
+def test_stretch_levels_is_a_visible_choice_that_reaches_the_run(make_window, qtbot, tmp_path):
+    from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL, pil_from_qimage
+
+    ramp = np.tile(np.linspace(1000, 4000, 96).round().astype(np.uint16), (80, 1))
+    Image.fromarray(ramp).save(tmp_path / "sensor16.png")  # a dim 12-bit image in 16 bits
+    window = make_window(images=[tmp_path / "sensor16.png"])
+    first = wait_run(qtbot, window)
+    pane = window.images
+
+    def shown(mode) -> np.ndarray:
+        pane.set_mode(mode)
+        return np.asarray(pil_from_qimage(pane.shown_image()))
+
+    assert not pane.stretch_button.isChecked() and pane.stretch_button.isVisibleTo(window)
+    assert shown(MODEL_INPUT).max() <= 16 and shown(ORIGINAL).max() <= 16  # 4000 / 257
+    pane.stretch_button.click()
+    assert window.control.stretch is True
+    qtbot.waitUntil(lambda: window.control.current_run != first.run_id, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    assert shown(MODEL_INPUT).max() > 150 and shown(ORIGINAL).max() == 255
+    pane.stretch_button.click()  # and back
+    assert window.control.stretch is False
+    wait_run(qtbot, window)
+    assert shown(MODEL_INPUT).max() <= 16
+
+
 def test_closing_the_window_stops_the_worker_and_the_router(make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
