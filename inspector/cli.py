@@ -213,7 +213,10 @@ def _tree(args: argparse.Namespace) -> int:
     import torch
 
     from inspector.core.models import load_model
+    from inspector.core.runtime import apply_thread_setting
     from inspector.core.tree import HAZARD_TEXT, build_tree
+
+    apply_thread_setting()  # this command runs the model without a Session
 
     try:
         spec = _model_spec(args)

@@ -38,6 +38,7 @@ from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .images import ImageLoadError, as_rgb, load_image
 from .interventions import Intervention
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
+from .runtime import apply_thread_setting
 from .tree import ModuleTree, build_tree
 from .worker import InferenceWorker
 
@@ -72,6 +73,7 @@ class RunOutcome:
 
 class Session:
     def __init__(self, channel: FrameChannel | None = None, capacity: int = 4096) -> None:
+        apply_thread_setting()  # INSPECTOR_THREADS, before the worker thread first runs torch
         self.channel = channel or FrameChannel(capacity)
         self.worker = InferenceWorker()
         self.loaded: LoadedModel | None = None
