@@ -80,7 +80,7 @@ def existing_file(path: str | os.PathLike, what: str) -> Path:
     except OSError as e:
         raise ModelLoadError(f"{path}: cannot read the file ({e.strerror or e})") from None
     if size == 0:
-        raise ModelLoadError(f"{path.name} is empty (0 bytes): it holds no {what}")
+        raise ModelLoadError(f"{path.name} is empty (0 bytes)")
     return path
 
 
