@@ -48,6 +48,7 @@ class Analysis:
         topk: int = 5,
         tensorboard: bool = True,
         progress: bool = True,
+        stretch: bool = False,
         warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     ) -> None:
         from inspector.core.cam import method_name
@@ -61,6 +62,7 @@ class Analysis:
         self.topk = topk
         self.want_tensorboard = tensorboard
         self.progress = progress
+        self.stretch = stretch  # high-depth images by their data's range (core.high_depth)
         self.warn = warn
         self._names: set[str] = set()
         self.target: Any = None
@@ -124,11 +126,10 @@ class Analysis:
         from inspector.core.session import Session
 
         session = Session()
-        what = self.spec.name or self.spec.factory or self.spec.checkpoint
         try:
             loaded = session.load_model(self.spec).result()
         except Exception as e:  # every loader failure is reported in words, not a traceback
-            self.warn(f"could not load {what}: {e}")
+            self.warn(f"could not load {self.spec.what()}: {e}")
             session.close()
             return None, None
         from inspector.core.fused_stats import fallback_note
@@ -182,7 +183,7 @@ class Analysis:
 
         entry = _entry(path)
         try:
-            image = load_image(path)
+            image = load_image(path, stretch=self.stretch)
             x = loaded.preprocess(image)
         except ImageLoadError as e:
             entry["error"] = str(e)
@@ -296,6 +297,9 @@ class Analysis:
             "cam_methods": self.methods,
             "layers": self.layers,
             "target": self.target_text,
+            # How 16-bit, 32-bit and float images became the input: their type's range
+            # (false), or their own min..max stretched to the full range (true).
+            "stretch": self.stretch,
             "images": entries,
         }
         tmp = self.out / "summary.json.part"

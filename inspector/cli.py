@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the class to explain: top1 (default), a class index or a class name")
     a.add_argument("--topk", type=int, default=5, help="predictions listed per image")
     a.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    a.add_argument("--stretch", action="store_true",
+                   help="16-bit, 32-bit and float images: stretch each image's own min..max to "
+                        "the full range (default: scale by the type's range, as "
+                        "torchvision's ToDtype(scale=True) does)")
     a.add_argument("--no-tensorboard", action="store_true", help="do not write a TensorBoard log")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
@@ -150,12 +154,19 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", default=None,
                    help="a checkpoint for --model: a state_dict (.pt/.pth, loaded with "
                         "weights_only) or .safetensors")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="--weights is a whole model saved with torch.save(model): unpickle it. "
+                        "This runs code from the file: only for files you trust")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
 
 
 def _model_spec(args: argparse.Namespace):
     from inspector.core.models import ModelSpec
 
+    if args.trust_pickle:
+        if not args.weights:
+            raise ValueError("--trust-pickle needs --weights FILE (the pickled model)")
+        return ModelSpec(name=None, pickle=args.weights, trust_pickle=True, device=args.device)
     if args.model and ".py:" in args.model:
         return ModelSpec(name=None, factory=args.model, checkpoint=args.weights, device=args.device)
     return ModelSpec(name=args.model, checkpoint=args.weights, device=args.device)
@@ -187,6 +198,7 @@ def _analyse(args: argparse.Namespace) -> int:
             topk=args.topk,
             tensorboard=not args.no_tensorboard,
             progress=not args.quiet,
+            stretch=args.stretch,
             warn=_error,
         )
     except ValueError as e:
@@ -216,12 +228,20 @@ def _tree(args: argparse.Namespace) -> int:
     import torch
 
     from inspector.core.models import load_model
+    from inspector.core.runtime import apply_thread_setting
     from inspector.core.tree import HAZARD_TEXT, build_tree
 
+    apply_thread_setting()  # this command runs the model without a Session
+
     try:
-        loaded = load_model(_model_spec(args))
+        spec = _model_spec(args)
+    except ValueError as e:
+        _error(str(e))
+        return 2
+    try:
+        loaded = load_model(spec)
     except Exception as e:  # every loader failure is reported in words, not a traceback
-        _error(f"could not load {args.model}: {e}")
+        _error(f"could not load {spec.what()}: {e}")
         return 1
     if not loaded.pretrained:
         _error(RANDOM_WEIGHTS_NOTE.format(name=loaded.name))

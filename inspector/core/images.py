@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
+from .high_depth import HIGH_DEPTH_MODES, to_rgb8, type_range
+
 if TYPE_CHECKING:
     import torch
 
@@ -49,9 +51,6 @@ MAX_PIXELS = 178_956_970
 # sees is then what the user expects it to see.
 BACKGROUND = (255, 255, 255)
 
-_HIGH_DEPTH_MODES = frozenset({"I", "I;16", "I;16B", "I;16L", "I;16N", "F"})
-_TYPE_MAX = {"I": 2**31 - 1, "F": 1.0}  # for constant images; 16-bit modes use 65535
-
 
 class ImageLoadError(Exception):
     """A file that cannot be used as an image; `str()` is "<path>: <reason>"."""
@@ -69,13 +68,17 @@ class ImageLoadError(Exception):
 
 
 def load_image(
-    path: str | os.PathLike[str], *, background: tuple[int, int, int] = BACKGROUND
+    path: str | os.PathLike[str],
+    *,
+    background: tuple[int, int, int] = BACKGROUND,
+    stretch: bool = False,
 ) -> Image.Image:
     """Decode `path` into an upright RGB image, fully loaded (the file is closed on return).
 
-    EXIF orientation is applied. 16-bit, 32-bit and float images are scaled by their data's
-    own range (not clipped at 255), transparency is composited over `background`, CMYK and
-    palette images are converted. `img.info` keeps "source_format", "source_mode",
+    EXIF orientation is applied. 16-bit, 32-bit and float images are scaled by their type's
+    range (16-bit / 65535, as torchvision's ToDtype(scale=True)), or with `stretch` by their
+    data's own min..max (see core.high_depth); transparency is composited over `background`,
+    CMYK and palette images are converted. `img.info` keeps "source_format", "source_mode",
     "source_size" (width, height in the file) and "load_notes" (what was changed, in words).
 
     Raises ImageLoadError for anything that is not a readable image, and for images over
@@ -110,8 +113,9 @@ def load_image(
         raise ImageLoadError(path, f"cannot read the file ({exc.strerror or exc})") from exc
 
     try:
+        value_range = type_range(im) if im.mode in HIGH_DEPTH_MODES else None  # file's tags
         im = _upright(im)
-        rgb = _to_rgb(im, background, notes)
+        rgb = _to_rgb(im, background, notes, stretch, value_range)
     except MemoryError:
         raise ImageLoadError(path, f"not enough memory to convert {_size(im.size)}") from None
     except ValueError as exc:  # a mode Pillow cannot convert (LAB without a profile, ...)
@@ -239,9 +243,23 @@ def _upright(im: Image.Image) -> Image.Image:
         return im
 
 
-def _to_rgb(im: Image.Image, background: tuple[int, int, int], notes: list[str]) -> Image.Image:
-    if im.mode in _HIGH_DEPTH_MODES:
-        return _high_depth_to_rgb(im, notes)
+def as_rgb(
+    im: Image.Image, *, stretch: bool = False, background: tuple[int, int, int] = BACKGROUND
+) -> Image.Image:
+    """An image in memory (a script's, a pasted one) as the RGB image load_image would make
+    of it: high-depth modes scaled as load_image does, transparency over `background`."""
+    return _to_rgb(im, background, [], stretch, None)
+
+
+def _to_rgb(
+    im: Image.Image,
+    background: tuple[int, int, int],
+    notes: list[str],
+    stretch: bool = False,
+    value_range: tuple[float, float] | None = None,
+) -> Image.Image:
+    if im.mode in HIGH_DEPTH_MODES:
+        return to_rgb8(im, stretch=stretch, value_range=value_range, notes=notes)
     if im.mode == "RGB" and "transparency" not in im.info:
         return im
     if im.has_transparency_data:
@@ -254,30 +272,6 @@ def _to_rgb(im: Image.Image, background: tuple[int, int, int], notes: list[str])
     # "1" maps to 0/255; "CMYK" uses Pillow's plain formula (no ICC colour management, as
     # in torchvision's own PIL pipeline); "P", "L", "YCbCr", "HSV" convert directly.
     return im.convert("RGB")
-
-
-def _high_depth_to_rgb(im: Image.Image, notes: list[str]) -> Image.Image:
-    """Scale 16-bit, 32-bit and float data by its own range to 0..255.
-
-    A 12-bit sensor or a depth map stored in 16 bits holds values such as 0..4000: divided by
-    257 (or clipped at 255, as Image.convert("L") does) it would show nearly black (or
-    white). Its own min..max range shows what is in it. A constant image has no range: it is
-    scaled by its type's maximum instead (65535, 2**31 - 1, or 1.0 for float).
-    """
-    a = np.array(im, dtype=np.float32)  # one working copy, scaled in place (large scans)
-    finite = np.isfinite(a)
-    values = a[finite]
-    lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
-    if hi > lo:
-        a -= lo
-        a *= 255.0 / (hi - lo)
-        notes.append(f"{im.mode} values {lo:g}..{hi:g} scaled to 0..255")
-    else:
-        a *= 255.0 / _TYPE_MAX.get(im.mode, 65535)
-    a[~finite] = 0.0
-    np.clip(a, 0.0, 255.0, out=a)
-    gray = np.rint(a, out=a).astype(np.uint8)
-    return Image.fromarray(np.repeat(gray[:, :, None], 3, axis=2))
 
 
 def _size(size: tuple[int, int]) -> str:
@@ -426,7 +420,7 @@ class Preprocess:
         import torch
 
         if img.mode != "RGB":
-            img = img.convert("RGB")
+            img = as_rgb(img)
         w, h = self.resized_size(img.size)
         if (w, h) != img.size:
             img = img.resize((w, h), _PIL_RESAMPLE[self.interpolation])

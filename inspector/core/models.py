@@ -7,10 +7,7 @@ in torch hub's cache, and otherwise the model runs with random weights and says 
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import pickle
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +16,15 @@ import torch
 from torch import nn
 
 from .images import Preprocess
+from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: part of this API)
+    TRUST_HINT,
+    CheckpointMismatch,
+    ModelLoadError,
+    apply_state_dict,
+    read_state_dict,
+    run_factory,
+    unpickle_module,
+)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -26,33 +32,6 @@ DEFAULT_PREPROCESS = Preprocess(
     crop_size=(224, 224), resize_size=256, mean=IMAGENET_MEAN, std=IMAGENET_STD
 )
 DEMO_MODEL = "demo_shapes"
-
-
-class ModelLoadError(Exception):
-    """A model could not be loaded; the message says why in words a user can act on."""
-
-
-class CheckpointMismatch(ModelLoadError):
-    def __init__(self, path, missing, unexpected, wrong_shape) -> None:
-        self.missing, self.unexpected, self.wrong_shape = missing, unexpected, wrong_shape
-
-        def some(items, fmt=str):
-            shown = ", ".join(fmt(i) for i in items[:8])
-            return shown + (f" and {len(items) - 8} more" if len(items) > 8 else "")
-
-        parts = []
-        if missing:
-            parts.append(f"{len(missing)} missing: {some(missing)}")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected: {some(unexpected)}")
-        if wrong_shape:
-            parts.append(
-                f"{len(wrong_shape)} with the wrong shape: "
-                + some(wrong_shape, lambda w: f"{w[0]} (file {list(w[1])}, model {list(w[2])})")
-            )
-        super().__init__(
-            f"{Path(path).name} does not fit this architecture: " + "; ".join(parts)
-        )
 
 
 @dataclass(frozen=True)
@@ -67,6 +46,16 @@ class ModelSpec:
     pickle: str | None = None
     trust_pickle: bool = False
     device: str | None = None
+
+    def what(self) -> str:
+        """What is being loaded, for "Could not load ...": the file is named by the reason."""
+        if self.pickle:
+            return "the pickled model"
+        if self.factory:
+            return "the model from its factory"
+        if self.checkpoint:
+            return f"weights for {self.name or DEMO_MODEL}"
+        return self.name or "the model"
 
 
 @dataclass
@@ -238,57 +227,6 @@ def _reinit_zero_heads(model: nn.Module, notes: list[str]) -> None:
 # -- checkpoints, pickles, factories ---------------------------------------------------------
 
 
-def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """A state_dict from .safetensors, or from .pt/.pth with weights_only=True (no code runs)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ModelLoadError(f"{path}: no such file")
-    if path.suffix == ".safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-
-        try:
-            return load_file(str(path))
-        except (SafetensorError, OSError, ValueError) as e:
-            raise ModelLoadError(f"{path.name}: not a readable safetensors file ({e})") from None
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise ModelLoadError(
-            f"{path.name} holds more than weights (pickled Python objects, perhaps a whole "
-            f"model). Loading it would run code from the file: open it as a trusted pickle "
-            f"only if you trust where it came from. ({str(e).splitlines()[0]})"
-        ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as e:
-        raise ModelLoadError(f"{path.name}: not a PyTorch checkpoint ({e})") from None
-    if isinstance(obj, dict):
-        for key in ("state_dict", "model_state_dict", "model", "net"):
-            inner = obj.get(key)
-            if isinstance(inner, dict) and inner and all(isinstance(k, str) for k in inner):
-                obj = inner
-                break
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise ModelLoadError(f"{path.name}: no state_dict (a mapping of names to tensors) inside")
-    keys = list(obj)
-    for prefix in ("module.", "_orig_mod.", "model."):  # DataParallel, torch.compile, Lightning
-        if keys and all(k.startswith(prefix) for k in keys):
-            obj = {k[len(prefix) :]: v for k, v in obj.items()}
-            keys = list(obj)
-    return obj
-
-
-def apply_state_dict(model: nn.Module, state: dict[str, torch.Tensor], path) -> None:
-    """Load strictly, reporting every mismatch by name instead of a bare stack trace."""
-    own = model.state_dict()
-    missing = [k for k in own if k not in state]
-    unexpected = [k for k in state if k not in own]
-    wrong = [(k, tuple(state[k].shape), tuple(v.shape)) for k, v in own.items()
-             if k in state and tuple(state[k].shape) != tuple(v.shape)]
-    if missing or unexpected or wrong:
-        raise CheckpointMismatch(path, missing, unexpected, wrong)
-    model.load_state_dict(state, strict=True)
-
-
 def _checkpoint(spec: ModelSpec, device: torch.device) -> LoadedModel:
     import torchvision
 
@@ -311,7 +249,7 @@ def _checkpoint(spec: ModelSpec, device: torch.device) -> LoadedModel:
         pre = Preprocess.from_transforms(weights.transforms())
     else:
         raise ModelLoadError(f"unknown architecture '{arch}' for checkpoint {spec.checkpoint}")
-    apply_state_dict(model, state, spec.checkpoint)
+    apply_state_dict(model, state, spec.checkpoint, arch)
     return LoadedModel(
         model=model,
         name=arch,
@@ -335,55 +273,26 @@ def _head_classes(arch: str, state: dict[str, torch.Tensor]) -> int:
 
 def _pickle(spec: ModelSpec, device: torch.device) -> LoadedModel:
     path = Path(spec.pickle)
-    if not spec.trust_pickle:
+    if path.exists() and not spec.trust_pickle:
         raise ModelLoadError(
-            f"{path.name} would be unpickled, which runs any code inside it. Open it as a "
-            f"trusted pickle only if you trust where it came from."
+            f"{path.name} is a pickled model: unpickling it runs any code inside it, so it is "
+            f"opened only with your explicit trust. {TRUST_HINT}"
         )
-    if not path.is_file():
-        raise ModelLoadError(f"{path}: no such file")
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # anything can happen while unpickling foreign code
-        raise ModelLoadError(f"{path.name}: could not be unpickled ({type(e).__name__}: {e})") from e
-    if not isinstance(obj, nn.Module):
-        raise ModelLoadError(
-            f"{path.name} holds a {type(obj).__name__}, not an nn.Module; if it is a state_dict, "
-            f"open it as a checkpoint for its architecture"
-        )
+    obj = unpickle_module(path)
     return _wrap_module(obj, path.stem, f"{path.stem} (trusted pickle {path.name})", device, path)
 
 
 def _factory(spec: ModelSpec, device: torch.device) -> LoadedModel:
-    file, _, func = spec.factory.rpartition(":")
-    if not file or not func:
-        raise ModelLoadError(f"'{spec.factory}': expected path/to/file.py:function_name")
-    path = Path(file)
-    if not path.is_file():
-        raise ModelLoadError(f"{path}: no such file")
-    mod_name = f"_inspector_factory_{path.stem}"
-    module_spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[mod_name] = module
-    try:
-        module_spec.loader.exec_module(module)
-        fn = getattr(module, func)
-    except AttributeError:
-        raise ModelLoadError(f"{path.name} has no function '{func}'") from None
-    except Exception as e:
-        raise ModelLoadError(f"{path.name} failed to import: {type(e).__name__}: {e}") from e
-    try:
-        model = fn()
-    except Exception as e:
-        raise ModelLoadError(f"{path.name}:{func}() raised {type(e).__name__}: {e}") from e
-    if not isinstance(model, nn.Module):
-        raise ModelLoadError(f"{path.name}:{func}() returned {type(model).__name__}, not an nn.Module")
+    model, module, path, func = run_factory(spec.factory)
     loaded = _wrap_module(model, func, f"{func} (from {path.name})", device, path)
     classes = getattr(module, "CLASSES", None)
     if classes:
         loaded.categories = list(classes)
     if getattr(module, "PREPROCESS", None):
-        loaded.preprocess = Preprocess(**dict(module.PREPROCESS))
+        try:
+            loaded.preprocess = Preprocess(**dict(module.PREPROCESS))
+        except (TypeError, ValueError) as e:
+            raise ModelLoadError(f"{path.name}: PREPROCESS is not usable: {e}") from None
     return loaded
 
 

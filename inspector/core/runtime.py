@@ -1,21 +1,71 @@
-"""Thread settings for the engine, chosen deliberately (see shared DESIGN.md).
+"""Thread settings for the engine, chosen deliberately.
 
-OMP_WAIT_POLICY=PASSIVE is set in inspector/core/__init__.py, before torch is imported.
-The intra-op thread count is left to torch (one per core) unless the user or
-INSPECTOR_THREADS says otherwise.
+OMP_WAIT_POLICY=PASSIVE is set by inspector.core's __init__ (and by the app's entry point)
+unless the user set it: idle OpenMP threads then sleep instead of spinning for a core, which
+on a busy desktop turned a 16 ms forward into more than a second. OpenMP reads it once,
+when torch is imported, so it applies where inspector is imported first (the app, the
+command); a script that imports torch before inspector sets it in its own environment.
+
+torch's intra-op thread count is torch's own default (one per physical core, or
+OMP_NUM_THREADS) unless INSPECTOR_THREADS=N says otherwise. That is applied once per process,
+when the first Session is made (`apply_thread_setting`), before its worker thread starts:
+torch keeps the count per thread, and a thread takes the process's count when it first runs
+torch, so the worker and every thread started after it run with N. A program that calls
+torch.set_num_threads itself keeps its choice: after the first Session nothing is set again,
+and a count changed between importing this module and the first Session is left as it is
+(a count set before this module was imported cannot be told from torch's default).
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import warnings
 
 import torch
 
+ENV = "INSPECTOR_THREADS"
+_STARTED_WITH = torch.get_num_threads()  # torch's own default, unless set before this import
+_applied = False
+_lock = threading.Lock()
+
+
+def threads_from_env() -> int | None:
+    """INSPECTOR_THREADS as a positive count; None when unset, or (with a warning) invalid."""
+    raw = os.environ.get(ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        warnings.warn(f"{ENV}={raw!r} is not a positive whole number: ignored, torch's "
+                      f"default thread count is used", RuntimeWarning, stacklevel=2)
+        return None
+    return threads
+
 
 def configure_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads from the argument or INSPECTOR_THREADS; return the count."""
-    if threads is None and os.environ.get("INSPECTOR_THREADS"):
-        threads = int(os.environ["INSPECTOR_THREADS"])
+    """Set torch's intra-op threads from the argument or INSPECTOR_THREADS; return the count.
+
+    For a program that decides itself (a benchmark); the Session uses apply_thread_setting."""
+    if threads is None:
+        threads = threads_from_env()
     if threads is not None and threads > 0:
         torch.set_num_threads(threads)
     return torch.get_num_threads()
+
+
+def apply_thread_setting() -> int | None:
+    """Apply INSPECTOR_THREADS once per process; the count set, or None when nothing was."""
+    global _applied
+    with _lock:
+        if _applied:
+            return None
+        _applied = True
+        threads = threads_from_env()
+        if threads is None or torch.get_num_threads() != _STARTED_WITH:
+            return None  # unset, or the program chose its own count
+        torch.set_num_threads(threads)
+        return threads

@@ -36,9 +36,10 @@ from .frames import (
     RunStarted,
 )
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
-from .images import ImageLoadError, load_image
+from .images import ImageLoadError, as_rgb, load_image
 from .interventions import Intervention
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
+from .runtime import apply_thread_setting
 from .tree import ModuleTree, build_tree
 from .worker import InferenceWorker
 
@@ -55,6 +56,9 @@ class RunRequest:
     cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)
     topk: int = 5
     label: str = ""
+    # 16-bit, 32-bit and float images: False scales them by their type's range (as
+    # torchvision's ToDtype(scale=True)), True stretches their own min..max to 0..255.
+    stretch: bool = False
 
 
 @dataclass
@@ -71,6 +75,7 @@ class RunOutcome:
 
 class Session:
     def __init__(self, channel: FrameChannel | None = None, capacity: int = 4096) -> None:
+        apply_thread_setting()  # INSPECTOR_THREADS, before the worker thread first runs torch
         self.channel = channel or FrameChannel(capacity)
         self.worker = InferenceWorker()
         self.loaded: LoadedModel | None = None
@@ -91,17 +96,17 @@ class Session:
         def job(cancel: threading.Event) -> LoadedModel:
             try:
                 loaded = load_model(spec)
-                h, w = loaded.preprocess.crop_size
-                example = torch.zeros(1, 3, h, w, device=loaded.device)
-                tree = build_tree(loaded.model, example)
+                tree = _probe_tree(loaded)
             except Exception as e:
-                what = spec.name or spec.checkpoint or spec.factory or spec.pickle
-                message = str(e) if isinstance(e, ModelLoadError) else f"{type(e).__name__}: {e}"
+                if isinstance(e, ModelLoadError):  # the file's fault: no traceback to show
+                    message, details = str(e), e.details
+                else:
+                    message, details = f"{type(e).__name__}: {e}", traceback.format_exc()
                 self.channel.put(
                     ErrorFrame(
                         run_id=None,
-                        message=f"Could not load {what}: {message}",
-                        details=traceback.format_exc(),
+                        message=f"Could not load {spec.what()}: {message}",
+                        details=details,
                         exception=type(e).__name__,
                     )
                 )
@@ -189,7 +194,7 @@ class Session:
         model, device = loaded.model, loaded.device
         t0 = time.perf_counter()
         try:
-            x, size, display = self._prepare(req.image, loaded)
+            x, size, display = self._prepare(req.image, loaded, req.stretch)
         except (ImageLoadError, ValueError, OSError) as e:
             put(RunStarted(run_id, label, loaded.name, str(device), time=time.time()))
             put(ErrorFrame(run_id, str(e), details=str(e), exception=type(e).__name__))
@@ -270,11 +275,14 @@ class Session:
         outcome.status = status
         return outcome
 
-    def _prepare(self, image, loaded: LoadedModel):
+    def _prepare(self, image, loaded: LoadedModel, stretch: bool = False):
         if isinstance(image, torch.Tensor):
             x = image if image.ndim == 4 else image[None]
             return x.float(), None, loaded.preprocess.to_display(x[0].detach().cpu())
-        img = image if isinstance(image, Image.Image) else load_image(image)
+        if isinstance(image, Image.Image):
+            img = image if image.mode == "RGB" else as_rgb(image, stretch=stretch)
+        else:
+            img = load_image(image, stretch=stretch)
         x = loaded.preprocess(img)[None]
         return x, img.size, loaded.preprocess.to_display(x[0])
 
@@ -324,6 +332,21 @@ def _progress_reporter(put, run_id: int, step: str, cancel: threading.Event):
             put(ProgressFrame(run_id, step, done, total, now - began))
 
     return progress
+
+
+def _probe_tree(loaded: LoadedModel) -> ModuleTree:
+    """The module tree from one forward of zeros; a model that cannot run its own input size
+    is the model's fault, said as such."""
+    h, w = loaded.preprocess.crop_size
+    example = torch.zeros(1, 3, h, w, device=loaded.device)
+    try:
+        return build_tree(loaded.model, example)
+    except Exception as e:
+        raise ModelLoadError(
+            f"{loaded.name} loaded, but fails on an input of 1 x 3 x {h} x {w}: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            traceback.format_exc(),
+        ) from e
 
 
 def _label_of(image: Any) -> str:

@@ -8,6 +8,11 @@ photos fills in while the window stays responsive.
 
 The large view shows either the original image or the model's input (what preprocessing
 made of it: resized, cropped, un-normalised), which comes with each run's RunStarted frame.
+
+"Stretch levels" is the user's choice for 16-bit, 32-bit and float images: off, they are
+scaled by their type's range (a dark 12-bit image stays dark, and a 16-bit file gives the same
+input as its 8-bit twin); on, each image's own min..max fills the range. The window puts the
+choice into every run it submits (RunRequest.stretch), and the large view follows it.
 """
 
 from __future__ import annotations
@@ -122,6 +127,7 @@ class ImagePane(QWidget):
     imageSelected = Signal(object)  # ImageEntry: run it
     failed = Signal(str, str)  # message, details: files that could not be opened
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
+    stretchChanged = Signal(bool)  # "Stretch levels" was toggled: run again with it
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -149,6 +155,15 @@ class ImagePane(QWidget):
         group.setExclusive(True)
         group.addButton(self.original_button)
         group.addButton(self.input_button)
+        self.stretch_button = QToolButton()
+        self.stretch_button.setText("Stretch levels")
+        self.stretch_button.setCheckable(True)
+        self.stretch_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.stretch_button.setToolTip(
+            "16-bit, 32-bit and float images: stretch each image's own darkest..brightest "
+            "values to the full range.\nOff: scale by the type's range (16-bit / 65535), "
+            "as torchvision's ToDtype(scale=True) does.")
+        self.stretch_button.toggled.connect(self._stretch_toggled)
 
         self.list = _Filmstrip()
         self.list.setViewMode(QListView.ViewMode.IconMode)
@@ -173,6 +188,7 @@ class ImagePane(QWidget):
         bar.addWidget(self.original_button)
         bar.addWidget(self.input_button)
         bar.addStretch(1)
+        bar.addWidget(self.stretch_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(3)
@@ -193,6 +209,15 @@ class ImagePane(QWidget):
         button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         button.toggled.connect(lambda on: on and self.set_mode(mode))
         return button
+
+    @property
+    def stretch(self) -> bool:
+        """Whether high-depth images are stretched to their data's range (see the docstring)."""
+        return self.stretch_button.isChecked()
+
+    def _stretch_toggled(self, on: bool) -> None:
+        self._show_original(self.current())
+        self.stretchChanged.emit(on)
 
     # -- adding images ---------------------------------------------------------------------
     def add_paths(self, paths, *, select: bool = True) -> int:
@@ -353,7 +378,7 @@ class ImagePane(QWidget):
                 if entry.image is not None:
                     image = entry.image.copy()
                 else:
-                    image = load_image(entry.path)
+                    image = load_image(entry.path, stretch=self.stretch)
                 image.thumbnail((ORIGINAL_MAX, ORIGINAL_MAX))
                 self._original = qimage_from_pil(image)
             except ImageLoadError as e:  # the file changed on disk since it was listed

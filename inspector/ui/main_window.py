@@ -175,6 +175,7 @@ class MainWindow(QMainWindow):
         self.images.imageSelected.connect(self._image_selected)
         self.images.failed.connect(self.reporter.report)
         self.images.imagesAdded.connect(self.settings.add_recent_images)
+        self.images.stretchChanged.connect(self.control.set_stretch)
         self.tree.moduleSelected.connect(self._module_selected)
         self.tree.camLayerRequested.connect(self._cam_layer_requested)
         self.tree.model.captureChanged.connect(c.schedule_rerun)

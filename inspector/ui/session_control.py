@@ -84,6 +84,7 @@ class SessionControl(QObject):
         self.backward = True
         self.cam_method = DEFAULT_CAM
         self.cam_layer: str | None = None  # None: the session's default layer
+        self.stretch = False  # high-depth images by their data's range (RunRequest.stretch)
         self.cams_available = importlib.util.find_spec("inspector.core.cam") is not None
         self.capture_source = None  # callable -> CaptureSpec, set by the window
         self._rerun = QTimer(self)
@@ -215,6 +216,10 @@ class SessionControl(QObject):
             self.cam_layer = layer or None
         self.rerun()
 
+    def set_stretch(self, on: bool) -> None:
+        self.stretch = bool(on)
+        self.rerun()
+
     def schedule_rerun(self) -> None:
         """Run again soon: coalesces a burst of changes (tree navigation, checkboxes)."""
         self._rerun.start()
@@ -237,6 +242,7 @@ class SessionControl(QObject):
             backward=self.backward,
             cams=cams,
             label=self.entry.name,
+            stretch=self.stretch,
         )
         self.current_run = run_id
         self.running = True

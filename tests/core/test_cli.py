@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from inspector import cli
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FACTORY = '''
 import torch
@@ -206,3 +210,76 @@ def test_headless_commands_never_import_qt(images, factory, tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """The command in a process of its own, on this checkout's code."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": path})
+
+
+def test_a_bad_weights_file_is_one_sentence_on_stderr(images, tmp_path):
+    notes = tmp_path / "notes.pt"
+    notes.write_text("epoch 1: loss 0.31\nepoch 2: loss 0.22\n")
+    out = tmp_path / "out"
+    done = run_cli("analyse", "--model", "demo_shapes", "--weights", str(notes), "--quiet",
+                   "--no-tensorboard", "--out", str(out), str(images / "a.png"))
+    assert done.returncode == 1
+    assert ("network-inspector: could not load weights for demo_shapes: notes.pt is a text "
+            "file, not a PyTorch checkpoint") in done.stderr
+    assert "Traceback" not in done.stderr and "Traceback" not in done.stdout
+    assert not (out / "summary.json").exists()
+
+
+class Whole(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.head(x.mean((2, 3)))
+
+
+def test_a_pickled_model_needs_trust_pickle(tmp_path, capsys):
+    whole = tmp_path / "whole.pt"
+    torch.save(Whole(), whole)
+    assert cli.main(["tree", "--weights", str(whole)]) == 1
+    err = capsys.readouterr().err
+    assert "whole.pt holds pickled Python objects" in err and "--trust-pickle" in err
+    assert cli.main(["tree", "--weights", str(whole), "--trust-pickle"]) == 0
+    assert "Linear" in capsys.readouterr().out
+    assert cli.main(["tree", "--trust-pickle"]) == 2
+    assert "--trust-pickle needs --weights" in capsys.readouterr().err
+
+
+def test_analyse_scales_16bit_images_by_their_type_unless_told_to_stretch(factory, tmp_path):
+    from inspector.core.images import Preprocess, load_image
+
+    rng = np.random.default_rng(0)
+    u8 = rng.integers(20, 120, (40, 40), dtype=np.uint8)  # a dim image: stretching shows
+    Image.fromarray(u8).save(tmp_path / "eight.png")
+    Image.fromarray(u8.astype(np.uint16) * 257).save(tmp_path / "sixteen.png")
+
+    def inputs(out: Path, *options: str) -> dict[str, np.ndarray]:
+        rc = cli.main(["analyse", "--model", factory, "--cam", "none", "--quiet",
+                       "--no-tensorboard", *options, "--out", str(out),
+                       str(tmp_path / "eight.png"), str(tmp_path / "sixteen.png")])
+        assert rc == 0
+        arrays = {}
+        for entry in _summary(out)["images"]:
+            with np.load(out / entry["files"]["npz"]) as npz:
+                arrays[Path(entry["path"]).name] = npz["input"][0]
+        return arrays
+
+    level = (1 / 255) / 0.25  # one 8-bit level in the factory model's normalised units
+    typed = inputs(tmp_path / "typed")
+    assert np.abs(typed["sixteen.png"] - typed["eight.png"]).max() <= level / 2
+    assert _summary(tmp_path / "typed")["stretch"] is False
+
+    stretched = inputs(tmp_path / "stretched", "--stretch")
+    assert _summary(tmp_path / "stretched")["stretch"] is True
+    pre = Preprocess((32, 32), None, (0.5,) * 3, (0.25,) * 3)
+    expected = pre(load_image(tmp_path / "sixteen.png", stretch=True)).numpy()
+    assert np.abs(stretched["sixteen.png"] - expected).max() < 1e-6
+    assert np.abs(stretched["sixteen.png"] - typed["sixteen.png"]).max() > 1.0

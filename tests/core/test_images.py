@@ -157,13 +157,13 @@ def test_unreadable_file(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("top", "expected_max"), [(4000, 255), (65535, 255)])
-def test_16bit_grayscale_png_is_scaled_by_its_range(tmp_path, top, expected_max):
+def test_16bit_grayscale_png_is_stretched_by_its_range(tmp_path, top, expected_max):
     ramp = np.linspace(0, top, 256).round().astype(np.uint16)
     data = np.tile(ramp, (8, 1))
     path = tmp_path / f"depth{top}.png"
     Image.fromarray(data).save(path)
     assert Image.open(path).mode == "I;16"
-    img = load_image(path)
+    img = load_image(path, stretch=True)
     out = pixels(img)
     assert img.mode == "RGB" and img.size == (256, 8)
     assert np.array_equal(out[..., 0], out[..., 1]) and np.array_equal(out[..., 0], out[..., 2])
@@ -173,35 +173,36 @@ def test_16bit_grayscale_png_is_scaled_by_its_range(tmp_path, top, expected_max)
     # Contrast: the full 0..255 range is used and the ramp stays a ramp (no clipping at 255).
     assert row.min() == 0 and row.max() == expected_max
     assert np.all(np.diff(row) >= 0) and len(np.unique(row)) > 200
-    assert "scaled" in img.info["load_notes"][0]
+    assert "stretched" in img.info["load_notes"][0]
 
 
-def test_16bit_big_endian_and_32bit_tiff(tmp_path):
+def test_16bit_big_endian_and_32bit_tiff_stretched(tmp_path):
     big = Image.frombytes("I;16B", (4, 4), np.arange(0, 1600, 100, dtype=">u2").tobytes())
     big.save(tmp_path / "big.tif")
-    out = pixels(load_image(tmp_path / "big.tif"))[..., 0]
+    out = pixels(load_image(tmp_path / "big.tif", stretch=True))[..., 0]
     assert np.array_equal(out.ravel(), np.rint(np.arange(16) * 17))
 
     wide = (np.arange(20, dtype=np.int32).reshape(4, 5) - 5) * 100_000
     Image.fromarray(wide).save(tmp_path / "wide.tif")
-    out = pixels(load_image(tmp_path / "wide.tif"))[..., 0]
+    out = pixels(load_image(tmp_path / "wide.tif", stretch=True))[..., 0]
     assert out[0, 0] == 0 and out[-1, -1] == 255
     assert abs(out[2, 2] - (12 / 19) * 255) <= 1  # -500000..1400000: 700000 sits at 12/19
 
 
-def test_constant_16bit_image_keeps_its_level(tmp_path):
+@pytest.mark.parametrize("stretch", [False, True])
+def test_constant_16bit_image_keeps_its_level(tmp_path, stretch):
     for value, expected in ((0, 0), (65535, 255), (32768, 128)):
         path = tmp_path / f"flat{value}.png"
         Image.fromarray(np.full((4, 4), value, dtype=np.uint16)).save(path)
-        assert np.all(pixels(load_image(path)) == expected)
+        assert np.all(pixels(load_image(path, stretch=stretch)) == expected)
 
 
-def test_float_image_scaled_by_its_range_and_nan_is_black(tmp_path):
+def test_float_image_stretched_by_its_range_and_nan_is_black(tmp_path):
     data = np.linspace(-1.0, 3.0, 20, dtype=np.float32).reshape(4, 5)
     data[3, 4] = np.nan
     path = tmp_path / "float.tif"
     Image.fromarray(data).save(path)
-    out = pixels(load_image(path))[..., 0]
+    out = pixels(load_image(path, stretch=True))[..., 0]
     finite = data[np.isfinite(data)]
     expected = np.rint((data - finite.min()) / (finite.max() - finite.min()) * 255)
     assert out[0, 0] == 0 and out[3, 3] == 255 and out[3, 4] == 0

@@ -249,6 +249,67 @@ def test_a_checkpoint_that_does_not_fit_is_a_message_and_the_model_stays(
     wait_run(qtbot, window)
 
 
+def test_a_text_file_opened_as_a_checkpoint_is_a_sentence_and_the_model_stays(
+    make_window, qtbot, tmp_path, monkeypatch
+):
+    from inspector.ui import model_dialog
+
+    window = make_window(images=[write_png(tmp_path / "x.png")])
+    first = wait_run(qtbot, window)
+    notes = tmp_path / "notes.pt"
+    notes.write_text("epoch 1: loss 0.31\nepoch 2: loss 0.22\n")
+
+    def fill_and_accept(dialog):
+        dialog.tabs.setCurrentIndex(model_dialog.CHECKPOINT)
+        dialog.arch.setCurrentText("demo_shapes")
+        dialog.checkpoint.edit.setText(str(notes))
+        dialog.accept()
+        return model_dialog.ModelDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(model_dialog.ModelDialog, "exec", fill_and_accept)
+    errors = window.reporter.count
+    window.open_model_dialog()
+    qtbot.waitUntil(lambda: window.reporter.count > errors and not window.control.loading,
+                    timeout=TIMEOUT)
+    message = window.reporter.last_message
+    assert message == ("Could not load weights for demo_shapes: notes.pt is a text file, not a "
+                       "PyTorch checkpoint (a state_dict saved with torch.save, or a "
+                       ".safetensors file)")
+    assert "Traceback" not in window.reporter.last_details
+    dialog = window.reporter._dialog  # a model load the user waits on opens its details
+    assert dialog is not None and dialog.isVisible() and "notes.pt" in dialog.message.text()
+    assert window.model_name == "build_model"
+    assert window.control.model_spec.factory == TINY["factory"]
+    window.control.rerun()  # the previous model still runs
+    assert wait_run(qtbot, window).run_id > first.run_id
+
+
+def test_stretch_levels_is_a_visible_choice_that_reaches_the_run(make_window, qtbot, tmp_path):
+    from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL, pil_from_qimage
+
+    ramp = np.tile(np.linspace(1000, 4000, 96).round().astype(np.uint16), (80, 1))
+    Image.fromarray(ramp).save(tmp_path / "sensor16.png")  # a dim 12-bit image in 16 bits
+    window = make_window(images=[tmp_path / "sensor16.png"])
+    first = wait_run(qtbot, window)
+    pane = window.images
+
+    def shown(mode) -> np.ndarray:
+        pane.set_mode(mode)
+        return np.asarray(pil_from_qimage(pane.shown_image()))
+
+    assert not pane.stretch_button.isChecked() and pane.stretch_button.isVisibleTo(window)
+    assert shown(MODEL_INPUT).max() <= 16 and shown(ORIGINAL).max() <= 16  # 4000 / 257
+    pane.stretch_button.click()
+    assert window.control.stretch is True
+    qtbot.waitUntil(lambda: window.control.current_run != first.run_id, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    assert shown(MODEL_INPUT).max() > 150 and shown(ORIGINAL).max() == 255
+    pane.stretch_button.click()  # and back
+    assert window.control.stretch is False
+    wait_run(qtbot, window)
+    assert shown(MODEL_INPUT).max() <= 16
+
+
 def test_closing_the_window_stops_the_worker_and_the_router(make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
