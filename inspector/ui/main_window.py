@@ -274,7 +274,9 @@ class MainWindow(QMainWindow):
         self.model_name = frame.name
         self.overlay.hide()
         self.status.busy.hide()
-        self.reporter.info(f"Loaded {frame.description}")
+        # Notes (random weights, statistics on a slower path) stay longer: they matter.
+        message = " ".join([f"Loaded {frame.description}.", *frame.notes])
+        self.reporter.info(message, timeout_ms=20000 if frame.notes else 6000)
         self.tree.set_tree(frame.tree, frame.name)
         self.status.show_model(frame)
         for action in self.device_group.actions():

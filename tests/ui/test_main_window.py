@@ -121,6 +121,18 @@ def test_dropping_a_png_and_a_folder_lists_them_and_the_run_reaches_the_views(
     assert "shown" in window.status.frames.text()
 
 
+def test_statistics_on_the_slower_path_are_said_in_the_status_bar(
+    make_window, qtbot, monkeypatch
+):
+    from inspector.core import fused_stats
+
+    monkeypatch.setattr(fused_stats, "_failure", "the compiled statistics kernel is missing")
+    window = make_window()
+    qtbot.waitUntil(lambda: "Statistics use torch reductions" in window.reporter.label.text(),
+                    timeout=TIMEOUT)
+    assert "the compiled statistics kernel is missing" in window.reporter.label.text()
+
+
 def test_selecting_a_module_changes_what_the_views_show(make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
