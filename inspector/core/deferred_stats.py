@@ -1,13 +1,11 @@
 """Statistics on an idle core: a hook hands the live tensor over and the forward goes on.
 
-Why: a plain two-thread forward of resnet50 keeps about 1.6 of two cores busy (measured),
-while the statistics of its 158 leaf outputs cost ~20 ms per forward when each hook
-computes them itself. A low-priority thread can compute them in the forward's idle gaps.
-What that buys depends on how idle the cores really are (measured on a shared 2-vCPU
-machine, resnet50): with the kernel alone in the hooks, +17% on the forward fell to +6%
-on one occasion; a full capture's forward cost the same either way (+37 ms) on another;
-forward+backward with every output and gradient, +78 ms fell to +63 ms. When no core is
-idle the thread falls behind and the hooks compute the statistics themselves.
+Why: a two-thread forward leaves gaps on its cores (single-threaded ops, Python between
+modules) while the statistics cost every hook a read of its output. A low-priority thread
+fills those gaps. What it buys depends on how idle the cores are; bench_capture prints the
+capture with and without it ("in hook" rows), and tests/benchmarks/README.md keeps the
+figures. When no core is idle the thread falls behind and the hooks compute the
+statistics themselves.
 
 Correct without copies. The thread reads the live tensor, so a result is used only if,
 after the computation finished and while the capturing thread is between modules (in a

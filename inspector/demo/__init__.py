@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Set before torch is first imported (see inspector/core/__init__.py and DESIGN.md): idle
+# Set before torch is first imported (see inspector/core/__init__.py): idle
 # OpenMP threads that spin for a core collapse throughput on a busy machine.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

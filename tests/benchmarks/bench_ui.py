@@ -11,7 +11,7 @@ Run by hand or by `make bench`: `python -m tests.benchmarks.bench_ui [--seconds 
    16 ms timer on the UI thread (p50, p99, max), runs per second of each and their ratio
    (how much the window slows the worker), activation repaints and frames per second.
    Three conditions: an idle machine, a busy-loop process on one core, and a torch
-   training process on one core (the case DESIGN.md warns about).
+   training process on one core (a desktop that trains a model while the app runs).
 3. Activation mosaic: how many 64-channel 56 x 56 previews per second the activation view
    takes and repaints, fed synthetic frames.
 
