@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .images import Preprocess
 from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: part of this API)
     TRUST_HINT,
     CheckpointMismatch,
@@ -25,6 +24,7 @@ from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: 
     run_factory,
     unpickle_module,
 )
+from .preprocess import Preprocess
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

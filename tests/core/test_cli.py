@@ -254,7 +254,8 @@ def test_a_pickled_model_needs_trust_pickle(tmp_path, capsys):
 
 
 def test_analyse_scales_16bit_images_by_their_type_unless_told_to_stretch(factory, tmp_path):
-    from inspector.core.images import Preprocess, load_image
+    from inspector.core.images import load_image
+    from inspector.core.preprocess import Preprocess
 
     rng = np.random.default_rng(0)
     u8 = rng.integers(20, 120, (40, 40), dtype=np.uint8)  # a dim image: stretching shows

@@ -228,8 +228,8 @@ class _LateInPlaceClassifier(_LateInPlace):
 
 def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
     from inspector.core.frames import ActivationFrame, RunFinished
-    from inspector.core.images import Preprocess
     from inspector.core.models import LoadedModel
+    from inspector.core.preprocess import Preprocess
     from inspector.core.session import Session
 
     torch.manual_seed(0)

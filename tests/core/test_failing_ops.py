@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from inspector.core.frames import ErrorFrame, RunFinished
-from inspector.core.images import Preprocess
 from inspector.core.models import LoadedModel
+from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session
 from inspector.core.tree import build_tree
 

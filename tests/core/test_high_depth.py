@@ -10,7 +10,8 @@ from PIL import Image
 from torchvision.transforms import v2
 
 from inspector.core.high_depth import type_range
-from inspector.core.images import Preprocess, as_rgb, load_image
+from inspector.core.images import as_rgb, load_image
+from inspector.core.preprocess import Preprocess
 
 LEVEL = 1 / 255  # one 8-bit level, in the 0..1 units the model input is made from
 

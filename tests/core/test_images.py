@@ -25,11 +25,10 @@ from inspector.core.images import (
     IMAGE_EXTENSIONS,
     MAX_PIXELS,
     ImageLoadError,
-    Preprocess,
     expand_paths,
     load_image,
-    preprocess_batch,
 )
+from inspector.core.preprocess import Preprocess, preprocess_batch
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -11,8 +11,8 @@ import torchvision
 
 from inspector.core.frames import KINDS
 from inspector.core.hooks import CaptureSpec, remaining_hooks
-from inspector.core.images import Preprocess
 from inspector.core.models import LoadedModel
+from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session
 from inspector.core.tree import build_tree
 

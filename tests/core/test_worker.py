@@ -19,9 +19,9 @@ from inspector.core.frames import (
     RunStarted,
 )
 from inspector.core.hooks import CaptureSpec, remaining_hooks
-from inspector.core.images import Preprocess
 from inspector.core.interventions import ZeroChannels
 from inspector.core.models import LoadedModel
+from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session
 from inspector.core.tree import build_tree
 from inspector.core.worker import InferenceWorker
