@@ -60,6 +60,17 @@ if [ -n "$sample" ]; then
         echo "build.sh: the frozen app lacks the compiled statistics kernel" >&2
         exit 1
     fi
+    # A run that fails inside a torch op (a frozen build once lacked torchvision's compiled
+    # ops and hung): one sentence naming the module, exit status 1, no hang, no traceback.
+    status=0
+    timeout 300 "$exe" analyse --model "$ROOT/tests/models/fails_mid_forward.py:build" --quiet \
+        --no-tensorboard --out "$check/fails" "$sample" 2> "$check/fails.txt" || status=$?
+    if [ "$status" != 1 ] || ! grep -q "in module 'mixer'" "$check/fails.txt" \
+        || grep -q Traceback "$check/fails.txt"; then
+        cat "$check/fails.txt" >&2
+        echo "build.sh: a failing op was not reported as one sentence (exit $status)" >&2
+        exit 1
+    fi
 fi
 
 echo "built $DIST/$APP in $((end - start)) s; size $(du -sh "$DIST/$APP" | cut -f1)"

@@ -19,47 +19,17 @@ from inspector.core.tree import build_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 
-MODEL_SOURCE = '''
-import torch
-from torch import nn
+MODEL_FILE = ROOT / "tests" / "models" / "fails_mid_forward.py"
 
 
-class Mixer(nn.Module):
-    """Passes the all-zero probe through (a constant map per channel after the conv); on a
-    real image its mm gets mismatched shapes and ATen raises mid-forward."""
-
-    def forward(self, h):
-        if h[:, 0].amax() > h[:, 0].amin():
-            return torch.mm(h.flatten(1), torch.ones(3, 3))
-        return h
-
-
-class FailsOnRealInput(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3)
-        self.mixer = Mixer()
-        self.head = nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.head(self.mixer(self.conv(x)).mean((2, 3)))
-
-
-def build():
-    return FailsOnRealInput()
-'''
-
-
-def _model(tmp_path: Path) -> nn.Module:
-    path = tmp_path / "fails.py"
-    path.write_text(MODEL_SOURCE)
+def _model() -> nn.Module:
     namespace: dict = {}
-    exec(compile(MODEL_SOURCE, str(path), "exec"), namespace)
+    exec(compile(MODEL_FILE.read_text(), str(MODEL_FILE), "exec"), namespace)
     return namespace["build"]()
 
 
-def test_an_aten_error_names_the_module_and_the_next_run_works(tmp_path):
-    model = _model(tmp_path).eval()
+def test_an_aten_error_names_the_module_and_the_next_run_works():
+    model = _model().eval()
     pre = Preprocess(crop_size=(8, 8), resize_size=None, mean=(0.5,) * 3, std=(0.5,) * 3)
     s = Session()
     try:
@@ -80,11 +50,10 @@ def test_an_aten_error_names_the_module_and_the_next_run_works(tmp_path):
 
 
 def test_the_cli_says_it_in_one_sentence(tmp_path):
-    (tmp_path / "fails.py").write_text(MODEL_SOURCE)
     sample = sorted((ROOT / "resources" / "demo" / "samples").glob("*.png"))[0]
     out = subprocess.run(
         [sys.executable, "-m", "inspector.cli", "analyse", "--model",
-         f"{tmp_path / 'fails.py'}:build", "--quiet", "--no-tensorboard",
+         f"{MODEL_FILE}:build", "--quiet", "--no-tensorboard",
          "--out", str(tmp_path / "out"), str(sample)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
