@@ -72,6 +72,10 @@ class FrameView(QWidget):
     def _paint(self) -> None:
         raise NotImplementedError
 
+    def stop(self) -> None:
+        """No paint after this (the window is closing)."""
+        self._paint_timer.stop()
+
     # -- runs -------------------------------------------------------------------------------
     def accept_run(self, run_id: int) -> bool:
         """Called with each relevant data frame's run id. False for a frame of an older run
