@@ -129,7 +129,7 @@ class MainWindow(QMainWindow):
             module_name, class_name = spec
             try:
                 module = importlib.import_module(f"inspector.ui.views.{module_name}")
-                view = getattr(module, class_name)()
+                view = getattr(module, class_name)(store=self.router.store)
             except Exception as e:  # noqa: BLE001 - one broken view must not stop the app
                 self.reporter.report_exception(f"The {DOCKS[key][0]} view failed to start", e)
                 continue

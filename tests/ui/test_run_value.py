@@ -55,3 +55,15 @@ def test_the_cam_layer_comes_from_model_loaded_not_from_the_ui_thread(
     cam = window.views["cam"]
     assert window.runs.default_cam_layer is not None
     assert cam.layer == window.runs.default_cam_layer
+
+
+def test_the_views_read_the_routers_run_store(make_window, qtbot, tmp_path):  # noqa: F811
+    window = make_window(images=[write_png(tmp_path / "x.png")])
+    run = wait_run(qtbot, window)
+    store = window.router.store
+    assert all(view.store is store for view in window.views.values())
+    order = store.forward_order(run.run_id)
+    assert order[""] == 0 and "features.0" in order
+    points, _ = window.views["gradient"].flow_points()
+    names = [p.name for p in points]
+    assert names and names == sorted(names, key=lambda n: order.get(n, order.get("", 0)))
