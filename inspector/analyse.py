@@ -56,6 +56,7 @@ class Analysis:
         self.spec = spec
         self.out = Path(out)
         self.layers = list(dict.fromkeys(layers))
+        self.capture = None  # what each run captures, once the model is loaded (see _load)
         self.methods = list(dict.fromkeys(method_name(m) for m in methods))  # ValueError early
         self.cam_layer = cam_layer
         self.target_text = target
@@ -156,12 +157,10 @@ class Analysis:
             session.close()
             return None, None
         self.layers = layers
-        session.set_capture(
-            CaptureSpec(
-                modules={n: frozenset({OUTPUT, GRAD_OUTPUT}) for n in layers},
-                full=frozenset(layers),
-                stats=False,
-            )
+        self.capture = CaptureSpec(
+            modules={n: frozenset({OUTPUT, GRAD_OUTPUT}) for n in layers},
+            full=frozenset(layers),
+            stats=False,
         )
         return session, loaded
 
@@ -193,7 +192,8 @@ class Analysis:
             return entry
         gradient_cams = tuple((m, self.cam_layer) for m in self.methods if m != "scorecam")
         outcome = session.run(
-            x, target=self.target, cams=gradient_cams, topk=self.topk, label=path.name
+            x, capture=self.capture, target=self.target, cams=gradient_cams, topk=self.topk,
+            label=path.name,
         )
         frames = session.channel.drain()
         if outcome.status != "ok":

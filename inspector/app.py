@@ -104,7 +104,7 @@ def _run(args: argparse.Namespace, crashes: list[crashlog.CrashReport],
 
     from inspector.ui.about_dialog import app_icon
     from inspector.ui.errors import install_excepthooks
-    from inspector.ui.main_window import MainWindow, mark
+    from inspector.ui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setOrganizationName("network-inspector")
@@ -117,13 +117,11 @@ def _run(args: argparse.Namespace, crashes: list[crashlog.CrashReport],
     window.show()
     app.processEvents()  # paint the window now, before anything slow
     window.show_crash_notice(crashes)
-    mark("window_shown", torch_imported="torch" in sys.modules)
     # The engine (torch) starts importing on its own thread now, while this thread builds
     # the views (pyqtgraph); frames reach the views only once the event loop runs.
     window.start(startup_images(args), model_fields(args))
     window.build_views()
     app.processEvents()
-    mark("views_ready")
 
     old_hooks = (sys.excepthook, threading.excepthook)
     install_excepthooks(window.reporter)

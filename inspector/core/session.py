@@ -1,8 +1,9 @@
 """The Session: the one object the GUI and the CLI drive.
 
-It owns the model (through the worker thread, which alone touches it), the capture spec,
-the interventions, the worker and the frame channel. Calls return at once; results arrive
-as frames on `session.channel` (and as futures for model loads).
+It owns the model (through the worker thread, which alone touches it), the worker and the
+frame channel, and runs the values it is given (core.run.RunRequest: the capture, target,
+CAM methods, edits of one run); nothing about a run stays here between runs. Calls return
+at once; results arrive as frames on `session.channel` (and as futures for model loads).
 """
 
 from __future__ import annotations
@@ -37,28 +38,14 @@ from .frames import (
 )
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .images import ImageLoadError, as_rgb, load_image
-from .interventions import Intervention
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
+from .run import RunRequest
 from .runtime import apply_thread_setting
 from .tree import ModuleTree, build_tree
 from .worker import InferenceWorker
 
 DEFAULT_KINDS = (INPUT, OUTPUT, GRAD_OUTPUT)
 PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    image: Any  # a path, a PIL image, or a preprocessed (3, H, W) / (1, 3, H, W) tensor
-    target: int | None = None  # class to explain; None: the top-1 prediction
-    backward: bool = True
-    interventions: tuple[Intervention, ...] = ()
-    cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)
-    topk: int = 5
-    label: str = ""
-    # 16-bit, 32-bit and float images: False scales them by their type's range (as
-    # torchvision's ToDtype(scale=True)), True stretches their own min..max to 0..255.
-    stretch: bool = False
 
 
 @dataclass
@@ -80,7 +67,6 @@ class Session:
         self.worker = InferenceWorker()
         self.loaded: LoadedModel | None = None
         self.tree: ModuleTree | None = None
-        self._capture: CaptureSpec | None = None
         self._run_ids = count(1)
         self._open_runs: set[int] = set()  # submitted, not finished
         self._cam_layer: tuple[ModuleTree, str] | None = None  # (tree it was found for, layer)
@@ -111,9 +97,10 @@ class Session:
                     )
                 )
                 raise
+            cam_layer = _default_cam_layer(loaded, tree)
             with self._lock:
                 self.loaded, self.tree = loaded, tree
-                self._capture = None  # the old spec names the old model's modules
+                self._cam_layer = (tree, cam_layer)
             self.channel.put(
                 ModelLoaded(
                     name=loaded.name,
@@ -122,25 +109,12 @@ class Session:
                     device=str(loaded.device),
                     tree=tree,
                     notes=_model_notes(loaded),
+                    cam_layer=cam_layer,
                 )
             )
             return loaded
 
         return self.worker.submit(job, tag="load")
-
-    # -- capture -----------------------------------------------------------------------------
-
-    @property
-    def capture(self) -> CaptureSpec:
-        with self._lock:
-            if self._capture is None and self.loaded is not None:
-                self._capture = CaptureSpec.leaves(self.loaded.model, DEFAULT_KINDS)
-            return self._capture or CaptureSpec()
-
-    def set_capture(self, spec: CaptureSpec) -> None:
-        """Takes effect from the next run."""
-        with self._lock:
-            self._capture = spec
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -181,7 +155,7 @@ class Session:
         put = self.channel.put
         timings: dict[str, float] = {}
         outcome = RunOutcome(run_id, "ok")
-        loaded, spec = self.loaded, self.capture
+        loaded = self.loaded
         label = req.label or _label_of(req.image)
         described = tuple(i.describe() for i in req.interventions)
         never_called: tuple[str, ...] = ()
@@ -192,6 +166,7 @@ class Session:
             put(ErrorFrame(run_id, "No model is loaded yet.", exception="ModelLoadError"))
             return self._finish(run_id, "error", outcome, timings, described, never_called)
         model, device = loaded.model, loaded.device
+        spec = req.capture if req.capture is not None else CaptureSpec.leaves(model, DEFAULT_KINDS)
         t0 = time.perf_counter()
         try:
             x, size, display = self._prepare(req.image, loaded, req.stretch)
@@ -203,11 +178,7 @@ class Session:
         timings["preprocess"] = time.perf_counter() - t0
         put(RunStarted(run_id, label, loaded.name, str(device), size, display, time.time()))
 
-        default_layer = self.default_cam_layer() if req.cams else None
-        cams = tuple((method, layer or default_layer) for method, layer in req.cams)
-        cam_layers = {layer for _, layer in cams} - {None}
-        if cam_layers:
-            spec = spec.with_(keep=spec.keep | cam_layers)
+        cams, spec = self._cam_plan(req.cams, spec)
         need_grad = req.backward or spec.needs_grad
         cap = Capture(model, spec, put, run_id, req.interventions, cancel)
         try:
@@ -293,17 +264,28 @@ class Session:
         if loaded is None or tree is None:
             return None
         cached = self._cam_layer
-        if cached is None or cached[0] is not tree:
-            from .cam import default_target_layer
-
-            cached = (tree, default_target_layer(loaded.model, tree))
+        if cached is None or cached[0] is not tree:  # a tree set from outside (tests)
+            cached = (tree, _default_cam_layer(loaded, tree))
             self._cam_layer = cached
         return cached[1]
+
+    def _cam_plan(self, wanted, spec: CaptureSpec) -> tuple[tuple, CaptureSpec]:
+        """The CAMs to compute, with the default layer filled in, and the capture that keeps
+        their layers' activations and gradients."""
+        default_layer = self.default_cam_layer() if wanted else None
+        cams = tuple((method, layer or default_layer) for method, layer in wanted)
+        cam_layers = {layer for _, layer in cams} - {None}
+        if cam_layers:
+            spec = spec.with_(keep=spec.keep | cam_layers)
+        return cams, spec
 
     def _cams(self, run_id, cams, cap: Capture, target, x, cancel, outcome: RunOutcome) -> None:
         from .cam import METHODS, cam_from_capture, method_name
 
         for method, layer in cams:
+            if layer is None:
+                raise ValueError("No layer of this model has an output a CAM can be computed "
+                                 "from: choose a CAM layer")
             # Only Score-CAM calls it (once per batch of masked forwards): the one CAM step
             # that can take long enough to be worth reporting.
             progress = _progress_reporter(self.channel.put, run_id,
@@ -347,6 +329,17 @@ def _probe_tree(loaded: LoadedModel) -> ModuleTree:
             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
             traceback.format_exc(),
         ) from e
+
+
+def _default_cam_layer(loaded: LoadedModel, tree: ModuleTree) -> str | None:
+    """The CAM layer when none is named (see core.cam), found on the worker when the model
+    loads (it walks the model); None when the model has no layer a CAM can use."""
+    try:
+        from .cam import default_target_layer
+
+        return default_target_layer(loaded.model, tree)
+    except Exception:  # noqa: BLE001 - no spatial or token layer, or no CAM module
+        return None
 
 
 def _label_of(image: Any) -> str:

@@ -37,6 +37,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from inspector.core.frames import ErrorFrame, ModelLoaded, ProgressFrame, RunFinished, RunStarted
+from inspector.core.run_store import RunStore
 
 DISPLAY_INTERVAL_MS = 16
 MAX_FRAMES_PER_TICK = 400
@@ -72,6 +73,7 @@ class FrameRouter(QObject):
         self._flushers: list[Callable[[], None]] = []
         self._futures: list[tuple[Future, Callable[[Future], None]]] = []
         self._min_run_id = 0  # data frames of older runs are stale: skip them
+        self.store = RunStore()  # every frame shown goes here first; views read and observe it
         self.max_frames = max_frames
         self.batch_s = batch_s
         self._held: list = []  # drained, not yet handed on (see tick)
@@ -225,6 +227,7 @@ class FrameRouter(QObject):
         if isinstance(frame, ProgressFrame):
             self.progress.emit(frame)
             return False  # for the status bar only: not a frame the views show
+        self.store.put(frame)
         if isinstance(frame, ModelLoaded):
             self.modelLoaded.emit(frame)
         elif isinstance(frame, RunStarted):

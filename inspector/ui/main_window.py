@@ -1,4 +1,4 @@
-"""The main window: docks, menus, shortcuts, drag and drop, the status bar, and the wiring.
+"""The main window: docks, the status bar, and the wiring between the parts.
 
 It shows before torch is imported: this module and what it imports at the top need only
 Qt, numpy and Pillow. The data views (pyqtgraph) are built by `build_views` right after the
@@ -6,46 +6,33 @@ window first paints, and the engine (torch) comes up in the background (SessionC
 Until a model is loaded an overlay says what is being loaded.
 
 Frames flow one way: core's worker -> channel -> FrameRouter (a timer on this thread) ->
-the tree, the image pane, the views, and the status bar. User actions flow the other way
-through SessionControl, which only ever queues work for the worker.
+the tree, the image pane, the views, and the status bar. User actions flow the other way:
+RunBuilder makes each run a value from the widgets, and SessionControl queues it for the
+worker. The menus (menus.py), image sources and drops (image_sources.py), recent files
+(recent_files.py) and saved settings (window_settings.py) live in their own modules.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import time
-from pathlib import Path
-
-from PySide6.QtCore import QByteArray, QMetaObject, Qt, Signal
-from PySide6.QtGui import QAction, QActionGroup, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.frames import ModelLoaded, RunFinished, RunStarted
-from inspector.ui import capture_choice
+from inspector.ui import capture_choice, menus
 from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
 from inspector.ui.errors import ErrorReporter
 from inspector.ui.frame_router import FrameRouter
 from inspector.ui.gc_freeze import StartupFreezer
 from inspector.ui.image_pane import ImagePane
+from inspector.ui.image_sources import ImageSources
 from inspector.ui.module_tree import ModuleTreeWidget
+from inspector.ui.recent_files import RecentFiles
+from inspector.ui.run_builder import RunBuilder
 from inspector.ui.run_progress import RunProgress
-from inspector.ui.session_control import DEFAULT_CAM, SessionControl
+from inspector.ui.session_control import SessionControl
 from inspector.ui.settings import AppSettings
 from inspector.ui.status_panel import LoadingOverlay, StatusPanel
-
-IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp *.ppm);;All files (*)"
-TIMING_ENV = "INSPECTOR_TIMING_FILE"  # benchmarks and e2e tests: where to write events
-EXIT_ENV = "INSPECTOR_EXIT_AFTER_FIRST_RUN"
-
-
-def mark(event: str, **extra) -> None:
-    """Record when something happened (launch benchmarks, e2e tests): one JSON line."""
-    path = os.environ.get(TIMING_ENV)
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps({"event": event, "t": time.time(), **extra}) + "\n")
+from inspector.ui.window_settings import WindowSettings
 
 
 class MainWindow(QMainWindow):
@@ -54,23 +41,22 @@ class MainWindow(QMainWindow):
     def __init__(self, settings: AppSettings | None = None, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Network Inspector")
-        self.setAcceptDrops(True)
         self.setDockNestingEnabled(True)
         self.settings = settings if settings is not None else AppSettings()
         self.router = FrameRouter(self, stagger=True)
         self.control = SessionControl(self.router, self)
         self.reporter = ErrorReporter(self.statusBar(), self)
-        self.settings.on_problem = self._settings_problem
-        if self.settings.problems:
-            self._settings_problem()
+        self.saved = WindowSettings(self, self.settings, self.reporter)
         self.views: dict[str, QWidget] = {}
         self.model_name = ""
-        self._preview: frozenset[str] = frozenset()  # what the last submitted run previews
-        self._first_run_done = False
         self.last_run: RunFinished | None = None  # the last of our runs that finished
+        self.model_dialog = None  # the Open model dialog while it is open
+        self._startup_model: dict = {}
         self._gc_freezer = StartupFreezer()
         self._model_generation = 0  # counts ModelLoaded frames
         self._closing = False
+        self._shut_down = False
+        self._shown_once = False
 
         self.tree = ModuleTreeWidget()
         self.images = ImagePane()
@@ -80,12 +66,16 @@ class MainWindow(QMainWindow):
         self._default_state = self.saveState()
         self.status = StatusPanel(self.statusBar())
         self.run_progress = RunProgress(self.status, self)
-        self._build_menus()
+        self.sources = ImageSources(self, self.images, self.settings, self.reporter)
+        self.runs = RunBuilder(self.control, self.tree, self.images, None, self)
+        self.menus = menus.build_menus(self, self.settings.value("backward", True))
+        self.runs.backward_action = self.backward_action
+        self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
+                                  self.settings, self.images, self.control)
         self.overlay = LoadingOverlay(self, self.tree.view)
         self.overlay.say("Starting…")
         self._connect()
-        self._restored = self.settings.restore_window(self)
-        self.tree.restore_header_state(self.settings.value("tree_header", QByteArray()))
+        self._restored = self.saved.restore()
 
     # -- construction ------------------------------------------------------------------------
     def _initial_widget(self, key: str) -> QWidget:
@@ -95,64 +85,15 @@ class MainWindow(QMainWindow):
         placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         return placeholder
 
-    def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        if tip:
-            action.setStatusTip(tip)
-            action.setToolTip(tip)
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
+    @property
+    def backward_action(self):
+        """Run ▸ Compute gradients."""
+        return self.menus.backward
 
-    def _build_menus(self) -> None:
-        bar = self.menuBar()
-        file = bar.addMenu("&File")
-        self._action(file, "Open &images…", self.open_images, QKeySequence.StandardKey.Open)
-        self._action(file, "Open &folder…", self.open_folder)
-        self.open_model_action = self._action(
-            file, "Open &model…", self.open_model_dialog, "Ctrl+Shift+O")
-        self.open_model_action.setEnabled(False)
-        self._action(file, "&Paste image", self.paste, QKeySequence.StandardKey.Paste)
-        file.addSeparator()
-        self.recent_images_menu = file.addMenu("Recent images")
-        self.recent_models_menu = file.addMenu("Recent models")
-        self.recent_images_menu.aboutToShow.connect(self._fill_recent_images)
-        self.recent_models_menu.aboutToShow.connect(self._fill_recent_models)
-        file.addSeparator()
-        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-
-        run = bar.addMenu("&Run")
-        self.rerun_action = self._action(run, "&Run again", self.control.rerun, "F5")
-        self._action(run, "&Cancel run", self.control.cancel, "Esc")
-        run.addSeparator()
-        self._action(run, "&Previous image", lambda: self.images.step(-1), Qt.Key.Key_Left)
-        self._action(run, "&Next image", lambda: self.images.step(1), Qt.Key.Key_Right)
-        self._action(run, "Show original / model &input", self.images.toggle_mode, "Ctrl+I")
-        run.addSeparator()
-        self.backward_action = self._action(run, "Compute &gradients", self._set_backward)
-        self.backward_action.setCheckable(True)
-        self.backward_action.setChecked(self.settings.value("backward", True))
-        self.control.backward = self.backward_action.isChecked()
-
-        self.device_menu = bar.addMenu("&Device")
-        self.device_group = QActionGroup(self)
-        self.device_menu.addAction("(starting…)").setEnabled(False)
-
-        view = bar.addMenu("&View")
-        for dock in self.docks.values():
-            view.addAction(dock.toggleViewAction())
-        view.addSeparator()
-        self._action(view, "Reset layout", self.reset_layout)
-
-        help_menu = bar.addMenu("&Help")
-        self._action(help_menu, "Keyboard shortcuts", self._show_shortcuts, "F1")
-        help_menu.addSeparator()
-        self._action(help_menu, "Reset settings…", self.reset_settings,
-                     tip="Forget the saved layout, recent files and choices")
-        help_menu.addSeparator()
-        self._action(help_menu, "About", self._show_about)
+    @property
+    def rerun_action(self):
+        """Run ▸ Run again (F5)."""
+        return self.menus.rerun
 
     def _connect(self) -> None:
         r, c = self.router, self.control
@@ -170,15 +111,13 @@ class MainWindow(QMainWindow):
         c.engineFailed.connect(self._engine_failed)
         c.modelLoading.connect(self._model_loading)
         c.modelLoadDone.connect(self._model_load_done)
-        c.catalogReady.connect(self._catalog_ready)
-        c.capture_source = self._capture_spec
-        self.images.imageSelected.connect(self._image_selected)
+        c.catalogReady.connect(self._update_actions)
+        self.images.imageSelected.connect(self.runs.show)
         self.images.failed.connect(self.reporter.report)
-        self.images.imagesAdded.connect(self.settings.add_recent_images)
-        self.images.stretchChanged.connect(self.control.set_stretch)
+        self.images.stretchChanged.connect(self.runs.rerun)
         self.tree.moduleSelected.connect(self._module_selected)
         self.tree.camLayerRequested.connect(self._cam_layer_requested)
-        self.tree.model.captureChanged.connect(c.schedule_rerun)
+        self.tree.model.captureChanged.connect(self.runs.schedule)
 
     def build_views(self) -> None:
         """Create the data views (this imports pyqtgraph: after the window is on screen)."""
@@ -190,7 +129,7 @@ class MainWindow(QMainWindow):
             module_name, class_name = spec
             try:
                 module = importlib.import_module(f"inspector.ui.views.{module_name}")
-                view = getattr(module, class_name)()
+                view = getattr(module, class_name)(store=self.router.store)
             except Exception as e:  # noqa: BLE001 - one broken view must not stop the app
                 self.reporter.report_exception(f"The {DOCKS[key][0]} view failed to start", e)
                 continue
@@ -201,15 +140,14 @@ class MainWindow(QMainWindow):
             # several short pauses instead of one long one that the user would feel.
             self.router.add_consumer(view.handle_frame)
         if "predictions" in self.views:
-            self.views["predictions"].targetChosen.connect(self.control.set_target)
+            self.views["predictions"].targetChosen.connect(self.runs.set_target)
         if "cam" in self.views:
             cam = self.views["cam"]
             methods = [cam.method_combo.itemData(i) for i in range(cam.method_combo.count())]
-            method = self.settings.value("cam_method", self.control.cam_method, choices=methods)
-            cam.set_method(method)
-            self.control.cam_method = cam.method or self.control.cam_method
+            cam.set_method(self.saved.cam_method(methods))
+            self.runs.cam_view = cam
             cam.methodChanged.connect(self._cam_method_changed)
-            cam.layerChanged.connect(lambda layer: self.control.set_cam(layer=layer))
+            cam.layerChanged.connect(self.runs.rerun)
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)
@@ -226,16 +164,14 @@ class MainWindow(QMainWindow):
         self.control.start(session)
 
     def _engine_ready(self) -> None:
-        mark("engine_ready")
-        self._fill_device_menu()
+        from inspector.core.models import available_devices
+
+        menus.fill_device_menu(self.menus, available_devices(), self._device_chosen)
         self._update_actions()
         fields = dict(self._startup_model)
         last_device = self.settings.value("device", "")
-        if "device" not in fields and last_device:
-            from inspector.core.models import available_devices
-
-            if last_device in available_devices():  # the device the user chose last time
-                fields["device"] = last_device
+        if "device" not in fields and last_device and last_device in available_devices():
+            fields["device"] = last_device  # the device the user chose last time
         try:
             spec = self.control.make_spec(**fields)
         except TypeError as e:
@@ -248,12 +184,8 @@ class MainWindow(QMainWindow):
         self.overlay.say("PyTorch could not be loaded: see the details in the status bar.")
         self.reporter.report(message, details, popup=True)
 
-    def _catalog_ready(self) -> None:
-        mark("torchvision_ready")
-        self._update_actions()
-
     def _update_actions(self) -> None:
-        self.open_model_action.setEnabled(self.control.ready)
+        self.menus.open_model.setEnabled(self.control.ready)
 
     # -- model -------------------------------------------------------------------------------
     def _model_loading(self, label: str) -> None:
@@ -268,9 +200,9 @@ class MainWindow(QMainWindow):
             self.overlay.say("No model loaded. Open one with File ▸ Open model (Ctrl+Shift+O).")
 
     def _model_loaded(self, frame: ModelLoaded) -> None:
-        mark("model_loaded")
         self._model_generation += 1
         self.control.model_changed()
+        self.runs.model_changed(frame.cam_layer)
         self.model_name = frame.name
         self.overlay.hide()
         self.status.busy.hide()
@@ -279,32 +211,26 @@ class MainWindow(QMainWindow):
         self.reporter.info(message, timeout_ms=20000 if frame.notes else 6000)
         self.tree.set_tree(frame.tree, frame.name)
         self.status.show_model(frame)
-        for action in self.device_group.actions():
-            action.setChecked(action.data() == self.control.model_spec_device())
-        spec = self.control.model_spec
-        if spec is not None:
-            self.settings.add_recent_model({**dataclasses.asdict(spec), "trust_pickle": False})
+        menus.check_device(self.menus, self.control.model_spec_device())
+        if self.control.model_spec is not None:
+            self.recent.model_loaded(self.control.model_spec)
         self.setWindowTitle(f"{frame.name} — Network Inspector")
         self._set_cam_layers(frame.tree)
         selected = self.settings.value(f"module/{frame.name}", "")
         if not (selected and self.tree.select_module(selected)):
             self.tree.select_module(capture_choice.default_module(frame.tree))
-        self.control.rerun()
+        self.runs.rerun()
 
     def _set_cam_layers(self, tree, choose: str | None = None) -> None:
+        """The CAM view's layers: those with a spatial output, the model's default CAM layer
+        (found on the worker, sent in ModelLoaded) selected, or `choose`."""
         cam = self.views.get("cam")
         if cam is None or tree is None:
             return
         layers = tree.with_spatial_output()
-        try:
-            default = self.control.session.default_cam_layer()
-        except Exception:  # noqa: BLE001 - no CAM module yet, or no spatial layer
-            # The last layer that still has a spatial map (not a global pool's 1 x 1).
-            maps = [n for n in layers if min(tree.modules[n].output_shape[-2:]) > 1]
-            default = maps[-1] if maps else None
         if choose is not None and choose not in layers:
             layers.append(choose)
-        cam.set_layers(layers, choose or default)
+        cam.set_layers(layers, choose or self.runs.default_cam_layer)
 
     def open_model_dialog(self) -> None:
         if not self.control.ready:
@@ -315,64 +241,41 @@ class MainWindow(QMainWindow):
 
         dialog = ModelDialog(self, catalog=self.control.catalog, devices=available_devices(),
                              device=self.control.model_spec_device(), settings=self.settings)
-        self.model_dialog = dialog  # tests reach it here
+        self.model_dialog = dialog
         if dialog.exec() == ModelDialog.DialogCode.Accepted:
             self.control.load_model(dialog.spec())
         self.model_dialog = None
         dialog.deleteLater()
 
-    def _fill_device_menu(self) -> None:
-        from inspector.core.models import available_devices
-
-        self.device_menu.clear()
-        for action in self.device_group.actions():
-            self.device_group.removeAction(action)
-        for label, device in [("Automatic", None)] + [(d, d) for d in available_devices()]:
-            action = self.device_menu.addAction(label)
-            action.setCheckable(True)
-            action.setData(device)
-            self.device_group.addAction(action)
-            action.triggered.connect(lambda _=False, d=device: self._device_chosen(d))
-
     def _device_chosen(self, device: str | None) -> None:
+        import dataclasses
+
         spec = self.control.model_spec or self.control.make_spec()
         self.settings.set_value("device", device or "")
         self.control.load_model(dataclasses.replace(spec, device=device))
 
     # -- runs ----------------------------------------------------------------------------------
-    def _image_selected(self, entry) -> None:
-        self.control.show(entry)
-
-    def _capture_spec(self):
-        from inspector.core.hooks import CaptureSpec
-
-        modules = capture_choice.capture_modules(self.tree.model.capture_modules(),
-                                                 self.control.backward)
-        self._preview = capture_choice.preview_modules(self.tree.model.tree, modules,
-                                                       self.tree.current_module())
-        return CaptureSpec(modules=modules, preview=self._preview)
-
     def _module_selected(self, name: str) -> None:
         for key in ("activation", "gradient"):
             if key in self.views:
                 self.views[key].set_module(name)
         if self.model_name:
             self.settings.set_value(f"module/{self.model_name}", name)
-        if name not in self._preview:
-            self.control.schedule_rerun()  # its previews were not captured in the last run
+        if not self.runs.previewed(name):
+            self.runs.schedule()  # its previews were not captured in the last run
 
     def _cam_method_changed(self, method: str) -> None:
         self.settings.set_value("cam_method", method)
-        self.control.set_cam(method=method)
+        self.runs.rerun()
 
     def _cam_layer_requested(self, name: str) -> None:
         self._set_cam_layers(self.tree.model.tree, choose=name)
-        self.control.set_cam(layer=name)
+        self.runs.rerun()
 
-    def _set_backward(self, on: bool) -> None:
-        self.control.backward = on
+    def set_backward(self, on: bool) -> None:
+        """Run ▸ Compute gradients was toggled."""
         self.settings.set_value("backward", on)
-        self.control.rerun()
+        self.runs.rerun()
 
     def _run_started(self, frame: RunStarted) -> None:
         if frame.run_id != self.control.current_run:
@@ -390,11 +293,6 @@ class MainWindow(QMainWindow):
         self._update_frames_label()
         if frame.status == "ok":
             self._gc_freezer.after_run(self._model_generation)
-        if not self._first_run_done and frame.status == "ok":
-            self._first_run_done = True
-            mark("first_run_finished", regions=self.dock_regions())
-            if os.environ.get(EXIT_ENV):
-                QMetaObject.invokeMethod(self, "close", Qt.ConnectionType.QueuedConnection)
 
     def _error_frame(self, frame) -> None:
         # A model-load failure (no run id) is something the user is waiting on: open the
@@ -403,87 +301,12 @@ class MainWindow(QMainWindow):
         self.reporter.report(frame.message, frame.details, popup=frame.run_id is None)
 
     def _update_frames_label(self) -> None:
-        if self.router.first_frame_time is not None and not getattr(self, "_marked", False):
-            self._marked = True
-            mark("first_frames")
         self.status.show_frames(self.router.frames_shown, self.router.frames_dropped)
-
-    # -- images: open, paste, drop ------------------------------------------------------------
-    def open_images(self) -> None:
-        start = str(self.settings.value("image_dir", str(Path.home())))
-        paths, _ = QFileDialog.getOpenFileNames(self, "Open images", start, IMAGE_FILTER)
-        if paths:
-            self.settings.set_value("image_dir", str(Path(paths[0]).parent))
-            self.images.add_paths(paths)
-
-    def open_folder(self) -> None:
-        start = str(self.settings.value("image_dir", str(Path.home())))
-        folder = QFileDialog.getExistingDirectory(self, "Open a folder of images", start)
-        if folder:
-            self.settings.set_value("image_dir", folder)
-            self.images.add_paths([folder])
-
-    def paste(self) -> None:
-        mime = QGuiApplication.clipboard().mimeData()
-        if not self.images.take_mime(mime):
-            self.reporter.report("The clipboard holds no image or image file")
-
-    def dragEnterEvent(self, event) -> None:  # noqa: N802
-        if self.images.accepts(event.mimeData()):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
-
-    def dragMoveEvent(self, event) -> None:  # noqa: N802
-        self.dragEnterEvent(event)
-
-    def dropEvent(self, event) -> None:  # noqa: N802
-        if self.images.take_mime(event.mimeData()):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
-
-    # -- recent --------------------------------------------------------------------------------
-    def _fill_recent_images(self) -> None:
-        menu = self.recent_images_menu
-        menu.clear()
-        for path in self.settings.recent_images():
-            menu.addAction(path, lambda p=path: self.images.add_paths([p]))
-        if menu.isEmpty():
-            menu.addAction("(none)").setEnabled(False)
-
-    def _fill_recent_models(self) -> None:
-        from inspector.ui.model_dialog import spec_label
-
-        menu = self.recent_models_menu
-        menu.clear()
-        if self.control.ready:
-            for fields in self.settings.recent_models():
-                try:
-                    spec = self.control.make_spec(**fields)
-                except TypeError:
-                    continue
-                menu.addAction(spec_label(spec), lambda s=spec: self._open_recent_model(s))
-        if menu.isEmpty():
-            menu.addAction("(none)").setEnabled(False)
-
-    def _open_recent_model(self, spec) -> None:
-        if spec.pickle:
-            answer = QMessageBox.warning(
-                self, "Open a pickled model",
-                f"Opening {Path(spec.pickle).name} runs the code inside it. Open it only if you "
-                "trust the file. Open it?",
-                QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Cancel,
-                QMessageBox.StandardButton.Cancel)
-            if answer != QMessageBox.StandardButton.Open:
-                return
-            spec = dataclasses.replace(spec, trust_pickle=True)
-        self.control.load_model(spec)
 
     # -- window ----------------------------------------------------------------------------------
     def dock_regions(self) -> dict[str, list[int]]:
-        """Where each visible pane's content is on the screen: [x, y, width, height] (for
-        the e2e test's screenshot checks): the tree's rows, the image, each view."""
+        """Where each visible pane's content is on the screen: [x, y, width, height]: the
+        tree's rows, the image, each view."""
         parts = {key: dock.widget() for key, dock in self.docks.items()}
         parts["tree"] = self.tree.view.viewport()
         parts["images"] = self.images.canvas
@@ -500,29 +323,8 @@ class MainWindow(QMainWindow):
         self.restoreState(self._default_state)
 
     def reset_settings(self) -> None:
-        """Help ▸ Reset settings: after asking, forget everything saved and use the defaults
-        now (the layout, computing gradients, the CAM method)."""
-        answer = QMessageBox.question(
-            self, "Reset settings",
-            "Forget the window layout, the recent images and models, and every choice the "
-            "app remembers? The loaded model and images stay open.",
-            QMessageBox.StandardButton.Reset | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel)
-        if answer != QMessageBox.StandardButton.Reset:
-            return
-        self.settings.reset()
-        self.reset_layout()
-        changed = not self.backward_action.isChecked()
-        self.backward_action.setChecked(True)
-        self.control.backward = True
-        cam = self.views.get("cam")
-        if cam is not None and cam.method != DEFAULT_CAM:
-            cam.set_method(DEFAULT_CAM)
-            self.control.cam_method = DEFAULT_CAM
-            changed = True
-        self.reporter.info("Settings reset to their defaults")
-        if changed:
-            self.control.rerun()
+        """Help ▸ Reset settings (asks first)."""
+        self.saved.ask_and_reset()
 
     def show_crash_notice(self, reports) -> None:
         """Say, without blocking, that an earlier run of the app crashed (`reports`: the
@@ -536,19 +338,17 @@ class MainWindow(QMainWindow):
         notice.show()
         self.reporter.info(f"Network Inspector crashed last time: see {reports[-1].path}", 0)
 
-    def _settings_problem(self, _problem: str = "") -> None:
-        problems = self.settings.problems
-        where = self.settings.qs.fileName()
-        if len(problems) == 1:
-            message = f"{problems[0]}."
-        else:
-            message = f"Ignored {len(problems)} saved settings that could not be used; " \
-                      "their defaults are used."
-        self.reporter.report(message, "\n".join(problems) + f"\n\nSettings file: {where}")
+    def show_about(self) -> None:
+        from inspector.ui.about_dialog import AboutDialog
+
+        device = self.status.device.text().removeprefix("device ") if self.model_name else None
+        dialog = AboutDialog(self, device=device, settings=self.settings)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
-        if not getattr(self, "_shown_once", False):
+        if not self._shown_once:
             self._shown_once = True
             if not self._restored:
                 default_sizes(self, self.docks)
@@ -558,23 +358,10 @@ class MainWindow(QMainWindow):
         super().resizeEvent(event)
         self.overlay.place()
 
-    def _show_shortcuts(self) -> None:
-        QMessageBox.information(self, "Keyboard shortcuts", SHORTCUTS_HTML)
-
-    def _show_about(self) -> None:
-        from inspector.ui.about_dialog import AboutDialog
-
-        device = self.status.device.text().removeprefix("device ") if self.model_name else None
-        dialog = AboutDialog(self, device=device, settings=self.settings)
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.show()
-
     def closeEvent(self, event) -> None:  # noqa: N802
         if not self._closing:
             self._closing = True
-            self.settings.save_window(self)
-            self.settings.set_value("tree_header", self.tree.header_state())
-            self.settings.sync()
+            self.saved.save()
             self.hide()  # gone at once for the user, even if a model load takes a while to stop
             self.shutdown()
             self.closed.emit()
@@ -582,26 +369,13 @@ class MainWindow(QMainWindow):
 
     def shutdown(self) -> None:
         """Stop every timer and thread this window started (also used by tests)."""
-        if getattr(self, "_shut_down", False):
+        if self._shut_down:
             return
         self._shut_down = True
+        self.runs.stop()
         self.control.close()
         self.run_progress.stop()
         self.images.stop()
         self.reporter.stop()
         for view in self.views.values():
-            timer = getattr(view, "_paint_timer", None)
-            if timer is not None:
-                timer.stop()
-
-
-SHORTCUTS_HTML = """<table cellpadding=3>
-<tr><td><b>Ctrl+O</b></td><td>Open images</td></tr>
-<tr><td><b>Ctrl+Shift+O</b></td><td>Open a model</td></tr>
-<tr><td><b>Ctrl+V</b></td><td>Paste an image</td></tr>
-<tr><td><b>← / →</b></td><td>Previous / next image</td></tr>
-<tr><td><b>Ctrl+I</b></td><td>Original image / model input</td></tr>
-<tr><td><b>F5</b></td><td>Run again</td></tr>
-<tr><td><b>Esc</b></td><td>Cancel the run</td></tr>
-<tr><td><b>Ctrl+Q</b></td><td>Quit</td></tr>
-</table><p>Drop images or folders anywhere on the window.</p>"""
+            view.stop()

@@ -3,28 +3,23 @@
 Importing torch takes seconds, so the window is shown first and the engine module is
 imported on a short-lived background thread; torchvision (for the model catalog) follows on
 the same thread while the first model loads on the worker. Everything else happens on the
-UI thread but never runs the model: `Session.submit` queues a job for core's worker, and
-the results come back as frames through the FrameRouter.
-
-Runs follow the user: a new image, a module selection, a different target or CAM layer
-cancels what is running and submits one new run (selection changes are coalesced by a short
-timer, so arrowing through the tree does not queue a run per row).
+UI thread but never runs the model: `submit` queues a run (a core RunRequest, which the
+window's RunBuilder makes from its widgets) for core's worker, after cancelling the one
+running; the results come back as frames through the FrameRouter.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import threading
 from concurrent.futures import Future
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from inspector.ui.frame_router import FrameRouter
 
-RERUN_DELAY_MS = 120
 # Importing torchvision (the catalog) holds the GIL for seconds: it waits for the first run
 # to finish (or this long at most), so that it does not slow the first frames down.
 CATALOG_WAIT_S = 10.0
@@ -79,18 +74,7 @@ class SessionControl(QObject):
         self._import_thread: threading.Thread | None = None
         self.current_run: int | None = None
         self.running = False
-        self.entry = None  # the ImageEntry being shown
-        self.target: int | None = None  # class to explain; None: the top-1 prediction
-        self.backward = True
-        self.cam_method = DEFAULT_CAM
-        self.cam_layer: str | None = None  # None: the session's default layer
-        self.stretch = False  # high-depth images by their data's range (RunRequest.stretch)
-        self.cams_available = importlib.util.find_spec("inspector.core.cam") is not None
-        self.capture_source = None  # callable -> CaptureSpec, set by the window
-        self._rerun = QTimer(self)
-        self._rerun.setSingleShot(True)
-        self._rerun.setInterval(RERUN_DELAY_MS)
-        self._rerun.timeout.connect(self.rerun)
+        self.last_request = None  # the RunRequest of current_run
         router.runFinished.connect(self._run_finished)
 
     # -- engine ----------------------------------------------------------------------------
@@ -184,8 +168,6 @@ class SessionControl(QObject):
 
     def model_changed(self) -> None:
         """A ModelLoaded frame arrived (it may come before the load's future is done)."""
-        self.target = None  # class indices and layer names belonged to the old model
-        self.cam_layer = None
         if self._loading_spec is not None:
             self.model_spec = self._loading_spec
 
@@ -197,61 +179,20 @@ class SessionControl(QObject):
         return getattr(self.session, "loaded", None)
 
     # -- runs ------------------------------------------------------------------------------
-    def show(self, entry, target: int | None = None) -> None:
-        """Make `entry` the current image and run it (now, or once a model is loaded)."""
-        changed = entry is not self.entry
-        self.entry = entry
-        if changed:
-            self.target = target
-        self.rerun()
-
-    def set_target(self, target: int | None) -> None:
-        self.target = target
-        self.rerun()
-
-    def set_cam(self, method: str | None = None, layer: str | None = None) -> None:
-        if method:
-            self.cam_method = method
-        if layer is not None:
-            self.cam_layer = layer or None
-        self.rerun()
-
-    def set_stretch(self, on: bool) -> None:
-        self.stretch = bool(on)
-        self.rerun()
-
-    def schedule_rerun(self) -> None:
-        """Run again soon: coalesces a burst of changes (tree navigation, checkboxes)."""
-        self._rerun.start()
-
-    def rerun(self) -> int | None:
-        """Cancel what runs and run the current image with the current settings."""
-        self._rerun.stop()
-        if self.session is None or self.entry is None or self.loaded is None:
-            return None
-        if self.capture_source is not None:
-            self.session.set_capture(self.capture_source())
+    def submit(self, request) -> int:
+        """Cancel the run in progress and queue `request` (core.run.RunRequest)."""
+        if self.session is None:
+            raise RuntimeError("the engine is not started")
         if self.running and self.current_run is not None:
             self.session.cancel(self.current_run)
-        # Without a backward pass only gradient-free CAM methods can run.
-        wanted = self.cams_available and (self.backward or self.cam_method in GRADIENT_FREE_CAMS)
-        cams = ((self.cam_method, self.cam_layer),) if wanted else ()
-        run_id = self.session.submit(
-            self.entry.source,
-            target=self.target,
-            backward=self.backward,
-            cams=cams,
-            label=self.entry.name,
-            stretch=self.stretch,
-        )
-        self.current_run = run_id
+        run_id, _future = self.session.submit_request(request)
+        self.current_run, self.last_request = run_id, request
         self.running = True
         self.router.expect_run(run_id)
         self.runSubmitted.emit(run_id)
         return run_id
 
     def cancel(self) -> None:
-        self._rerun.stop()
         if self.session is not None and self.running:
             self.session.cancel(self.current_run)
 
@@ -265,7 +206,6 @@ class SessionControl(QObject):
         """Stop everything this object started, waiting up to `wait` seconds for each thread;
         True when all have stopped. A model load or the import of torch cannot be interrupted:
         `close` may be called again with a longer wait (the app does, after hiding its window)."""
-        self._rerun.stop()
         self.router.stop()
         self._catalog_go.set()
         if self.session is not None:

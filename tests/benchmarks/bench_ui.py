@@ -140,10 +140,9 @@ def bench_launch(launches: int, model: str, image: str) -> list[dict[str, float]
         for _ in range(launches):
             with tempfile.TemporaryDirectory() as tmp:
                 timing = Path(tmp) / "t.jsonl"
-                env.update(INSPECTOR_TIMING_FILE=str(timing),
-                           INSPECTOR_SETTINGS_FILE=str(Path(tmp) / "s.ini"),
-                           INSPECTOR_EXIT_AFTER_FIRST_RUN="1")
-                args = [sys.executable, "-m", "inspector", image]
+                env.update(INSPECTOR_SETTINGS_FILE=str(Path(tmp) / "s.ini"))
+                args = [sys.executable, str(ROOT / "tests" / "app_probe.py"), "--events",
+                        str(timing), "--exit-after-first-run", image]
                 if model != "demo_shapes":
                     args += ["--model", model]
                 t0 = time.time()
@@ -191,8 +190,8 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
         wait(0.05)
     wait(0.5)
     session = window.control.session
-    cams = ((window.control.cam_method, window.control.cam_layer),)
-    cams = cams if window.control.cams_available else ()
+    request = window.control.last_request  # what the window asked for: the same each run
+    spec, cams = request.capture, request.cams
     lateness: list[float] = []
     last = [time.perf_counter()]
 
@@ -211,7 +210,7 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
     # The worker runs images back to back: a queue it never sees empty, as a user dropping
     # a folder would fill it, whatever the window is busy with. The window shows what it can.
     for i in range(QUEUED_RUNS):
-        session.submit(images[i % len(images)], cams=cams, label=f"bench {i}")
+        session.submit(images[i % len(images)], capture=spec, cams=cams, label=f"bench {i}")
     probe.start()
     last[0] = time.perf_counter()
     t0 = time.perf_counter()
@@ -233,7 +232,7 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
         "paints_per_s": ((activation.paint_count - paints0) / elapsed) if activation else 0.0,
         "frames_per_s": (window.router.frames_shown - shown0) / elapsed,
         "dropped": window.router.frames_dropped,
-        "spec": session.capture,
+        "spec": spec,
         "cams": cams,
     }
     window.close()
@@ -252,11 +251,10 @@ def engine_loop(model: str, images: list[str], seconds: float, spec, cams) -> fl
     try:
         name = "demo_shapes" if model == "demo_shapes" else model
         session.load_model(ModelSpec(name=name)).result()
-        session.set_capture(spec)
-        session.run(images[0], cams=cams)  # warm-up
+        session.run(images[0], capture=spec, cams=cams)  # warm-up
         session.channel.drain()
         for i in range(QUEUED_RUNS):
-            session.submit(images[i % len(images)], cams=cams)
+            session.submit(images[i % len(images)], capture=spec, cams=cams)
         # Drain as the window's router does (every 16 ms), without painting anything.
         done = 0
         t0 = time.perf_counter()

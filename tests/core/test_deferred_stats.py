@@ -238,9 +238,9 @@ def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
     pre = Preprocess(crop_size=(16, 16), resize_size=None, mean=(0.5,) * 3, std=(0.5,) * 3)
     session.loaded = LoadedModel(model, "late", "test model", True, ["x", "y", "z"], pre,
                                  torch.device("cpu"))
-    session.set_capture(CaptureSpec.leaves(model))
+    capture = CaptureSpec.leaves(model)
     def run():
-        run_id = session.submit(torch.rand(3, 16, 16), backward=False)
+        run_id = session.submit(torch.rand(3, 16, 16), capture=capture, backward=False)
         frames = []
         while not (frames and isinstance(frames[-1], RunFinished)):
             frame = session.channel.get(timeout=30)

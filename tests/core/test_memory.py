@@ -28,8 +28,8 @@ def test_rss_flat_over_500_runs_of_resnet18_with_every_module_captured():
                            torch.device("cpu"))
     s.tree = build_tree(model, torch.zeros(1, 3, size, size))
     names = [n for n, _ in model.named_modules()]
-    s.set_capture(CaptureSpec.for_modules(names, KINDS, preview=frozenset(names[:6]),
-                                          keep=frozenset({"layer4"})))
+    capture = CaptureSpec.for_modules(names, KINDS, preview=frozenset(names[:6]),
+                                      keep=frozenset({"layer4"}))
     proc = psutil.Process()
     x = torch.rand(3, size, size)
     frames = 0
@@ -37,7 +37,7 @@ def test_rss_flat_over_500_runs_of_resnet18_with_every_module_captured():
     def runs(n):
         nonlocal frames
         for _ in range(n):
-            out = s.run(x, timeout=60)
+            out = s.run(x, timeout=60, capture=capture)
             assert out.status == "ok", out.error
             frames += len(s.channel.drain())
 

@@ -173,8 +173,9 @@ def test_interventions_listed_and_gone_after_run():
     s = session_with(model)
     try:
         x = torch.rand(3, 8, 8)
-        s.set_capture(CaptureSpec.for_modules(["conv"], (OUTPUT,), full=frozenset({"conv"})))
-        edited = s.run(x, interventions=(ZeroChannels("conv", channels=(1, 2)),))
+        capture = CaptureSpec.for_modules(["conv"], (OUTPUT,), full=frozenset({"conv"}))
+        edited = s.run(x, capture=capture,
+                       interventions=(ZeroChannels("conv", channels=(1, 2)),))
         frames = s.channel.drain()
         conv = next(f for f in frames if isinstance(f, ActivationFrame))
         assert (conv.full[:, 1:3] == 0).all() and (conv.full[:, 0] != 0).any()
@@ -218,5 +219,42 @@ def test_a_model_load_says_when_statistics_take_the_slower_path(monkeypatch, ker
         slow = [n for n in loaded.notes if n.startswith("Statistics use torch reductions")]
         assert slow == ([] if kernel else [fused_stats.fallback_note()])
         assert "no compiler at install time" in "".join(slow) or kernel
+    finally:
+        s.close()
+
+
+def test_each_run_captures_what_its_own_value_says_and_the_session_keeps_none_of_it():
+    from inspector.core.run import RunRequest
+
+    s = session_with(Tiny())
+    try:
+        x = torch.rand(3, 8, 8)
+        conv_only = RunRequest(x, capture=CaptureSpec.for_modules(["conv"], (OUTPUT,)))
+        fc_only = conv_only.with_(capture=CaptureSpec.for_modules(["fc"], (OUTPUT,)))
+        captured = []
+        for request in (conv_only, fc_only, conv_only.with_(capture=None)):
+            run_id, future = s.submit_request(request)
+            assert future.result(timeout=30).status == "ok"
+            captured.append({f.module for f in frames_of(s, run_id)
+                             if isinstance(f, ActivationFrame) and f.kind == OUTPUT})
+        assert captured[0] == {"conv"} and captured[1] == {"fc"}
+        assert captured[2] == {"conv", "act", "pool", "fc"}  # no value: every leaf
+        # Nothing of a run's capture is parked in the session for the next one.
+        assert not hasattr(s, "set_capture") and not hasattr(s, "capture")
+        assert not [k for k in vars(s) if "capture" in k]
+    finally:
+        s.close()
+
+
+def test_the_default_cam_layer_comes_with_model_loaded():
+    from inspector.core.frames import ModelLoaded
+
+    s = Session()
+    try:
+        s.load_model("demo_shapes").result(timeout=120)
+        frames = s.channel.drain()
+        loaded = next(f for f in frames if isinstance(f, ModelLoaded))
+        assert loaded.cam_layer is not None and loaded.cam_layer in loaded.tree.modules
+        assert loaded.cam_layer == s.default_cam_layer()
     finally:
         s.close()

@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "e2e"
+PROBE = ROOT / "tests" / "app_probe.py"
 SCREEN = (1600, 1000)
 FIRST_RUN_TIMEOUT = 240.0  # s: a cold start imports torch and torchvision on a busy machine
 
@@ -97,11 +98,12 @@ def test_the_app_opens_on_the_demo_model_and_draws_its_panes(xvfb, tmp_path, dem
         **os.environ,
         "DISPLAY": xvfb,
         "QT_QPA_PLATFORM": "xcb",
-        "INSPECTOR_TIMING_FILE": str(timing),
         "INSPECTOR_SETTINGS_FILE": str(tmp_path / "settings.ini"),
     }
     with open(log, "w") as out:
-        app = subprocess.Popen([sys.executable, "-m", "inspector", str(samples[0])],
+        # The app as `python -m inspector` runs it, watched from outside (tests/app_probe.py).
+        app = subprocess.Popen([sys.executable, str(PROBE), "--events", str(timing),
+                                str(samples[0])],
                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + FIRST_RUN_TIMEOUT

@@ -166,8 +166,8 @@ def test_tree_shows_the_run_statistics_and_its_checkboxes_drive_the_capture(
     check = model.index_of("features.3", COLUMN_OF_KIND[GRAD_INPUT])
     assert model.data(check, Qt.ItemDataRole.CheckStateRole) == Qt.CheckState.Unchecked
     model.setData(check, Qt.CheckState.Checked.value, Qt.ItemDataRole.CheckStateRole)
-    assert GRAD_INPUT in window._capture_spec().kinds_for("features.3")
-    qtbot.waitUntil(lambda: window.control.session.capture.kinds_for("features.3")
+    assert GRAD_INPUT in window.runs.request().capture.kinds_for("features.3")
+    qtbot.waitUntil(lambda: window.control.last_request.capture.kinds_for("features.3")
                     >= {GRAD_INPUT, OUTPUT}, timeout=TIMEOUT)
 
 
@@ -187,7 +187,7 @@ def test_a_corrupt_file_is_a_message_and_the_previous_image_stays(make_window, q
     assert window.images.list.count() == 1
     assert window.images.current() is before
     assert window.views["activation"].current_frame() is shown
-    window.control.rerun()  # F5: the app still works
+    window.runs.rerun()  # F5: the app still works
     wait_run(qtbot, window)
 
 
@@ -257,7 +257,7 @@ def test_a_checkpoint_that_does_not_fit_is_a_message_and_the_model_stays(
     assert "other.pt" in window.reporter.last_message
     assert "missing" in window.reporter.last_message
     assert window.model_name == "build_model"
-    window.control.rerun()
+    window.runs.rerun()
     wait_run(qtbot, window)
 
 
@@ -292,7 +292,7 @@ def test_a_text_file_opened_as_a_checkpoint_is_a_sentence_and_the_model_stays(
     assert dialog is not None and dialog.isVisible() and "notes.pt" in dialog.message.text()
     assert window.model_name == "build_model"
     assert window.control.model_spec.factory == TINY["factory"]
-    window.control.rerun()  # the previous model still runs
+    window.runs.rerun()  # the previous model still runs
     assert wait_run(qtbot, window).run_id > first.run_id
 
 
@@ -312,12 +312,12 @@ def test_stretch_levels_is_a_visible_choice_that_reaches_the_run(make_window, qt
     assert not pane.stretch_button.isChecked() and pane.stretch_button.isVisibleTo(window)
     assert shown(MODEL_INPUT).max() <= 16 and shown(ORIGINAL).max() <= 16  # 4000 / 257
     pane.stretch_button.click()
-    assert window.control.stretch is True
+    assert window.control.last_request.stretch is True
     qtbot.waitUntil(lambda: window.control.current_run != first.run_id, timeout=TIMEOUT)
     wait_run(qtbot, window)
     assert shown(MODEL_INPUT).max() > 150 and shown(ORIGINAL).max() == 255
     pane.stretch_button.click()  # and back
-    assert window.control.stretch is False
+    assert window.control.last_request.stretch is False
     wait_run(qtbot, window)
     assert shown(MODEL_INPUT).max() <= 16
 

@@ -292,8 +292,8 @@ def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):  # 
     reset.trigger()
     assert len(seen) == 2
     assert window.settings.qs.allKeys() == []
-    assert window.backward_action.isChecked() and window.control.backward
-    assert cam.method == "gradcam" and window.control.cam_method == "gradcam"
+    assert window.backward_action.isChecked() and window.control.last_request.backward
+    assert cam.method == "gradcam" and window.control.last_request.cams[0][0] == "gradcam"
     assert not window.docks["cam"].isHidden()  # the default layout is back
     assert window.reporter.label.text() == "Settings reset to their defaults"
     assert window.reporter.count == 0

@@ -13,5 +13,5 @@ class ActivationView(TensorView):
 
     frame_type = ActivationFrame
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__((OUTPUT,), diverging=False, parent=parent)
+    def __init__(self, parent: QWidget | None = None, store=None) -> None:
+        super().__init__((OUTPUT,), diverging=False, parent=parent, store=store)

@@ -14,14 +14,20 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
+from inspector.core.run_store import RunStore
+
 HINT_STYLE = "color: #8a8a8a; padding: 12px;"
 
 
 class FrameView(QWidget):
     """Base class: subclasses implement `handle_frame`, `_paint` and `_reset_run`."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, store: RunStore | None = None) -> None:
         super().__init__(parent)
+        # The window's run store (the frame router fills it); a view on its own keeps one
+        # that `keep` fills from the frames it is handed.
+        self.store = store if store is not None else RunStore()
+        self._own_store = store is None
         self._dirty = False
         self._run_id: int | None = None  # the run whose data is on screen
         self.failed_run: int | None = None  # the last run that failed
@@ -31,6 +37,11 @@ class FrameView(QWidget):
         self._paint_timer.setSingleShot(True)
         self._paint_timer.setInterval(0)
         self._paint_timer.timeout.connect(self.request_paint)
+
+    def keep(self, frame) -> None:
+        """Store `frame` when this view has a store of its own (else the router did)."""
+        if self._own_store:
+            self.store.put(frame)
 
     # -- painting ---------------------------------------------------------------------------
     def request_paint(self) -> None:
@@ -71,6 +82,10 @@ class FrameView(QWidget):
 
     def _paint(self) -> None:
         raise NotImplementedError
+
+    def stop(self) -> None:
+        """No paint after this (the window is closing)."""
+        self._paint_timer.stop()
 
     # -- runs -------------------------------------------------------------------------------
     def accept_run(self, run_id: int) -> bool:

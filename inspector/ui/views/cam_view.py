@@ -51,8 +51,8 @@ class CamView(FrameView):
     methodChanged = Signal(str)  # noqa: N815 (Qt signal naming)
     layerChanged = Signal(str)  # noqa: N815
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self, parent: QWidget | None = None, store=None) -> None:
+        super().__init__(parent, store)
         self.cam_frame: CamFrame | None = None  # the CAM on screen
         self.display: np.ndarray | None = None  # the image on screen, HxWx3 uint8
         self.composite: np.ndarray | None = None  # what the ImageItem holds

@@ -35,13 +35,11 @@ class GradientView(TensorView):
 
     frame_type = GradientFrame
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, store=None) -> None:
         # Per-run gradient statistics for the flow plot, by kind, in arrival (backward) order.
         self._flow: dict[str, dict[FlowKey, TensorStats]] = {}
-        self._forward: dict[str, int] = {}  # module -> first position in this run's forward
-        self._forward_run: int | None = None
         self._flow_dirty = True
-        super().__init__((GRAD_OUTPUT, GRAD_INPUT), diverging=True, parent=parent)
+        super().__init__((GRAD_OUTPUT, GRAD_INPUT), diverging=True, parent=parent, store=store)
         self.kind_combo = QComboBox()
         self.kind_combo.addItem("\u2202score/\u2202output", GRAD_OUTPUT)
         self.kind_combo.addItem("\u2202score/\u2202input", GRAD_INPUT)
@@ -69,11 +67,9 @@ class GradientView(TensorView):
 
     def handle_frame(self, frame: object) -> None:
         if isinstance(frame, ActivationFrame):
-            # Forward order for the flow plot: gradients arrive in backward order.
-            if self._forward_run is None or frame.run_id > self._forward_run:
-                self._forward_run, self._forward = frame.run_id, {}
-            if frame.run_id == self._forward_run:
-                self._forward.setdefault(frame.module, len(self._forward))
+            # The run store keeps the forward order for the flow plot (gradients arrive in
+            # backward order).
+            self.keep(frame)
             return
         super().handle_frame(frame)
         if (
@@ -92,8 +88,9 @@ class GradientView(TensorView):
         """The selected kind's layers in forward order, and whether mean |grad| is exact."""
         stats = self._flow.get(self.kind, {})
         keys = list(stats)
-        if keys and all(module in self._forward for module, _, _ in keys):
-            keys.sort(key=lambda k: (self._forward[k[0]], k[1], k[2]))
+        forward = self.store.forward_order(self._run_id) if self._run_id is not None else {}
+        if keys and all(module in forward for module, _, _ in keys):
+            keys.sort(key=lambda k: (forward[k[0]], k[1], k[2]))
         else:
             keys.reverse()  # backward order reversed is forward order, near enough
         points, exact = [], True
@@ -112,7 +109,6 @@ class GradientView(TensorView):
         self._flow_dirty = True
 
     def clear(self) -> None:
-        self._forward, self._forward_run = {}, None
         self._flow_dirty = True
         super().clear()
 

@@ -33,8 +33,8 @@ def looks_normalised(stats: TensorStats) -> bool:
 
 
 class InputStatsView(FrameView):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self, parent: QWidget | None = None, store=None) -> None:
+        super().__init__(parent, store)
         self.layers: list[str] = []  # in arrival (forward) order for the current run
         self._stats: dict[tuple[str, int, str], TensorStats] = {}
         self._started = False

@@ -60,8 +60,8 @@ class PredictionsView(FrameView):
 
     targetChosen = Signal(int)  # noqa: N815 (Qt signal naming)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self, parent: QWidget | None = None, store=None) -> None:
+        super().__init__(parent, store)
         self.frame: PredictionFrame | None = None
         self.requested: int | None = None  # a target asked for, not yet confirmed by a run
         self._started = False

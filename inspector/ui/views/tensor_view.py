@@ -82,8 +82,9 @@ class TensorView(FrameView):
 
     frame_type: type = TensorFrame
 
-    def __init__(self, kinds: tuple[str, ...], diverging: bool, parent: QWidget | None = None):
-        super().__init__(parent)
+    def __init__(self, kinds: tuple[str, ...], diverging: bool, parent: QWidget | None = None,
+                 store=None):
+        super().__init__(parent, store)
         self.kinds = kinds
         self.kind = kinds[0]
         self.module: str | None = None
@@ -158,6 +159,7 @@ class TensorView(FrameView):
             if self.module is not None and (shown is None or shown.run_id < frame.run_id):
                 self.request_panel()
         elif isinstance(frame, ModelLoaded):
+            self.keep(frame)  # a store of its own forgets the old model's runs
             self.clear()
 
     def current_frame(self) -> TensorFrame | None:

@@ -1,0 +1,36 @@
+"""A run, described as data: everything one run needs, in one frozen value.
+
+The window builds a `RunRequest` from its widgets and submits it; the CLI and scripts build
+theirs from their arguments. The Session keeps nothing of a run between runs: a different
+capture, target or CAM layer is a different value, not a setting changed in place.
+
+No torch here (the window builds values before the engine has loaded), and no Qt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .hooks import CaptureSpec
+    from .interventions import Intervention
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    image: Any  # a path, a PIL image, or a preprocessed (3, H, W) / (1, 3, H, W) tensor
+    # What the hooks capture. None: the input, output and output gradient of every leaf.
+    capture: CaptureSpec | None = None
+    target: int | None = None  # class to explain; None: the top-1 prediction
+    backward: bool = True
+    interventions: tuple[Intervention, ...] = ()
+    cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)
+    topk: int = 5
+    label: str = ""
+    # 16-bit, 32-bit and float images: False scales them by their type's range (as
+    # torchvision's ToDtype(scale=True)), True stretches their own min..max to 0..255.
+    stretch: bool = False
+
+    def with_(self, **changes: Any) -> RunRequest:
+        return replace(self, **changes)

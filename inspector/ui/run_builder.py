@@ -1,0 +1,119 @@
+"""Each run as a value built from what the widgets say, submitted through SessionControl.
+
+A run is core's frozen RunRequest: the image, what the module tree's checkboxes capture, the
+target class, the CAM method and layer, gradients on or off, stretched levels. Nothing of it
+is parked anywhere between runs: a checkbox changes the tree, a combo box changes the CAM
+view, and the next run (now, or after a short pause for a burst of changes) reads them all
+into a new value.
+
+Runs follow the user: a new image, a different target or CAM layer runs at once; module
+selection and checkbox changes are coalesced by a short timer, so arrowing through the tree
+does not queue a run per row.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from PySide6.QtCore import QObject, QTimer
+
+from inspector.ui import capture_choice
+from inspector.ui.session_control import DEFAULT_CAM, GRADIENT_FREE_CAMS, SessionControl
+
+RERUN_DELAY_MS = 120
+
+
+class RunBuilder(QObject):
+    """Builds the next RunRequest from the tree, the image pane, the gradients toggle and the
+    CAM view (`cam_view`, set once the views exist), and submits it."""
+
+    def __init__(self, control: SessionControl, tree, images, backward_action, parent=None):
+        super().__init__(parent)
+        self.control = control
+        self.tree = tree  # ModuleTreeWidget: its checkboxes and selection
+        self.images = images  # ImagePane: stretch levels
+        self.backward_action = backward_action  # "Compute gradients"
+        self.cam_view = None  # CamView: method and layer; DEFAULT_CAM at the default layer without
+        self.default_cam_layer: str | None = None  # of the loaded model (ModelLoaded.cam_layer)
+        self.entry = None  # the ImageEntry being shown
+        self.target: int | None = None  # class to explain; None: the top-1 prediction
+        self.cams_available = importlib.util.find_spec("inspector.core.cam") is not None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(RERUN_DELAY_MS)
+        self._timer.timeout.connect(self.rerun)
+
+    # -- what the user changes ---------------------------------------------------------------
+    def show(self, entry) -> None:
+        """Make `entry` the current image and run it (now, or once a model is loaded)."""
+        if entry is not self.entry:
+            self.target = None  # a class chosen for another image
+        self.entry = entry
+        self.rerun()
+
+    def set_target(self, target: int | None) -> None:
+        self.target = target
+        self.rerun()
+
+    def model_changed(self, cam_layer: str | None) -> None:
+        """A new model: class indices belonged to the old one."""
+        self.target = None
+        self.default_cam_layer = cam_layer
+
+    # -- the value -----------------------------------------------------------------------------
+    def request(self):
+        """The run the widgets ask for now (core.run.RunRequest), or None without an image."""
+        if self.entry is None:
+            return None
+        from inspector.core.hooks import CaptureSpec
+        from inspector.core.run import RunRequest
+
+        backward = self.backward_action.isChecked()
+        model = self.tree.model
+        modules = capture_choice.capture_modules(model.capture_modules(), backward)
+        preview = capture_choice.preview_modules(model.tree, modules, self.tree.current_module())
+        return RunRequest(
+            image=self.entry.source,
+            capture=CaptureSpec(modules=modules, preview=preview),
+            target=self.target,
+            backward=backward,
+            cams=self._cams(backward),
+            label=self.entry.name,
+            stretch=self.images.stretch,
+        )
+
+    def _cams(self, backward: bool) -> tuple[tuple[str, str | None], ...]:
+        cam = self.cam_view
+        method = cam.method if cam is not None and cam.method else DEFAULT_CAM
+        layer = cam.layer if cam is not None else None
+        # Without a backward pass only gradient-free methods can run; a model with no layer
+        # a CAM can use (no spatial or token output) gets none.
+        wanted = self.cams_available and (backward or method in GRADIENT_FREE_CAMS)
+        if not wanted or (layer is None and self.default_cam_layer is None):
+            return ()
+        return ((method, layer),)
+
+    def previewed(self, module: str) -> bool:
+        """Whether the last submitted run captured the previews of `module`."""
+        request = self.control.last_request
+        return request is not None and module in request.capture.preview
+
+    # -- running -------------------------------------------------------------------------------
+    def schedule(self) -> None:
+        """Run again soon: coalesces a burst of changes (tree navigation, checkboxes)."""
+        self._timer.start()
+
+    def rerun(self) -> int | None:
+        """Cancel what runs and run the current image as the widgets now say."""
+        self._timer.stop()
+        if not self.control.ready or self.control.loaded is None:
+            return None
+        request = self.request()
+        return None if request is None else self.control.submit(request)
+
+    def cancel(self) -> None:
+        self._timer.stop()
+        self.control.cancel()
+
+    def stop(self) -> None:
+        self._timer.stop()

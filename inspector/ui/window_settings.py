@@ -1,0 +1,67 @@
+"""What the main window keeps in its settings: the layout, the tree's columns, the choices it
+restores at start, saved values it could not use, and Help ▸ Reset settings."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray
+from PySide6.QtWidgets import QMessageBox
+
+from inspector.ui.session_control import DEFAULT_CAM
+
+
+class WindowSettings:
+    def __init__(self, window, settings, reporter) -> None:
+        self.window = window
+        self.settings = settings  # AppSettings
+        self.reporter = reporter
+        settings.on_problem = self.report_problems
+        if settings.problems:
+            self.report_problems()
+
+    def restore(self) -> bool:
+        """The window's geometry and docks, the tree's columns; False: nothing was saved."""
+        restored = self.settings.restore_window(self.window)
+        self.window.tree.restore_header_state(self.settings.value("tree_header", QByteArray()))
+        return restored
+
+    def save(self) -> None:
+        self.settings.save_window(self.window)
+        self.settings.set_value("tree_header", self.window.tree.header_state())
+        self.settings.sync()
+
+    def cam_method(self, methods: list[str]) -> str:
+        return self.settings.value("cam_method", DEFAULT_CAM, choices=methods)
+
+    def report_problems(self, _problem: str = "") -> None:
+        problems = self.settings.problems
+        where = self.settings.qs.fileName()
+        if len(problems) == 1:
+            message = f"{problems[0]}."
+        else:
+            message = f"Ignored {len(problems)} saved settings that could not be used; " \
+                      "their defaults are used."
+        self.reporter.report(message, "\n".join(problems) + f"\n\nSettings file: {where}")
+
+    def ask_and_reset(self) -> None:
+        """After asking, forget everything saved and use the defaults now (the layout,
+        computing gradients, the CAM method); run again when a choice changed."""
+        window = self.window
+        answer = QMessageBox.question(
+            window, "Reset settings",
+            "Forget the window layout, the recent images and models, and every choice the "
+            "app remembers? The loaded model and images stay open.",
+            QMessageBox.StandardButton.Reset | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel)
+        if answer != QMessageBox.StandardButton.Reset:
+            return
+        self.settings.reset()
+        window.reset_layout()
+        changed = not window.backward_action.isChecked()
+        window.backward_action.setChecked(True)
+        cam = window.views.get("cam")
+        if cam is not None and cam.method != DEFAULT_CAM:
+            cam.set_method(DEFAULT_CAM)
+            changed = True
+        self.reporter.info("Settings reset to their defaults")
+        if changed:
+            window.runs.rerun()

@@ -1,0 +1,108 @@
+"""The run store: latest frame per key, run ids, forward order, subscriptions. No Qt."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inspector.core.frames import (
+    GRAD_OUTPUT,
+    INPUT,
+    OUTPUT,
+    ActivationFrame,
+    CamFrame,
+    GradientFrame,
+    ModelLoaded,
+    PredictionFrame,
+    RunFinished,
+    RunStarted,
+    TensorStats,
+)
+from inspector.core.run_store import RunStore, key_of
+
+
+def stats(value: float) -> TensorStats:
+    one = np.array([value])
+    return TensorStats(value, 0.0, value, value, 0.0, 1, one, one, one, one, one)
+
+
+def act(run, module, value=1.0, kind=OUTPUT, call=0):
+    return ActivationFrame(run, module, call, kind, "", (1, 1), "float32", stats(value))
+
+
+def grad(run, module, value=1.0):
+    return GradientFrame(run, module, 0, GRAD_OUTPUT, "", (1, 1), "float32", stats(value))
+
+
+def test_the_latest_frame_per_key_and_per_run():
+    store = RunStore()
+    store.put(RunStarted(1, "a.png", "m", "cpu"))
+    store.put(act(1, "conv", 1.0))
+    store.put(act(1, "conv", 2.0))  # the same key again: the newer frame wins
+    store.put(act(1, "conv", 5.0, kind=INPUT))
+    assert store.get(("tensor", "conv", OUTPUT, 0, "")).stats.mean == 2.0
+    assert set(store.tensors("conv", (OUTPUT,), 1)) == {(OUTPUT, 0, "")}
+    assert set(store.tensors("conv", (OUTPUT, INPUT), 1)) == {(OUTPUT, 0, ""), (INPUT, 0, "")}
+    assert store.tensors("fc", (OUTPUT,), 1) == {}
+    assert key_of(RunStarted(1, "", "", "")) is None
+
+
+def test_runs_switch_and_older_runs_stay_until_there_are_too_many():
+    store = RunStore(keep_runs=2)
+    for run in (1, 2, 3):
+        store.put(RunStarted(run, f"{run}.png", "m", "cpu"))
+        store.put(act(run, "conv", float(run)))
+        store.put(RunFinished(run, "ok" if run != 2 else "error"))
+    assert store.current_run == 3
+    assert store.runs() == [2, 3]  # run 1 dropped
+    assert store.get(("tensor", "conv", OUTPUT, 0, "")).stats.mean == 3.0
+    assert store.get(("tensor", "conv", OUTPUT, 0, ""), run_id=2).stats.mean == 2.0
+    assert store.status(2) == "error" and store.status(3) == "ok"
+    assert store.latest_run((OUTPUT,)) == 3 and store.latest_run((GRAD_OUTPUT,)) is None
+
+
+def test_a_pinned_run_stays_and_a_new_model_clears_everything():
+    store = RunStore(keep_runs=1)
+    store.put(act(1, "conv", 1.0))
+    store.pin(1)
+    for run in (2, 3, 4):
+        store.put(act(run, "conv", float(run)))
+    assert store.runs() == [1, 4] and store.pinned_run == 1
+    store.put(ModelLoaded("m", "", False, "cpu", None))
+    assert store.runs() == [] and store.current_run is None and store.pinned_run is None
+
+
+def test_a_subscription_gets_only_the_keys_it_asked_for():
+    store = RunStore()
+    conv_outputs, gradients, cams, everything = [], [], [], []
+    sub = store.subscribe(conv_outputs.append, kinds=(OUTPUT,), modules={"conv"})
+    store.subscribe(gradients.append, kinds=(GRAD_OUTPUT,))
+    store.subscribe(cams.append, kinds=("cam",))
+    store.subscribe(everything.append)
+    frames = [act(1, "conv"), act(1, "fc"), act(1, "conv", kind=INPUT), grad(1, "conv"),
+              grad(1, "fc"), CamFrame(1, "gradcam", "conv", 0, np.zeros((2, 2), np.float32)),
+              PredictionFrame(1, (), None), RunFinished(1, "ok")]
+    for f in frames:
+        store.put(f)
+    assert conv_outputs == [frames[0]]
+    assert gradients == [frames[3], frames[4]]
+    assert cams == [frames[5]]
+    assert everything == frames[:7]  # control frames are not data: nobody gets them
+    sub.modules = {"fc"}  # the view now shows another module
+    store.put(act(2, "conv"))
+    store.put(act(2, "fc"))
+    assert [f.module for f in conv_outputs] == ["conv", "fc"]
+    store.unsubscribe(sub)
+    store.put(act(3, "fc"))
+    assert len(conv_outputs) == 2
+
+
+def test_forward_order_is_the_order_of_first_activations():
+    store = RunStore()
+    store.put(RunStarted(1, "", "m", "cpu"))
+    for module in ("", "conv", "relu", "conv", "fc"):
+        store.put(act(1, module, kind=INPUT))
+    store.put(grad(1, "fc"))  # gradients arrive backwards: they do not change the order
+    store.put(grad(1, "late"))
+    assert store.forward_order() == {"": 0, "conv": 1, "relu": 2, "fc": 3}
+    assert list(store.of_kind((GRAD_OUTPUT,), 1)) == [
+        ("tensor", "fc", GRAD_OUTPUT, 0, ""), ("tensor", "late", GRAD_OUTPUT, 0, "")]
