@@ -1,26 +1,22 @@
-"""Reading model files: checkpoints, trusted pickles and factory files, or a sentence why not.
+"""Reading checkpoint files, or a sentence why not.
 
 Every fault of a file a user names (missing, a folder, empty, text, cut short, damaged, made
 for another architecture, holding more than weights, a factory that does not build a model)
 raises `ModelLoadError` whose message names the file and says what is wrong in words a user
 can act on. Its `details` keep what the library said (for a bug report), never a traceback
 of this program. A checkpoint's format is recognised from its first bytes, not its name:
-a safetensors file saved as .pt loads, and a text file named .pt is called text.
+a safetensors file saved as .pt loads, and a text file named .pt is called text. Models
+given as code (factory files, trusted pickles) are read by `model_code`.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
 import json
 import os
 import pickle
 import re
-import sys
-import traceback
 import zipfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import torch
@@ -108,7 +104,7 @@ def file_format(path: Path) -> str:
     return "a file of an unknown format"
 
 
-def _clean(text: str) -> str:
+def clean_message(text: str) -> str:
     """torch's messages carry terminal colour codes; a window shows them as garbage."""
     return re.sub(r"\x1b\[[0-9;]*m", "", text).strip()
 
@@ -168,20 +164,20 @@ def _read_safetensors(path: Path, kind: str) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise ModelLoadError(f"{path.name} is a damaged safetensors file ({_clean(str(e))})",
-                             f"{type(e).__name__}: {_clean(str(e))}") from None
+        raise ModelLoadError(f"{path.name} is a damaged safetensors file ({clean_message(str(e))})",
+                             f"{type(e).__name__}: {clean_message(str(e))}") from None
 
 
 def _torch_load(path: Path, kind: str) -> Any:
     if kind == "zip":
-        _check_archive(path)
+        check_archive(path)
     try:
         # A file object, not the path: torch.load picks its reader by a path's suffix, and
         # this file's content was checked instead.
         with open(path, "rb") as f:
             return torch.load(f, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        text = _clean(str(e))
+        text = clean_message(str(e))
         needs = re.search(r"GLOBAL ([\w.]+)", text)
         if needs:
             raise ModelLoadError(
@@ -190,13 +186,13 @@ def _torch_load(path: Path, kind: str) -> Any:
                 f"load it, because unpickling them runs code from the file. {TRUST_HINT}",
                 text,
             ) from None
-        raise ModelLoadError(_damaged(path, kind, e), text) from None
+        raise ModelLoadError(damaged_message(path, kind, e), text) from None
     except Exception as e:  # torch reports damaged files as RuntimeError, EOFError, KeyError...
-        text = f"{type(e).__name__}: {_clean(str(e))}"
-        raise ModelLoadError(_damaged(path, kind, e), text) from None
+        text = f"{type(e).__name__}: {clean_message(str(e))}"
+        raise ModelLoadError(damaged_message(path, kind, e), text) from None
 
 
-def _check_archive(path: Path) -> None:
+def check_archive(path: Path) -> None:
     """torch.save's zip archive holds <name>/data.pkl; TorchScript's also <name>/constants.pkl."""
     try:
         with zipfile.ZipFile(path) as z:
@@ -218,10 +214,10 @@ def _check_archive(path: Path) -> None:
         )
 
 
-def _damaged(path: Path, kind: str, e: BaseException) -> str:
+def damaged_message(path: Path, kind: str, e: BaseException) -> str:
     text = str(e)
-    if kind == "zip":  # its directory was readable (_check_archive): a member is damaged
-        return f"{path.name} is a damaged torch.save archive ({_clean(text).splitlines()[0][:200]})"
+    if kind == "zip":  # its directory was readable (check_archive): a member is damaged
+        return f"{path.name} is a damaged torch.save archive ({clean_message(text).splitlines()[0][:200]})"
     if isinstance(e, EOFError) or "truncated" in text.lower() or "eof" in text.lower():
         return f"{path.name} is cut short: the file ends in the middle of its data"
     return (f"{path.name} is damaged: it starts like a torch.save file in the older pickle "
@@ -293,124 +289,5 @@ def apply_state_dict(model: nn.Module, state: dict[str, torch.Tensor], path, arc
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
-        raise ModelLoadError(f"{Path(path).name} does not fit {arch}: {_clean(str(e))[:300]}",
-                             _clean(str(e))) from None
-
-
-# -- trusted pickles ----------------------------------------------------------------------------
-
-
-def unpickle_module(path: str | os.PathLike) -> nn.Module:
-    """A whole nn.Module saved with torch.save(model). Runs code from the file: only call
-    this when the user said they trust it."""
-    path = existing_file(path, "model")
-    kind = file_format(path)
-    if kind not in ("zip", "pickle"):
-        raise ModelLoadError(f"{path.name} is {kind}, not a model saved with torch.save")
-    if kind == "zip":
-        _check_archive(path)
-    try:
-        with open(path, "rb") as f:
-            obj = torch.load(f, map_location="cpu", weights_only=False)
-    except (ModuleNotFoundError, AttributeError) as e:
-        raise ModelLoadError(
-            f"{path.name} needs Python code that is not importable here ({e}): import or "
-            f"install the code that defined the model, or save and load a state_dict instead",
-            f"{type(e).__name__}: {e}",
-        ) from None
-    except Exception as e:  # anything can happen while unpickling foreign code
-        if isinstance(e, EOFError) or "eof" in str(e).lower():
-            raise ModelLoadError(_damaged(path, kind, e), f"{type(e).__name__}: {e}") from None
-        text = f"{type(e).__name__}: {_clean(str(e))}"
-        raise ModelLoadError(f"{path.name} could not be unpickled ({text[:200]})", text) from None
-    if not isinstance(obj, nn.Module):
-        raise ModelLoadError(
-            f"{path.name} holds a {type(obj).__name__}, not an nn.Module; if it is a "
-            f"state_dict, open it as a checkpoint for its architecture"
-        )
-    return obj
-
-
-# -- factory files ------------------------------------------------------------------------------
-
-
-def run_factory(factory: str) -> tuple[nn.Module, ModuleType, Path, str]:
-    """Import "path/to/file.py:function" and call the function with no arguments.
-
-    Returns (model, the imported module, the file, the function's name). Runs the file's code:
-    the user chose it."""
-    file, _, func = factory.rpartition(":")
-    if not file or not func:
-        raise ModelLoadError(f"'{factory}': expected path/to/file.py:function_name")
-    path = existing_file(file, "Python")
-    name = path.name
-    try:
-        source = path.read_text(encoding="utf-8")
-        code = compile(source, str(path), "exec")
-    except UnicodeDecodeError:
-        raise ModelLoadError(f"{name} is not a Python file (it is not text)") from None
-    except SyntaxError as e:
-        raise ModelLoadError(
-            f"{name} has a syntax error on line {e.lineno}: {e.msg}",
-            f"{path}, line {e.lineno}: {e.msg}\n{(e.text or '').rstrip()}",
-        ) from None
-    mod_name = f"_inspector_factory_{path.stem}"
-    module_spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[mod_name] = module  # dataclasses and pickling look their module up here
-    try:
-        exec(code, module.__dict__)
-    except ImportError as e:
-        sys.modules.pop(mod_name, None)
-        raise ModelLoadError(f"{name} imports something not installed here: {e}",
-                             _user_traceback(e, path)) from None
-    except Exception as e:
-        sys.modules.pop(mod_name, None)
-        raise ModelLoadError(f"{name} failed while it was imported: {type(e).__name__}: {e}",
-                             _user_traceback(e, path)) from None
-    try:
-        model = _call_factory(module, mod_name, name, func, path)
-    except ModelLoadError:
-        sys.modules.pop(mod_name, None)
-        raise
-    return model, module, path, func
-
-
-def _call_factory(module: ModuleType, mod_name: str, name: str, func: str, path: Path):
-    fn = getattr(module, func, None)
-    if fn is None:
-        defined = [k for k, v in vars(module).items()
-                   if inspect.isfunction(v) and v.__module__ == mod_name]
-        listed = f" (it defines {some(defined)})" if defined else " (it defines no functions)"
-        raise ModelLoadError(f"{name} has no function '{func}'{listed}")
-    if not callable(fn):
-        raise ModelLoadError(f"'{func}' in {name} is a {type(fn).__name__}, not a function")
-    try:
-        inspect.signature(fn).bind()
-    except TypeError:
-        raise ModelLoadError(
-            f"{name}:{func}() needs arguments, but the factory is called with none: give them "
-            f"defaults, or add a function that takes none"
-        ) from None
-    except ValueError:
-        pass  # no signature to read (a builtin): just call it
-    try:
-        model = fn()
-    except Exception as e:
-        raise ModelLoadError(f"{name}:{func}() raised {type(e).__name__}: {e}",
-                             _user_traceback(e, path)) from None
-    if not isinstance(model, nn.Module):
-        raise ModelLoadError(
-            f"{name}:{func}() returned an object of type {type(model).__name__}, not an "
-            f"nn.Module: the factory must return the model itself"
-        )
-    return model
-
-
-def _user_traceback(e: BaseException, path: Path) -> str:
-    """Where the user's own file failed (the frames of this program say nothing to them)."""
-    frames = traceback.extract_tb(e.__traceback__)
-    theirs = [i for i, f in enumerate(frames) if Path(f.filename) == path]
-    start = theirs[0] if theirs else 0
-    lines = traceback.format_list(frames[start:]) + traceback.format_exception_only(e)
-    return f"Where it failed, from {path.name} on:\n" + "".join(lines)
+        raise ModelLoadError(f"{Path(path).name} does not fit {arch}: {clean_message(str(e))[:300]}",
+                             clean_message(str(e))) from None

@@ -15,14 +15,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .model_code import run_factory, unpickle_module
 from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: part of this API)
     TRUST_HINT,
     CheckpointMismatch,
     ModelLoadError,
     apply_state_dict,
     read_state_dict,
-    run_factory,
-    unpickle_module,
 )
 from .preprocess import Preprocess
 

@@ -1,0 +1,146 @@
+"""Models given as code: a factory file ("path/to/file.py:function") or a whole pickled
+module. Both run the user's code, so they are only called for files the user chose (and,
+for pickles, said they trust). Every fault is a `ModelLoadError` sentence naming the file;
+its details show where the user's own code failed, not this program's frames.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+
+import torch
+from torch import nn
+
+from .model_files import (
+    ModelLoadError,
+    check_archive,
+    clean_message,
+    damaged_message,
+    existing_file,
+    file_format,
+    some,
+)
+
+# -- trusted pickles ----------------------------------------------------------------------------
+
+
+def unpickle_module(path: str | os.PathLike) -> nn.Module:
+    """A whole nn.Module saved with torch.save(model). Runs code from the file: only call
+    this when the user said they trust it."""
+    path = existing_file(path, "model")
+    kind = file_format(path)
+    if kind not in ("zip", "pickle"):
+        raise ModelLoadError(f"{path.name} is {kind}, not a model saved with torch.save")
+    if kind == "zip":
+        check_archive(path)
+    try:
+        with open(path, "rb") as f:
+            obj = torch.load(f, map_location="cpu", weights_only=False)
+    except (ModuleNotFoundError, AttributeError) as e:
+        raise ModelLoadError(
+            f"{path.name} needs Python code that is not importable here ({e}): import or "
+            f"install the code that defined the model, or save and load a state_dict instead",
+            f"{type(e).__name__}: {e}",
+        ) from None
+    except Exception as e:  # anything can happen while unpickling foreign code
+        if isinstance(e, EOFError) or "eof" in str(e).lower():
+            raise ModelLoadError(damaged_message(path, kind, e), f"{type(e).__name__}: {e}") from None
+        text = f"{type(e).__name__}: {clean_message(str(e))}"
+        raise ModelLoadError(f"{path.name} could not be unpickled ({text[:200]})", text) from None
+    if not isinstance(obj, nn.Module):
+        raise ModelLoadError(
+            f"{path.name} holds a {type(obj).__name__}, not an nn.Module; if it is a "
+            f"state_dict, open it as a checkpoint for its architecture"
+        )
+    return obj
+
+
+# -- factory files ------------------------------------------------------------------------------
+
+
+def run_factory(factory: str) -> tuple[nn.Module, ModuleType, Path, str]:
+    """Import "path/to/file.py:function" and call the function with no arguments.
+
+    Returns (model, the imported module, the file, the function's name). Runs the file's code:
+    the user chose it."""
+    file, _, func = factory.rpartition(":")
+    if not file or not func:
+        raise ModelLoadError(f"'{factory}': expected path/to/file.py:function_name")
+    path = existing_file(file, "Python")
+    name = path.name
+    try:
+        source = path.read_text(encoding="utf-8")
+        code = compile(source, str(path), "exec")
+    except UnicodeDecodeError:
+        raise ModelLoadError(f"{name} is not a Python file (it is not text)") from None
+    except SyntaxError as e:
+        raise ModelLoadError(
+            f"{name} has a syntax error on line {e.lineno}: {e.msg}",
+            f"{path}, line {e.lineno}: {e.msg}\n{(e.text or '').rstrip()}",
+        ) from None
+    mod_name = f"_inspector_factory_{path.stem}"
+    module_spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[mod_name] = module  # dataclasses and pickling look their module up here
+    try:
+        exec(code, module.__dict__)
+    except ImportError as e:
+        sys.modules.pop(mod_name, None)
+        raise ModelLoadError(f"{name} imports something not installed here: {e}",
+                             _user_traceback(e, path)) from None
+    except Exception as e:
+        sys.modules.pop(mod_name, None)
+        raise ModelLoadError(f"{name} failed while it was imported: {type(e).__name__}: {e}",
+                             _user_traceback(e, path)) from None
+    try:
+        model = _call_factory(module, mod_name, name, func, path)
+    except ModelLoadError:
+        sys.modules.pop(mod_name, None)
+        raise
+    return model, module, path, func
+
+
+def _call_factory(module: ModuleType, mod_name: str, name: str, func: str, path: Path):
+    fn = getattr(module, func, None)
+    if fn is None:
+        defined = [k for k, v in vars(module).items()
+                   if inspect.isfunction(v) and v.__module__ == mod_name]
+        listed = f" (it defines {some(defined)})" if defined else " (it defines no functions)"
+        raise ModelLoadError(f"{name} has no function '{func}'{listed}")
+    if not callable(fn):
+        raise ModelLoadError(f"'{func}' in {name} is a {type(fn).__name__}, not a function")
+    try:
+        inspect.signature(fn).bind()
+    except TypeError:
+        raise ModelLoadError(
+            f"{name}:{func}() needs arguments, but the factory is called with none: give them "
+            f"defaults, or add a function that takes none"
+        ) from None
+    except ValueError:
+        pass  # no signature to read (a builtin): just call it
+    try:
+        model = fn()
+    except Exception as e:
+        raise ModelLoadError(f"{name}:{func}() raised {type(e).__name__}: {e}",
+                             _user_traceback(e, path)) from None
+    if not isinstance(model, nn.Module):
+        raise ModelLoadError(
+            f"{name}:{func}() returned an object of type {type(model).__name__}, not an "
+            f"nn.Module: the factory must return the model itself"
+        )
+    return model
+
+
+def _user_traceback(e: BaseException, path: Path) -> str:
+    """Where the user's own file failed (the frames of this program say nothing to them)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    theirs = [i for i, f in enumerate(frames) if Path(f.filename) == path]
+    start = theirs[0] if theirs else 0
+    lines = traceback.format_list(frames[start:]) + traceback.format_exception_only(e)
+    return f"Where it failed, from {path.name} on:\n" + "".join(lines)
