@@ -297,7 +297,8 @@ def test_a_text_file_opened_as_a_checkpoint_is_a_sentence_and_the_model_stays(
 
 
 def test_stretch_levels_is_a_visible_choice_that_reaches_the_run(make_window, qtbot, tmp_path):
-    from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL, pil_from_qimage
+    from inspector.ui.image_canvas import pil_from_qimage
+    from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL
 
     ramp = np.tile(np.linspace(1000, 4000, 96).round().astype(np.uint16), (80, 1))
     Image.fromarray(ramp).save(tmp_path / "sensor16.png")  # a dim 12-bit image in 16 bits
