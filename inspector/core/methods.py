@@ -6,7 +6,8 @@ fill its menus and the CLI its help text before torch has loaded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 # -- hook kinds, in the order a module sees them ----------------------------------------------
 
@@ -94,3 +95,35 @@ def title(name: str) -> str:
     """The display title of a method, or the name itself when the table does not know it."""
     method = METHODS.get(_key(name))
     return method.title if method is not None else name
+
+
+@dataclass(frozen=True)
+class AttributionOptions:
+    """The settings of the input attributions that have any (see core.saliency).
+
+    ig_steps: Integrated Gradients' steps along the path from the baseline (the all-zero
+        model input) to the input; its error in completeness shrinks as they grow.
+    smoothgrad_samples: noisy copies averaged by SmoothGrad.
+    smoothgrad_sigma: their noise's standard deviation, as a fraction of each image's value
+        range (Smilkov et al. found 10-20% works best).
+    seed: SmoothGrad's noise generator: the same seed gives the same attribution.
+    batch_size: inputs per forward for SmoothGrad and IG (bounds their memory).
+    """
+
+    ig_steps: int = 50
+    smoothgrad_samples: int = 25
+    smoothgrad_sigma: float = 0.15
+    seed: int = 0
+    batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("ig_steps", "smoothgrad_samples", "batch_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be at least 1, "
+                                 f"got {getattr(self, name)}")
+        sigma = float(self.smoothgrad_sigma)
+        if not sigma >= 0:  # also NaN
+            raise ValueError(f"smoothgrad-sigma must be 0 or more, got {self.smoothgrad_sigma}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
