@@ -23,9 +23,6 @@ from . import fused_stats
 from .cam import logits_of
 from .channel import FrameChannel
 from .frames import (
-    GRAD_OUTPUT,
-    INPUT,
-    OUTPUT,
     CamFrame,
     ErrorFrame,
     ModelLoaded,
@@ -38,12 +35,12 @@ from .frames import (
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .images import ImageLoadError, as_rgb, load_image
 from .interventions import Intervention
+from .methods import DEFAULT_KINDS
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
 from .runtime import apply_thread_setting
 from .tree import ModuleTree, build_tree
 from .worker import InferenceWorker
 
-DEFAULT_KINDS = (INPUT, OUTPUT, GRAD_OUTPUT)
 PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
 
 

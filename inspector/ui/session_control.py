@@ -22,6 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from inspector.core.methods import DEFAULT_CAM, GRADIENT_FREE_CAMS
 from inspector.ui.frame_router import FrameRouter
 
 RERUN_DELAY_MS = 120
@@ -29,8 +30,6 @@ RERUN_DELAY_MS = 120
 # to finish (or this long at most), so that it does not slow the first frames down.
 CATALOG_WAIT_S = 10.0
 WORKER_NICE = 5
-DEFAULT_CAM = "gradcam"
-GRADIENT_FREE_CAMS = frozenset({"eigencam", "scorecam"})
 
 
 def lower_priority(native_id: int | None, nice: int = WORKER_NICE) -> None:
