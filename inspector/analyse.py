@@ -4,7 +4,8 @@ It drives the same Session as the desktop app: the model lives on the Session's 
 thread, each image is one run whose capture keeps the whole output and output gradient of
 the chosen layers, and the CAMs come from core.cam. Per image it writes
 
-    DIR/<name>/<name>.npz             input, activation/<module>, gradient/<module>, cam/<method>
+    DIR/<name>/<name>.npz             input, activation/<module>, gradient/<module>, cam/<method>,
+                                      attr/<method> (input attributions, core.saliency)
     DIR/<name>/cam_<method>.png       the CAM over the original picture
     DIR/<name>/activation_<module>.png  per-channel normalised mosaic
 
@@ -32,6 +33,7 @@ from inspector.core.frames import (
     GradientFrame,
     PredictionFrame,
 )
+from inspector.core.methods import AttributionOptions, attribution_method, cam_method
 
 MAX_OVERLAY_SIDE = 2048  # overlays of huge photos are written at most this large
 
@@ -49,15 +51,17 @@ class Analysis:
         tensorboard: bool = True,
         progress: bool = True,
         stretch: bool = False,
+        attributions: list[str] = (),
+        attribution_options: AttributionOptions | None = None,
         warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     ) -> None:
-        from inspector.core.cam import method_name
-
         self.spec = spec
         self.out = Path(out)
         self.layers = list(dict.fromkeys(layers))
         self.capture = None  # what each run captures, once the model is loaded (see _load)
-        self.methods = list(dict.fromkeys(method_name(m) for m in methods))  # ValueError early
+        self.methods = list(dict.fromkeys(cam_method(m) for m in methods))  # ValueError early
+        self.attributions = list(dict.fromkeys(attribution_method(m) for m in attributions))
+        self.attribution_options = attribution_options or AttributionOptions()
         self.cam_layer = cam_layer
         self.target_text = target
         self.topk = topk
@@ -205,6 +209,7 @@ class Analysis:
         if "scorecam" in self.methods:
             cams["scorecam"] = self._score_cam(session, loaded, x, outcome.target)
         cams = {m: cams[m] for m in self.methods}
+        attributions = self._attributions(session, loaded, x, outcome.target)
         entry["target"] = outcome.target
         for f in frames:
             if isinstance(f, PredictionFrame):
@@ -212,6 +217,7 @@ class Analysis:
                     {"index": p.index, "label": p.label, "prob": round(p.prob, 6)} for p in f.top
                 ]
         arrays = _full_arrays(frames)
+        arrays.update({("attr", m): a for m, a in attributions.items()})
         entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb)
         return entry
 
@@ -225,6 +231,19 @@ class Analysis:
             return result.cams["scorecam"][0]
 
         return session.worker.submit(job, tag="scorecam").result()
+
+    def _attributions(self, session, loaded, x, target: int) -> dict[str, np.ndarray]:
+        """Input attributions of the run's class, as a job on the model's own thread."""
+        if not self.attributions:
+            return {}
+        from inspector.core.saliency import attribute
+
+        def job(cancel):
+            batch = x[None].to(loaded.device)
+            return {m: attribute(loaded.model, batch, target, m, self.attribution_options)[0]
+                    for m in self.attributions}
+
+        return session.worker.submit(job, tag="attributions").result()
 
     def _write(self, loaded, path, image, x, arrays, cams, step, tb) -> dict[str, str]:
         from inspector.core.export import (
@@ -260,7 +279,7 @@ class Analysis:
             if tb is not None:
                 tb.histogram(f"{kind}/{module}", array, step)
             if kind != "activation":
-                continue
+                continue  # gradients and attributions: in the NPZ and TensorBoard only
             channels = as_channels(array, input_hw)
             if channels is None:
                 continue
@@ -295,6 +314,15 @@ class Analysis:
             "device": str(loaded.device),
             "cam_layer": self.cam_layer,
             "cam_methods": self.methods,
+            # What attr/<method> in each NPZ holds, and with which settings.
+            "attributions": None if not self.attributions else {
+                "methods": self.attributions,
+                "target": "the class the CAMs explain (see 'target' per image)",
+                "values": "signed, per input channel, at the model input's resolution, not "
+                          "scaled; saliency is |d score / d input|",
+                "ig_baseline": "zeros (the all-zero model input, after normalisation)",
+                **self.attribution_options.as_dict(),
+            },
             "layers": self.layers,
             "target": self.target_text,
             # How 16-bit, 32-bit and float images became the input: their type's range

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import inspector.core  # noqa: F401  (sets the OpenMP wait policy before torch loads)
+from inspector.core.methods import ATTRIBUTION_METHODS, CAM_METHODS, DEFAULT_CAM, AttributionOptions
 
 COMMANDS = ("analyse", "analyze", "models", "tree", "train-demo")
 RANDOM_WEIGHTS_NOTE = (
@@ -119,11 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--layers", default="",
                    help="comma-separated modules whose activation and gradient to save "
                         "(default: the CAM layer); see `network-inspector tree`")
-    a.add_argument("--cam", default="gradcam",
-                   help="comma-separated CAM methods: gradcam, gradcam++, xgradcam, layercam, "
-                        "hirescam, eigencam, scorecam; 'none' for none (default: gradcam)")
+    a.add_argument("--cam", default=DEFAULT_CAM,
+                   help=f"comma-separated CAM methods: {', '.join(CAM_METHODS)}; 'none' for "
+                        f"none (default: {DEFAULT_CAM})")
     a.add_argument("--cam-layer", default=None,
                    help="the layer the CAMs read (default: chosen for the model)")
+    _attribution_options(a)
     a.add_argument("--target", default="top1",
                    help="the class to explain: top1 (default), a class index or a class name")
     a.add_argument("--topk", type=int, default=5, help="predictions listed per image")
@@ -145,6 +147,24 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--depth", type=int, default=None, help="show modules down to this depth")
     t.set_defaults(func=_tree)
     return parser
+
+
+def _attribution_options(p: argparse.ArgumentParser) -> None:
+    d = AttributionOptions()
+    p.add_argument("--attr", default="",
+                   help=f"comma-separated input attributions: {', '.join(ATTRIBUTION_METHODS)} "
+                        f"(default: none). Each adds attr/METHOD to the NPZ: the signed "
+                        f"attribution per input channel (saliency: absolute), 3 x H x W at the "
+                        f"model input's resolution, for the class the CAMs explain")
+    p.add_argument("--ig-steps", type=int, default=d.ig_steps,
+                   help=f"Integrated Gradients: steps from the all-zero input (default {d.ig_steps})")
+    p.add_argument("--smoothgrad-samples", type=int, default=d.smoothgrad_samples,
+                   help=f"SmoothGrad: noisy copies averaged (default {d.smoothgrad_samples})")
+    p.add_argument("--smoothgrad-sigma", type=float, default=d.smoothgrad_sigma,
+                   help="SmoothGrad: the noise's standard deviation as a fraction of each "
+                        f"image's value range (default {d.smoothgrad_sigma})")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help=f"SmoothGrad's noise seed: the same seed, the same result (default {d.seed})")
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -199,6 +219,13 @@ def _analyse(args: argparse.Namespace) -> int:
             tensorboard=not args.no_tensorboard,
             progress=not args.quiet,
             stretch=args.stretch,
+            attributions=_split(args.attr),
+            attribution_options=AttributionOptions(
+                ig_steps=args.ig_steps,
+                smoothgrad_samples=args.smoothgrad_samples,
+                smoothgrad_sigma=args.smoothgrad_sigma,
+                seed=args.seed,
+            ),
             warn=_error,
         )
     except ValueError as e:

@@ -12,14 +12,15 @@ from typing import Any
 
 import numpy as np
 
-# The four hook kinds, in the order a module sees them.
-INPUT = "input"  # forward pre-hook: what the module receives
-OUTPUT = "output"  # forward hook: what it returns
-GRAD_OUTPUT = "grad_output"  # gradient of the score w.r.t. the module's output
-GRAD_INPUT = "grad_input"  # gradient w.r.t. its input, through this module only
-KINDS = (INPUT, OUTPUT, GRAD_OUTPUT, GRAD_INPUT)
-ACTIVATION_KINDS = (INPUT, OUTPUT)
-GRADIENT_KINDS = (GRAD_OUTPUT, GRAD_INPUT)
+from .methods import (  # noqa: F401  (the hook kinds, defined with the other names)
+    ACTIVATION_KINDS,
+    GRAD_INPUT,
+    GRAD_OUTPUT,
+    GRADIENT_KINDS,
+    INPUT,
+    KINDS,
+    OUTPUT,
+)
 
 
 @dataclass(frozen=True)

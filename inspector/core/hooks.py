@@ -2,7 +2,7 @@
 
 `Capture` is a context manager. On entry it registers only what a `CaptureSpec` asks for;
 on exit, also when the forward or backward raised, it removes every handle and restores
-each module's `training` and `inplace` flags. What a hook sees leaves it as frames (stats,
+each module's `training` and `inplace` flags (a `hookset.HookSet` and a `hookset.ModelState`). What a hook sees leaves it as frames (stats,
 previews: small copies) through `sink`, or as detached device copies in `Capture.kept` for
 the modules a CAM needs; never as a reference to a live tensor.
 
@@ -32,24 +32,16 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
 
 from . import stats as _stats
+from .capture_spec import CaptureSpec, leaf_names  # noqa: F401  (imported from here by callers)
 from .deferred_stats import Deferred, memory_for
-from .frames import (
-    GRAD_INPUT,
-    GRAD_OUTPUT,
-    INPUT,
-    KINDS,
-    OUTPUT,
-    ActivationFrame,
-    GradientFrame,
-)
+from .frames import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT, ActivationFrame, GradientFrame
+from .hookset import HookSet, ModelState, remaining_hooks, tensor_leaves  # noqa: F401
 from .interventions import Intervention, InterventionSet
 
 
@@ -66,77 +58,6 @@ class HookError(RuntimeError):
 
 class RunCancelled(Exception):
     """Raised from a hook to stop a run early; not an error."""
-
-
-@dataclass(frozen=True)
-class CaptureSpec:
-    """What to capture in a run.
-
-    modules: module name -> the kinds to capture there (subset of frames.KINDS).
-    preview: modules whose tensors also get a small array for display.
-    keep: modules whose output and output gradient are kept (detached device copies) in
-          `Capture.kept` after the run: what a CAM method needs.
-    full: modules whose whole tensors travel in the frames (export).
-    """
-
-    modules: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    preview: frozenset[str] = frozenset()
-    keep: frozenset[str] = frozenset()
-    full: frozenset[str] = frozenset()
-    preview_channels: int = 64
-    preview_size: int = 64
-    stats: bool = True
-
-    def __post_init__(self) -> None:
-        mods = {name: frozenset(kinds) for name, kinds in dict(self.modules).items()}
-        for name, kinds in mods.items():
-            unknown = kinds - set(KINDS)
-            if unknown:
-                raise ValueError(f"unknown capture kind(s) {sorted(unknown)} for '{name}'")
-        object.__setattr__(self, "modules", mods)
-        for attr in ("preview", "keep", "full"):
-            object.__setattr__(self, attr, frozenset(getattr(self, attr)))
-
-    @classmethod
-    def for_modules(
-        cls, names: Iterable[str], kinds: Iterable[str] = (OUTPUT,), **kw: Any
-    ) -> CaptureSpec:
-        kinds = frozenset(kinds)
-        return cls(modules={n: kinds for n in names}, **kw)
-
-    @classmethod
-    def leaves(cls, model: nn.Module, kinds: Iterable[str] = (OUTPUT,), **kw: Any) -> CaptureSpec:
-        """Every leaf module (no children) with the given kinds."""
-        return cls.for_modules(leaf_names(model), kinds, **kw)
-
-    def kinds_for(self, name: str) -> frozenset[str]:
-        return self.modules.get(name, frozenset())
-
-    @property
-    def needs_grad(self) -> bool:
-        return bool(self.keep) or any(k & {GRAD_OUTPUT, GRAD_INPUT} for k in self.modules.values())
-
-    def names(self) -> set[str]:
-        return set(self.modules) | set(self.preview) | set(self.keep) | set(self.full)
-
-    def with_(self, **changes: Any) -> CaptureSpec:
-        return replace(self, **changes)
-
-
-def leaf_names(model: nn.Module) -> list[str]:
-    return [n for n, m in model.named_modules() if n and next(m.children(), None) is None]
-
-
-def tensor_leaves(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor in a (nested) tuple, list or dict output, with its path: "", "0", "1.logits"."""
-    if isinstance(value, torch.Tensor):
-        yield path, value
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            yield from tensor_leaves(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, (tuple, list)):
-        for i, v in enumerate(value):
-            yield from tensor_leaves(v, f"{path}.{i}" if path else str(i))
 
 
 Sink = Callable[[object], None]
@@ -167,9 +88,9 @@ class Capture:
         self.error_module: str | None = None  # innermost module running when a run failed
         self.stats_dropped = 0  # frames dropped: statistics an in-place op invalidated
         self.stats_handed_over = 0  # statistics computed off the hook (deferred_stats)
-        self._handles: list[Any] = []
+        self._hooks = HookSet()
+        self._state = ModelState(model)  # training and inplace flags, put back on exit
         self._call_stack: defaultdict[str, list[int]] = defaultdict(list)
-        self._flags: list[tuple[nn.Module, str, Any]] = []
         self._lock = threading.Lock()  # backward hooks may run on autograd's device threads
         self._deferred: Deferred | None = None  # statistics handed to an idle core
         self._flipped: list[str] = []  # modules given inplace=False for this run
@@ -183,13 +104,7 @@ class Capture:
         missing = sorted(wanted - set(modules))
         if missing:
             raise KeyError(f"no module named {', '.join(repr(m) for m in missing)} in the model")
-        for mod in modules.values():
-            # Read from __dict__: hasattr() on a missing attribute goes through
-            # Module.__getattr__ and an exception, which cost ~1 ms per run on resnet50.
-            state = mod.__dict__
-            for attr in ("training", "inplace"):
-                if attr in state:
-                    self._flags.append((mod, attr, state[attr]))
+        self._state.__enter__()
         try:
             # Interventions first: forward hooks run in registration order, so the capture
             # hooks below see (and show) the edited output, which is what flows on.
@@ -251,13 +166,10 @@ class Capture:
         return found
 
     def _remove(self) -> None:
-        handles, self._handles = self._handles, []
-        for h in handles:
-            h.remove()
-        for mod, attr, value in self._flags:
-            if mod.__dict__.get(attr) is not value:  # Module.__setattr__ is slow: only changes
-                setattr(mod, attr, value)
-        self._flags.clear()
+        try:
+            self._hooks.remove()
+        finally:
+            self._state.restore()
 
     # -- results -------------------------------------------------------------------------
 
@@ -286,7 +198,7 @@ class Capture:
             if cancel.is_set():
                 raise RunCancelled()
 
-        self._handles.append(module.register_forward_pre_hook(pre_hook))
+        self._hooks.forward_pre(module, pre_hook)
 
     def _install_interventions(self, name: str, module: nn.Module) -> None:
         items = self.interventions.for_module(name)
@@ -302,12 +214,12 @@ class Capture:
                     if edited is not None:
                         output = edited
                     if item.edits_gradient and output.requires_grad:
-                        output.register_hook(item.edit_gradient)
+                        self._hooks.tensor(output, item.edit_gradient)
                 return output
             except Exception as e:
                 raise HookError(name, "intervention", e) from e
 
-        self._handles.append(module.register_forward_hook(forward_hook))
+        self._hooks.forward(module, forward_hook)
 
     def _install_capture(self, name: str, module: nn.Module) -> None:
         kinds = self.spec.kinds_for(name)
@@ -315,9 +227,8 @@ class Capture:
         emit_output = OUTPUT in kinds
         watch_grad = GRAD_OUTPUT in kinds or keep
         cancel = self.cancel
-        if GRAD_INPUT in kinds and getattr(module, "inplace", False):
-            module.inplace = False  # restored by _remove(): see the module docstring
-            self._flipped.append(name)
+        if GRAD_INPUT in kinds and self._state.disable_inplace(module):
+            self._flipped.append(name)  # restored on exit: see the module docstring
         # A pre-hook only where one is needed: hooks cost even when they do little, and
         # most captures ask for outputs only.
         needs_pre = bool(kinds & {INPUT, GRAD_INPUT})
@@ -360,15 +271,15 @@ class Capture:
                     if keep:
                         self.kept[(name, call, OUTPUT, path)] = t.detach().clone()
                     if watch_grad and t.requires_grad:
-                        t.register_hook(self._grad_hook(name, call, GRAD_OUTPUT, path, keep))
+                        self._hooks.tensor(t, self._grad_hook(name, call, GRAD_OUTPUT, path, keep))
             except (RunCancelled, HookError):
                 raise
             except Exception as e:
                 raise HookError(name, OUTPUT, e) from e
 
         if needs_pre:
-            self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
-        self._handles.append(module.register_forward_hook(forward_hook))
+            self._hooks.forward_pre(module, pre_hook, with_kwargs=True)
+        self._hooks.forward(module, forward_hook)
 
     def _hook_inputs(self, name, call, args, kwargs):
         def swap(value, path):
@@ -376,7 +287,7 @@ class Capture:
                 if not value.requires_grad:
                     return value
                 view = value.view_as(value)
-                view.register_hook(self._grad_hook(name, call, GRAD_INPUT, path, False))
+                self._hooks.tensor(view, self._grad_hook(name, call, GRAD_INPUT, path, False))
                 return view
             if isinstance(value, (tuple, list)):
                 items = [swap(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(value)]
@@ -460,18 +371,3 @@ def _input_path(path: str) -> str:
     """(args, kwargs) paths "0.1" / "1.name" -> "1" (second positional) / "name" (keyword)."""
     head, _, rest = path.partition(".")
     return rest if head in ("0", "1") else path
-
-
-def remaining_hooks(model: nn.Module) -> list[str]:
-    """Modules that still have hooks of any kind: should be empty after every run."""
-    out = []
-    for name, m in model.named_modules():
-        for attr in (
-            "_forward_hooks",
-            "_forward_pre_hooks",
-            "_backward_hooks",
-            "_backward_pre_hooks",
-        ):
-            if getattr(m, attr, None):
-                out.append(f"{name or '(model)'}.{attr}")
-    return out

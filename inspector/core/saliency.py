@@ -1,7 +1,10 @@
 """Input attributions: how much each input pixel matters to a class score.
 
-Vanilla gradient (Simonyan et al. 2014), Gradient x Input (Shrikumar et al. 2016),
+Saliency, the absolute input gradient (Simonyan et al. 2014, as Captum's `Saliency` with
+abs=True), the signed vanilla gradient, Gradient x Input (Shrikumar et al. 2016),
 SmoothGrad (Smilkov et al. 2017) and Integrated Gradients (Sundararajan et al. 2017).
+`attribute(model, x, target, method, options)` runs any of those named in
+`core.methods.ATTRIBUTION_METHODS` and returns the attribution as a numpy array.
 Each takes the gradient of the score with respect to the input only
 (`torch.autograd.grad(score, x)`): no parameter gradient is computed or accumulated, and
 the model's own `.grad` fields are left alone. The model runs in eval mode and its
@@ -24,6 +27,8 @@ import torch
 from torch import nn
 
 from .cam import Target, class_scores, logits_of, normalize_maps
+from .hookset import ModelState
+from .methods import AttributionOptions, attribution_method
 
 Progress = Callable[[int, int], None]
 
@@ -61,14 +66,8 @@ def attribution_map(attributions: torch.Tensor, reduce: str = "abs_max") -> np.n
 
 @contextmanager
 def _eval(model: nn.Module) -> Iterator[None]:
-    flags = [(m, m.training) for m in model.modules()]
-    try:
-        model.eval()
-        with torch.enable_grad():
-            yield
-    finally:
-        for m, training in flags:
-            m.training = training
+    with ModelState(model, training=False), torch.enable_grad():
+        yield
 
 
 def _fixed_target(model: nn.Module, x: torch.Tensor, target: Target):
@@ -96,6 +95,14 @@ def vanilla_gradient(model: nn.Module, x: torch.Tensor, target: Target = None) -
     with _eval(model):
         grad, scores, idx = _input_grad(model, x, target)
     return Attribution("gradient", grad.cpu(), idx, scores.cpu())
+
+
+def saliency(model: nn.Module, x: torch.Tensor, target: Target = None) -> Attribution:
+    """|d score / d x| per input value: how much the score moves when that value does,
+    whichever way (Captum's `Saliency`, abs=True)."""
+    with _eval(model):
+        grad, scores, idx = _input_grad(model, x, target)
+    return Attribution("saliency", grad.abs().cpu(), idx, scores.cpu())
 
 
 def gradient_x_input(model: nn.Module, x: torch.Tensor, target: Target = None) -> Attribution:
@@ -196,9 +203,42 @@ def _indices(fixed) -> list[int] | None:
     return [int(i) for i in fixed]
 
 
-METHODS = {
-    "gradient": vanilla_gradient,
-    "gradient_x_input": gradient_x_input,
+METHODS: dict[str, Callable[..., Attribution]] = {
+    "saliency": saliency,
+    "gxi": gradient_x_input,
     "smoothgrad": smoothgrad,
-    "integrated_gradients": integrated_gradients,
+    "ig": integrated_gradients,
 }
+
+
+def attribute(
+    model: nn.Module,
+    x: torch.Tensor,
+    target: Target,
+    method: str,
+    options: AttributionOptions | None = None,
+    progress: Progress | None = None,
+) -> np.ndarray:
+    """The `method` attribution of x for `target`, float32 like x: (C, H, W) for one image
+    (C, H, W), (B, C, H, W) for a batch. Signed (saliency: absolute), at the model input's
+    resolution, before any scaling for display (see attribution_map).
+
+    method: a name in core.methods.ATTRIBUTION_METHODS (saliency, gxi, smoothgrad, ig);
+    options: IG's steps, SmoothGrad's samples, noise and seed. IG's baseline is all zeros.
+    Raises ValueError for an unknown method or bad options.
+    """
+    name = attribution_method(method)
+    opts = options if options is not None else AttributionOptions()
+    one = x.ndim == 3
+    batch = x[None] if one else x
+    if name == "smoothgrad":
+        result = smoothgrad(model, batch, target, samples=opts.smoothgrad_samples,
+                            sigma=opts.smoothgrad_sigma, batch_size=opts.batch_size,
+                            seed=opts.seed, progress=progress)
+    elif name == "ig":
+        result = integrated_gradients(model, batch, target, steps=opts.ig_steps,
+                                      batch_size=opts.batch_size, progress=progress)
+    else:
+        result = METHODS[name](model, batch, target)
+    out = result.attributions.detach().float().numpy()
+    return out[0] if one else out

@@ -24,9 +24,6 @@ from . import fused_stats
 from .cam import logits_of
 from .channel import FrameChannel
 from .frames import (
-    GRAD_OUTPUT,
-    INPUT,
-    OUTPUT,
     CamFrame,
     ErrorFrame,
     ModelLoaded,
@@ -38,13 +35,13 @@ from .frames import (
 )
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .images import ImageLoadError, as_rgb, load_image
+from .methods import DEFAULT_KINDS
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
 from .run import RunRequest
 from .runtime import apply_thread_setting
 from .tree import ModuleTree, build_tree
 from .worker import InferenceWorker
 
-DEFAULT_KINDS = (INPUT, OUTPUT, GRAD_OUTPUT)
 PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
 
 

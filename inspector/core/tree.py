@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .hooks import tensor_leaves
+from .hookset import HookSet, ModelState, tensor_leaves
 
 INPLACE = "inplace"
 OUTPUT_MODIFIED_INPLACE = "output_modified_inplace"
@@ -135,8 +135,6 @@ def _probe(model: nn.Module, x: torch.Tensor, tree: ModuleTree) -> None:
     hazards: dict[str, set[str]] = {n: set() for n in tree.modules}
     outputs: list[tuple[str, torch.Tensor, int]] = []  # (module, tensor, version at return)
     pending_inputs: dict[str, list[list[tuple[torch.Tensor, int]]]] = {}
-    handles = []
-    was_training = {m: m.training for m in model.modules()}
 
     def pre(name):
         def hook(mod, args, kwargs):
@@ -169,18 +167,11 @@ def _probe(model: nn.Module, x: torch.Tensor, tree: ModuleTree) -> None:
 
         return hook
 
-    try:
+    with ModelState(model, training=False), HookSet() as hooks, torch.no_grad():
         for name, mod in model.named_modules():
-            handles.append(mod.register_forward_pre_hook(pre(name), with_kwargs=True))
-            handles.append(mod.register_forward_hook(post(name)))
-        model.eval()
-        with torch.no_grad():
-            model(x)
-    finally:
-        for h in handles:
-            h.remove()
-        for m, flag in was_training.items():
-            m.training = flag
+            hooks.forward_pre(mod, pre(name), with_kwargs=True)
+            hooks.forward(mod, post(name))
+        model(x)
     for name, t, version in outputs:
         if t._version != version:
             hazards[name].add(OUTPUT_MODIFIED_INPLACE)

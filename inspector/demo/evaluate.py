@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from inspector.core.hookset import HookSet, ModelState
+
 from .shapes import ShapesDataset
 
 CamFn = Callable[[nn.Module, Tensor, Tensor], Tensor]
@@ -37,7 +39,8 @@ def grad_cam(model: nn.Module, x: Tensor, targets: Tensor, layer: str = "stage3"
     """Plain Grad-CAM at ``layer``, upsampled to the input size: (B, H, W), not normalised.
 
     weights = mean gradient of the target logit over the layer's H x W; map = ReLU of the
-    weighted sum of the layer's channels. The hook is removed whatever happens.
+    weighted sum of the layer's channels. The hook is removed and the model's flags are
+    restored whatever happens.
     """
     module = dict(model.named_modules())[layer]
     store: dict[str, Tensor] = {}
@@ -45,15 +48,12 @@ def grad_cam(model: nn.Module, x: Tensor, targets: Tensor, layer: str = "stage3"
     def hook(_m, _inp, out):
         store["a"] = out
 
-    handle = module.register_forward_hook(hook)
-    try:
-        with torch.enable_grad():
-            logits = model(x)
-            act = store.pop("a")
-            score = logits.gather(1, targets.view(-1, 1).to(logits.device)).sum()
-            (grads,) = torch.autograd.grad(score, act)
-    finally:
-        handle.remove()
+    with ModelState(model), HookSet() as hooks, torch.enable_grad():
+        hooks.forward(module, hook)
+        logits = model(x)
+        act = store.pop("a")
+        score = logits.gather(1, targets.view(-1, 1).to(logits.device)).sum()
+        (grads,) = torch.autograd.grad(score, act)
     weights = grads.mean(dim=(2, 3), keepdim=True)
     cam = F.relu((weights * act.detach()).sum(1, keepdim=True))
     cam = F.interpolate(cam, size=x.shape[-2:], mode="bilinear", align_corners=False)
@@ -91,18 +91,13 @@ def _batches(dataset, batch_size: int) -> Iterable[dict[str, Tensor]]:
 def accuracy(model: nn.Module, dataset, batch_size: int = 100, device="cpu",
              mean=MEAN, std=STD) -> float:  # fmt: skip
     """Fraction of ``dataset`` whose arg-max logit is the main shape's class."""
-    was_training = model.training
-    model.eval()
     correct = total = 0
-    try:
-        with torch.no_grad():
-            for batch in _batches(dataset, batch_size):
-                x = normalize(batch["image"].to(device), mean, std)
-                pred = model(x).argmax(1).cpu()
-                correct += int((pred == batch["label"]).sum())
-                total += len(pred)
-    finally:
-        model.train(was_training)
+    with ModelState(model, training=False), torch.no_grad():
+        for batch in _batches(dataset, batch_size):
+            x = normalize(batch["image"].to(device), mean, std)
+            pred = model(x).argmax(1).cpu()
+            correct += int((pred == batch["label"]).sum())
+            total += len(pred)
     return correct / max(total, 1)
 
 
@@ -112,10 +107,8 @@ def pointing_game(model: nn.Module, images: int = 200, seed: int = 7, cam_fn: Ca
     # Forced-distractor images can, rarely, find no room for the distractor: draw a few more
     # and keep the first ``images`` that have one.
     dataset = ShapesDataset(int(images * 1.1) + 10, seed, distractor=True)
-    was_training = model.training
-    model.eval()
     seen = t_hits = d_hits = 0
-    try:
+    with ModelState(model, training=False):
         for batch in _batches(dataset, batch_size):
             keep = batch["distractor"] >= 0
             keep &= torch.cumsum(keep.long(), 0) + seen <= images
@@ -127,8 +120,6 @@ def pointing_game(model: nn.Module, images: int = 200, seed: int = 7, cam_fn: Ca
             cams = cam_fn(model, x, batch["distractor"][keep].to(device))
             d_hits += int(_inside(cams.detach(), batch["distractor_box"][keep]).sum())
             seen += int(keep.sum())
-    finally:
-        model.train(was_training)
     if seen < images:
         raise RuntimeError(f"pointing_game: only {seen} of {images} images had a distractor")
     return PointingResult(seen, t_hits, d_hits)

@@ -22,6 +22,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QBrush, QColor, QGuiApplication, QIcon, QPainter, QPen, QPixmap
 
+from inspector.core import methods
 from inspector.core.frames import (
     GRAD_INPUT,
     GRAD_OUTPUT,
@@ -52,7 +53,7 @@ KIND_NAMES = {
     GRAD_OUTPUT: "output gradient",
     GRAD_INPUT: "input gradient",
 }
-DEFAULT_KINDS = frozenset({INPUT, OUTPUT, GRAD_OUTPUT})
+DEFAULT_KINDS = frozenset(methods.DEFAULT_KINDS)
 
 # Plain words for core.tree's hazard flags (their long text is in the tooltip).
 HAZARD_LABELS = {

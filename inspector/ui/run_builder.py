@@ -17,8 +17,9 @@ import importlib.util
 
 from PySide6.QtCore import QObject, QTimer
 
+from inspector.core.methods import DEFAULT_CAM, GRADIENT_FREE_CAMS
 from inspector.ui import capture_choice
-from inspector.ui.session_control import DEFAULT_CAM, GRADIENT_FREE_CAMS, SessionControl
+from inspector.ui.session_control import SessionControl
 
 RERUN_DELAY_MS = 120
 

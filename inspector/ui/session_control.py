@@ -24,8 +24,6 @@ from inspector.ui.frame_router import FrameRouter
 # to finish (or this long at most), so that it does not slow the first frames down.
 CATALOG_WAIT_S = 10.0
 WORKER_NICE = 5
-DEFAULT_CAM = "gradcam"
-GRADIENT_FREE_CAMS = frozenset({"eigencam", "scorecam"})
 
 
 def lower_priority(native_id: int | None, nice: int = WORKER_NICE) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QByteArray
 from PySide6.QtWidgets import QMessageBox
 
-from inspector.ui.session_control import DEFAULT_CAM
+from inspector.core.methods import DEFAULT_CAM
 
 
 class WindowSettings:

@@ -161,6 +161,61 @@ def test_analyse_reports_bad_options(images, factory, tmp_path, capsys):
     assert [e["error"] is None for e in _summary(out)["images"]] == [False, True]
 
 
+ATTRIBUTIONS = ["saliency", "gxi", "smoothgrad", "ig"]
+
+
+def test_analyse_writes_input_attributions(images, factory, tmp_path, capsys):
+    import runpy
+
+    def analyse(out, seed):
+        return cli.main(["analyse", "--model", factory, "--quiet", "--no-tensorboard",
+                         "--cam", "none", "--attr", ",".join(ATTRIBUTIONS), "--ig-steps", "16",
+                         "--smoothgrad-samples", "4", "--seed", str(seed), "--out", str(out),
+                         str(images / "a.png")])
+
+    assert analyse(tmp_path / "one", seed=3) == 0
+    summary = _summary(tmp_path / "one")
+    settings = summary["attributions"]
+    assert settings["methods"] == ATTRIBUTIONS
+    assert (settings["ig_steps"], settings["smoothgrad_samples"], settings["seed"]) == (16, 4, 3)
+    assert settings["smoothgrad_sigma"] == 0.15 and "zeros" in settings["ig_baseline"]
+    entry = summary["images"][0]
+    with np.load(tmp_path / "one" / entry["files"]["npz"]) as npz:
+        arrays = {m: npz[f"attr/{m}"] for m in ATTRIBUTIONS}
+        x = torch.from_numpy(npz["input"])
+    for a in arrays.values():
+        assert a.shape == (3, 32, 32) and a.dtype == np.float32 and np.abs(a).max() > 0
+    # saliency and gxi against autograd on the same model, input and class
+    model = runpy.run_path(factory.rsplit(":", 1)[0])["build"]().eval()
+    xin = x.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(model(xin)[0, entry["target"]], xin)
+    np.testing.assert_allclose(arrays["saliency"], grad.abs()[0].numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(arrays["gxi"], (grad * x)[0].numpy(), rtol=1e-5, atol=1e-7)
+
+    assert analyse(tmp_path / "again", seed=3) == 0
+    assert analyse(tmp_path / "other", seed=4) == 0
+    smooth = {}
+    for run in ("again", "other"):
+        npz_path = tmp_path / run / _summary(tmp_path / run)["images"][0]["files"]["npz"]
+        with np.load(npz_path) as npz:
+            smooth[run] = npz["attr/smoothgrad"]
+    np.testing.assert_array_equal(smooth["again"], arrays["smoothgrad"])
+    assert not np.allclose(smooth["other"], arrays["smoothgrad"])
+
+
+def test_analyse_reports_bad_attribution_options(images, factory, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["analyse", "--model", factory, "--attr", "saliency,occlusion",
+                     "--out", str(out), str(images)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown attribution method 'occlusion'; known: saliency, gxi, smoothgrad, ig" in err
+    assert "Traceback" not in err
+    assert cli.main(["analyse", "--model", factory, "--attr", "ig", "--ig-steps", "0",
+                     "--out", str(out), str(images)]) == 2
+    assert "ig-steps must be at least 1" in capsys.readouterr().err
+    assert not out.exists()  # nothing was run
+
+
 def test_models_lists_the_catalog(capsys):
     assert cli.main(["models"]) == 0
     out = capsys.readouterr().out

@@ -7,7 +7,9 @@ import pytest
 import torch
 from torch import nn
 
+from inspector.core.methods import AttributionOptions
 from inspector.core.saliency import (
+    attribute,
     attribution_map,
     gradient_x_input,
     integrated_gradients,
@@ -132,3 +134,87 @@ def test_attribution_map_and_train_flag_restored():
         assert m.min() >= 0 and m.max() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="unknown reduction"):
         attribution_map(result.attributions, "mean")
+
+
+# -- attribute(): the one entry point the CLI (and a Session run) calls ---------------------------
+
+
+def smooth_cnn(seed: int = 0) -> nn.Module:
+    """Smooth activations, so that IG's path integral has a discretisation error that
+    shrinks steadily with the number of steps (ReLU kinks make it jump)."""
+    torch.manual_seed(seed)
+    return nn.Sequential(
+        nn.Conv2d(3, 6, 3, padding=1), nn.Tanh(), nn.Conv2d(6, 8, 3, stride=2, padding=1),
+        nn.Softplus(), nn.Flatten(), nn.Linear(8 * 8 * 8, 4),
+    ).eval()
+
+
+@pytest.mark.parametrize("method", ["saliency", "gxi", "smoothgrad", "ig"])
+def test_attribute_shapes_and_types(method):
+    model = small_cnn()
+    x = torch.randn(3, 12, 10)
+    opts = AttributionOptions(ig_steps=4, smoothgrad_samples=3)
+    one = attribute(model, x, None, method, opts)
+    assert one.shape == (3, 12, 10) and one.dtype == np.float32
+    assert np.abs(one).max() > 0
+    batch = attribute(model, torch.stack([x, x + 1]), 2, method, opts)
+    assert batch.shape == (2, 3, 12, 10)
+    np.testing.assert_allclose(batch[0], attribute(model, x, 2, method, opts), rtol=1e-5, atol=1e-6)
+
+
+def test_saliency_is_the_absolute_input_gradient():
+    model = small_cnn(3)
+    x = torch.randn(1, 3, 16, 16)
+    xin = x.clone().requires_grad_(True)
+    score = model(xin)[0, 4]
+    (grad,) = torch.autograd.grad(score, xin)
+    got = attribute(model, x[0], 4, "saliency")
+    np.testing.assert_allclose(got, grad.abs()[0].numpy(), rtol=1e-6, atol=1e-8)
+    assert (got >= 0).all()
+    signed = attribute(model, x[0], 4, "gxi")
+    np.testing.assert_allclose(signed, (grad * x)[0].numpy(), rtol=1e-5, atol=1e-7)
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_integrated_gradients_completeness_tightens_with_steps():
+    model = smooth_cnn()
+    torch.manual_seed(5)
+    x = torch.randn(3, 16, 16) * 2
+    with torch.no_grad():
+        target = int(model(x[None]).argmax())
+        diff = float(model(x[None])[0, target] - model(torch.zeros(1, 3, 16, 16))[0, target])
+    assert abs(diff) > 0.05, "degenerate test: score(x) == score(0)"
+    errors = []
+    for steps in (2, 8, 32):
+        attr = attribute(model, x, target, "ig", AttributionOptions(ig_steps=steps))
+        error = abs(float(attr.astype(np.float64).sum()) - diff) / abs(diff)
+        # The trapezoid rule's error falls as 1 / steps^2 for a smooth path integrand.
+        assert error <= 1.0 / steps**2, (steps, error)
+        errors.append(error)
+    assert errors[0] > errors[1] > errors[2], errors
+
+
+def test_smoothgrad_is_reproducible_with_its_seed():
+    model = small_cnn()
+    x = torch.randn(3, 16, 16)
+
+    def run(seed):
+        return attribute(model, x, None, "smoothgrad",
+                         AttributionOptions(smoothgrad_samples=4, smoothgrad_sigma=0.3, seed=seed))
+
+    np.testing.assert_array_equal(run(7), run(7))
+    assert not np.allclose(run(7), run(8))
+
+
+def test_unknown_method_and_bad_options_are_clear_errors():
+    model = small_cnn()
+    x = torch.randn(3, 8, 8)
+    with pytest.raises(ValueError, match="unknown attribution method 'occlusion'; known: "
+                                         "saliency, gxi, smoothgrad, ig"):
+        attribute(model, x, None, "occlusion")
+    assert attribute(model, x, None, "Integrated-Gradients",
+                     AttributionOptions(ig_steps=2)).shape == (3, 8, 8)
+    with pytest.raises(ValueError, match="ig-steps must be at least 1"):
+        AttributionOptions(ig_steps=0)
+    with pytest.raises(ValueError, match="smoothgrad-sigma must be 0 or more"):
+        AttributionOptions(smoothgrad_sigma=-0.1)

@@ -22,18 +22,11 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.frames import CamFrame, ModelLoaded, PredictionFrame, RunFinished, RunStarted
+from inspector.core.methods import CAM_METHODS
 from inspector.ui import colormaps
 from inspector.ui.views.base import FrameView, hint_label
 
-METHODS = {
-    "gradcam": "Grad-CAM",
-    "gradcam++": "Grad-CAM++",
-    "xgradcam": "XGrad-CAM",
-    "layercam": "Layer-CAM",
-    "hirescam": "HiRes-CAM",
-    "eigencam": "Eigen-CAM",
-    "scorecam": "Score-CAM",
-}
+METHODS = {name: method.title for name, method in CAM_METHODS.items()}
 DEFAULT_ALPHA = 0.5
 EMPTY_TEXT = "Drop an image on the window to see where the model looked (class activation map)."
 FAILED_TEXT = "The last run failed before the class activation map was computed: the status " \

@@ -1,0 +1,57 @@
+"""The layer a CAM reads when the user names none (see default_target_layer)."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..tokens import NCHW, NHWC, TOKENS, Layout, detect_layout
+
+
+def _input_hw(tree) -> tuple[int, int] | None:
+    root = tree.modules.get("")
+    if root is not None and root.calls and root.calls[0].inputs:
+        shape = root.calls[0].inputs[0][1]
+        if len(shape) == 4:
+            return int(shape[-2]), int(shape[-1])
+    return None
+
+
+def default_target_layer(model: nn.Module, tree) -> str:
+    """The layer a CAM reads when the user names none.
+
+    Transformers (ViT, Swin): the first norm of the last block, the last place where every
+    patch token still reaches the class score (after ViT's last block only the class token
+    is read, so patch-token gradients there are zero). A block is a module with two or more
+    LayerNorms over token or channels-last outputs. CNNs: the last module with a spatial
+    (B, C, h, w) output of more than one cell (resnet's layer4, not its 1 x 1 avgpool).
+    """
+    input_hw = _input_hw(tree)
+    modules = dict(model.named_modules())
+    order = [n for n in (tree.order or list(tree.modules)) if n]
+
+    def layout(name: str) -> Layout | None:
+        shape = tree.modules[name].output_shape
+        if not shape:
+            return None
+        found = detect_layout(shape, input_hw)
+        return found if found is not None and found.grid[0] * found.grid[1] >= 2 else None
+
+    blocks: dict[str, list[str]] = {}
+    for name in order:
+        mod = modules.get(name)
+        is_norm = isinstance(mod, nn.LayerNorm) or "LayerNorm" in tree.modules[name].type_name
+        found = layout(name) if is_norm else None
+        if found is not None and found.kind in (TOKENS, NHWC):
+            blocks.setdefault(tree.modules[name].parent or "", []).append(name)
+    blocks = {parent: norms for parent, norms in blocks.items() if len(norms) >= 2}
+    if blocks:
+        last = max(blocks.values(), key=lambda norms: order.index(norms[-1]))
+        return last[0]
+    spatial = [n for n in order if layout(n) is not None]
+    candidates = [n for n in spatial if layout(n).kind == NCHW] or spatial
+    if candidates:
+        return candidates[-1]
+    raise ValueError(
+        "no module of this model has a spatial output (B, C, h, w) or a token grid: "
+        "name the CAM layer explicitly"
+    )

@@ -1,0 +1,129 @@
+"""What a run can ask for, by name: hook kinds, class activation maps, input attributions.
+
+The one table the engine, the window and the CLI read. It imports no torch, so the UI can
+fill its menus and the CLI its help text before torch has loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# -- hook kinds, in the order a module sees them ----------------------------------------------
+
+INPUT = "input"  # forward pre-hook: what the module receives
+OUTPUT = "output"  # forward hook: what it returns
+GRAD_OUTPUT = "grad_output"  # gradient of the score w.r.t. the module's output
+GRAD_INPUT = "grad_input"  # gradient w.r.t. its input, through this module only
+KINDS = (INPUT, OUTPUT, GRAD_OUTPUT, GRAD_INPUT)
+ACTIVATION_KINDS = (INPUT, OUTPUT)
+GRADIENT_KINDS = (GRAD_OUTPUT, GRAD_INPUT)
+# What a module shows until the user picks: grad_input costs a view per input and turns
+# in-place modules off for the run, so it is asked for explicitly.
+DEFAULT_KINDS = (INPUT, OUTPUT, GRAD_OUTPUT)
+
+# -- explanation methods ------------------------------------------------------------------------
+
+CAM = "cam"  # a map at a layer's resolution, from its activations (and their gradients)
+ATTRIBUTION = "attribution"  # a value per input pixel and channel, from the input gradient
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str  # what the CLI, frames and NPZ keys use: "gradcam++", "ig"
+    title: str  # what the window shows: "Grad-CAM++", "Integrated Gradients"
+    family: str  # CAM or ATTRIBUTION
+    needs_grad: bool  # needs a backward pass (EigenCAM and Score-CAM do not)
+
+
+_TABLE = (
+    Method("gradcam", "Grad-CAM", CAM, True),
+    Method("gradcam++", "Grad-CAM++", CAM, True),
+    Method("xgradcam", "XGrad-CAM", CAM, True),
+    Method("layercam", "LayerCAM", CAM, True),
+    Method("hirescam", "HiResCAM", CAM, True),
+    Method("eigencam", "EigenCAM", CAM, False),
+    Method("scorecam", "Score-CAM", CAM, False),
+    Method("saliency", "Saliency", ATTRIBUTION, True),
+    Method("gxi", "Gradient × Input", ATTRIBUTION, True),
+    Method("smoothgrad", "SmoothGrad", ATTRIBUTION, True),
+    Method("ig", "Integrated Gradients", ATTRIBUTION, True),
+)
+METHODS: dict[str, Method] = {m.name: m for m in _TABLE}
+CAM_METHODS: dict[str, Method] = {n: m for n, m in METHODS.items() if m.family == CAM}
+ATTRIBUTION_METHODS: dict[str, Method] = {
+    n: m for n, m in METHODS.items() if m.family == ATTRIBUTION
+}
+DEFAULT_CAM = "gradcam"
+GRADIENT_FREE_CAMS = frozenset(n for n, m in CAM_METHODS.items() if not m.needs_grad)
+
+# Other spellings people type, after lower-casing and dropping '-', '_' and spaces.
+_ALIASES = {
+    "gradcampp": "gradcam++",
+    "gradcamplusplus": "gradcam++",
+    "gradcamplus": "gradcam++",
+    "gradientxinput": "gxi",
+    "inputxgradient": "gxi",
+    "integratedgradients": "ig",
+}
+
+
+def _key(name: str) -> str:
+    key = name.strip().lower().replace("-", "").replace("_", "").replace(" ", "")
+    return _ALIASES.get(key, key)
+
+
+def cam_method(name: str) -> str:
+    """The canonical name of a CAM method: "Grad-CAM++", "grad_cam_pp" -> "gradcam++"."""
+    key = _key(name)
+    if key not in CAM_METHODS:
+        raise ValueError(f"unknown CAM method '{name}'; known: {', '.join(CAM_METHODS)}")
+    return key
+
+
+def attribution_method(name: str) -> str:
+    """The canonical name of an input attribution: "Integrated-Gradients" -> "ig"."""
+    key = _key(name)
+    if key not in ATTRIBUTION_METHODS:
+        raise ValueError(
+            f"unknown attribution method '{name}'; known: {', '.join(ATTRIBUTION_METHODS)}"
+        )
+    return key
+
+
+def title(name: str) -> str:
+    """The display title of a method, or the name itself when the table does not know it."""
+    method = METHODS.get(_key(name))
+    return method.title if method is not None else name
+
+
+@dataclass(frozen=True)
+class AttributionOptions:
+    """The settings of the input attributions that have any (see core.saliency).
+
+    ig_steps: Integrated Gradients' steps along the path from the baseline (the all-zero
+        model input) to the input; its error in completeness shrinks as they grow.
+    smoothgrad_samples: noisy copies averaged by SmoothGrad.
+    smoothgrad_sigma: their noise's standard deviation, as a fraction of each image's value
+        range (Smilkov et al. found 10-20% works best).
+    seed: SmoothGrad's noise generator: the same seed gives the same attribution.
+    batch_size: inputs per forward for SmoothGrad and IG (bounds their memory).
+    """
+
+    ig_steps: int = 50
+    smoothgrad_samples: int = 25
+    smoothgrad_sigma: float = 0.15
+    seed: int = 0
+    batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("ig_steps", "smoothgrad_samples", "batch_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be at least 1, "
+                                 f"got {getattr(self, name)}")
+        sigma = float(self.smoothgrad_sigma)
+        if not sigma >= 0:  # also NaN
+            raise ValueError(f"smoothgrad-sigma must be 0 or more, got {self.smoothgrad_sigma}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
