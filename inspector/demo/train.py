@@ -168,6 +168,13 @@ def train(out_dir, steps: int | None = None, seed: int = 0, progress: bool = Tru
     model = model.to(memory_format=torch.contiguous_format)
     acc = accuracy(model, ShapesDataset(cfg.val_images, cfg.seed + 1)) if cfg.val_images else None
     seconds = time.perf_counter() - started
+    _save(model, out, cfg, acc, seconds)
+    return {"losses": losses, "accuracy": acc, "seconds": seconds,
+            "parameters": count_parameters(model), "out_dir": str(out)}  # fmt: skip
+
+
+def _save(model: torch.nn.Module, out: Path, cfg: TrainConfig, acc, seconds: float) -> None:
+    """The weights (safetensors) and the model card the app loads them with."""
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(out / WEIGHTS_NAME), metadata={"arch": ARCH})
     meta = {
@@ -194,8 +201,6 @@ def train(out_dir, steps: int | None = None, seed: int = 0, progress: bool = Tru
         },
     }
     (out / CONFIG_NAME).write_text(json.dumps(meta, indent=2) + "\n")
-    return {"losses": losses, "accuracy": acc, "seconds": seconds,
-            "parameters": count_parameters(model), "out_dir": str(out)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
