@@ -197,7 +197,8 @@ class Analysis:
         gradient_cams = tuple((m, self.cam_layer) for m in self.methods if m != "scorecam")
         outcome = session.run(
             x, capture=self.capture, target=self.target, cams=gradient_cams, topk=self.topk,
-            label=path.name,
+            label=path.name, attributions=tuple(self.attributions),
+            attribution_options=self.attribution_options,
         )
         frames = session.channel.drain()
         if outcome.status != "ok":
@@ -209,7 +210,6 @@ class Analysis:
         if "scorecam" in self.methods:
             cams["scorecam"] = self._score_cam(session, loaded, x, outcome.target)
         cams = {m: cams[m] for m in self.methods}
-        attributions = self._attributions(session, loaded, x, outcome.target)
         entry["target"] = outcome.target
         for f in frames:
             if isinstance(f, PredictionFrame):
@@ -217,7 +217,7 @@ class Analysis:
                     {"index": p.index, "label": p.label, "prob": round(p.prob, 6)} for p in f.top
                 ]
         arrays = _full_arrays(frames)
-        arrays.update({("attr", m): a for m, a in attributions.items()})
+        arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
         entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb)
         return entry
 
@@ -231,19 +231,6 @@ class Analysis:
             return result.cams["scorecam"][0]
 
         return session.worker.submit(job, tag="scorecam").result()
-
-    def _attributions(self, session, loaded, x, target: int) -> dict[str, np.ndarray]:
-        """Input attributions of the run's class, as a job on the model's own thread."""
-        if not self.attributions:
-            return {}
-        from inspector.core.saliency import attribute
-
-        def job(cancel):
-            batch = x[None].to(loaded.device)
-            return {m: attribute(loaded.model, batch, target, m, self.attribution_options)[0]
-                    for m in self.attributions}
-
-        return session.worker.submit(job, tag="attributions").result()
 
     def _write(self, loaded, path, image, x, arrays, cams, step, tb) -> dict[str, str]:
         from inspector.core.export import (

@@ -55,6 +55,8 @@ ATTRIBUTION_METHODS: dict[str, Method] = {
     n: m for n, m in METHODS.items() if m.family == ATTRIBUTION
 }
 DEFAULT_CAM = "gradcam"
+# The "layer" an attribution's map is reported at: the model input (CamFrame.layer).
+ATTRIBUTION_LAYER = "(input)"
 GRADIENT_FREE_CAMS = frozenset(n for n, m in CAM_METHODS.items() if not m.needs_grad)
 
 # Other spellings people type, after lower-casing and dropping '-', '_' and spaces.

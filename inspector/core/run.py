@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .hooks import CaptureSpec
     from .interventions import Intervention
+    from .methods import AttributionOptions
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,10 @@ class RunRequest:
     backward: bool = True
     interventions: tuple[Intervention, ...] = ()
     cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)
+    # Input attributions of the target (core.methods.ATTRIBUTION_METHODS), after the CAMs;
+    # None options: AttributionOptions() defaults.
+    attributions: tuple[str, ...] = ()
+    attribution_options: AttributionOptions | None = None
     topk: int = 5
     label: str = ""
     # 16-bit, 32-bit and float images: False scales them by their type's range (as

@@ -35,7 +35,7 @@ from .frames import (
 )
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .images import ImageLoadError, as_rgb, load_image
-from .methods import DEFAULT_KINDS
+from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
 from .run import RunRequest
 from .runtime import apply_thread_setting
@@ -54,6 +54,8 @@ class RunOutcome:
     logits: torch.Tensor | None = None  # (1, classes), on the CPU
     target: int | None = None
     cams: dict[tuple[str, str], Any] = field(default_factory=dict)
+    # method -> signed (C, H, W) float32 attribution at the model input, as core.saliency gives
+    attributions: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
 
@@ -212,6 +214,10 @@ class Session:
                 t = time.perf_counter()
                 self._cams(run_id, cams, cap, target, x.detach(), cancel, outcome)
                 timings["cam"] = time.perf_counter() - t
+            if req.attributions:
+                t = time.perf_counter()
+                self._attributions(run_id, req, target, x.detach(), cancel, outcome)
+                timings["attributions"] = time.perf_counter() - t
         except RunCancelled:
             self.channel.cancel_run(run_id)
             return self._finish(
@@ -293,6 +299,24 @@ class Session:
             )
             outcome.cams[(method, layer)] = cam
             self.channel.put(CamFrame(run_id, method, layer, target, cam))
+
+
+    def _attributions(self, run_id, req: RunRequest, target, x, cancel, outcome) -> None:
+        """Input attributions, after the capture's hooks are gone: the signed arrays go to the
+        outcome, and a [0, 1] map of each (largest |value| over channels) to the views as a
+        CamFrame at the layer ATTRIBUTION_LAYER."""
+        from .methods import ATTRIBUTION_METHODS, attribution_method
+        from .saliency import attribute, attribution_map
+
+        for method in req.attributions:
+            name = attribution_method(method)
+            progress = _progress_reporter(self.channel.put, run_id,
+                                          ATTRIBUTION_METHODS[name].title, cancel)
+            signed = attribute(self.loaded.model, x, target, name, req.attribution_options,
+                               progress=progress)[0]  # x is a batch of one
+            outcome.attributions[name] = signed
+            shown = attribution_map(torch.from_numpy(signed)[None])[0]
+            self.channel.put(CamFrame(run_id, name, ATTRIBUTION_LAYER, target, shown))
 
 
 def _progress_reporter(put, run_id: int, step: str, cancel: threading.Event):

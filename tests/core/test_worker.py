@@ -258,3 +258,31 @@ def test_the_default_cam_layer_comes_with_model_loaded():
         assert loaded.cam_layer == s.default_cam_layer()
     finally:
         s.close()
+
+
+def test_a_run_asks_for_input_attributions_and_gets_signed_arrays_and_maps():
+    from inspector.core.frames import CamFrame
+    from inspector.core.methods import ATTRIBUTION_LAYER
+
+    torch.manual_seed(0)
+    model = Tiny()
+    s = session_with(model)
+    try:
+        x = torch.rand(3, 8, 8)
+        out = s.run(x, backward=False, attributions=("saliency", "gxi"))
+        assert out.status == "ok", out.error
+        maps = [f for f in s.channel.drain() if isinstance(f, CamFrame)]
+        assert {f.method for f in maps} == {"saliency", "gxi"}
+        assert all(f.layer == ATTRIBUTION_LAYER and f.cam.shape == (8, 8) for f in maps)
+        assert all(0 <= f.cam.min() and f.cam.max() <= 1 for f in maps)
+        # The signed arrays are the input gradient of the target (times the input for gxi).
+        leaf = x[None].clone().requires_grad_(True)
+        model.eval()
+        model(leaf)[0, out.target].backward()
+        grad = leaf.grad[0].numpy()
+        assert out.attributions["saliency"].shape == (3, 8, 8)
+        assert abs(out.attributions["saliency"] - abs(grad)).max() < 1e-6
+        assert abs(out.attributions["gxi"] - grad * x.numpy()).max() < 1e-6
+        assert not remaining_hooks(model)
+    finally:
+        s.close()
