@@ -127,12 +127,12 @@ def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
     qtbot.addWidget(widget)
     widget.set_tree(tree, "net")
     model = widget.model
-    widget.handle_frame(activation(1, "body.0", [1.0, -1.0, 3.0, 1.0]))
-    widget.handle_frame(activation(1, "body.1", [0.0, 0.0, 0.0, 0.0]))
-    widget.handle_frame(activation(1, "head", [1.0, float("nan")]))
-    widget.handle_frame(GradientFrame(1, "shared", 0, GRAD_OUTPUT, "", (1, 2), "float32",
+    widget.model.store.put(activation(1, "body.0", [1.0, -1.0, 3.0, 1.0]))
+    widget.model.store.put(activation(1, "body.1", [0.0, 0.0, 0.0, 0.0]))
+    widget.model.store.put(activation(1, "head", [1.0, float("nan")]))
+    widget.model.store.put(GradientFrame(1, "shared", 0, GRAD_OUTPUT, "", (1, 2), "float32",
                                       stats([5e3, 1.0])))
-    widget.handle_frame(activation(1, "body.0", [9.0, 9.0], kind=INPUT))  # not a column
+    widget.model.store.put(activation(1, "body.0", [9.0, 9.0], kind=INPUT))  # not a column
     with qtbot.waitSignal(model.dataChanged):
         model.flush(force=True)
     assert model.data(model.index_of("body.0", COL_MEAN)) == "1"
@@ -144,7 +144,7 @@ def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
     badge = model.data(model.index_of("body.1", COL_HEALTH), Qt.ItemDataRole.BackgroundRole)
     assert badge is not None
     # A later run that did not capture body.1: its numbers stay, shown as stale (grey).
-    widget.handle_frame(activation(2, "body.0", [2.0, 2.0]))
+    widget.model.store.put(activation(2, "body.0", [2.0, 2.0]))
     stale = model.data(model.index_of("body.1", COL_MEAN), Qt.ItemDataRole.ForegroundRole)
     fresh = model.data(model.index_of("body.0", COL_MEAN), Qt.ItemDataRole.ForegroundRole)
     assert stale is not None and fresh is None
@@ -186,6 +186,13 @@ class FakeChannel:
         return out
 
 
+def watch(router, seen: list):
+    """Subscribe to everything in the router's store, as a view does: `seen` gets the frames,
+    the RunStarted and RunFinished frames, and "cleared", in the order the store told them."""
+    return router.store.subscribe(seen.append, on_run=seen.append,
+                                  on_clear=lambda: seen.append("cleared"))
+
+
 def test_router_routes_in_order_skips_stale_runs_and_survives_a_broken_view(qtbot):
     from inspector.ui.frame_router import FrameRouter
 
@@ -193,13 +200,13 @@ def test_router_routes_in_order_skips_stale_runs_and_survives_a_broken_view(qtbo
     channel = FakeChannel()
     router.set_channel(channel)
     seen, failures, finished = [], [], []
-    router.add_consumer(seen.append)
+    watch(router, seen)
 
     def broken(frame):
         raise ValueError("a view bug")
 
-    router.add_consumer(broken)
-    router.consumerFailed.connect(lambda message, details: failures.append(message))
+    router.store.subscribe(broken, on_run=broken)
+    router.listenerFailed.connect(lambda message, details: failures.append(message))
     router.runFinished.connect(finished.append)
     router.expect_run(2)
     channel.pending = [activation(1, "a", [1.0]), RunStarted(2, "x", "m", "cpu"),
@@ -229,9 +236,10 @@ def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
     router = FrameRouter(min_interval_s=3600.0)  # deliver when told to, or when urgent
     channel = FakeChannel()
     router.set_channel(channel)
-    seen, finished = [], []
-    router.add_consumer(seen.append)
+    seen, finished, errors = [], [], []
+    watch(router, seen)
     router.runFinished.connect(finished.append)
+    router.errorFrame.connect(errors.append)
 
     def run(run_id, status="ok"):
         return [RunStarted(run_id, "x", "m", "cpu"), activation(run_id, "a", [1.0]),
@@ -256,9 +264,9 @@ def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
     seen.clear()
     channel.pending = run(5) + [ErrorFrame(5, "a hook failed")] + run(6)
     router.tick()
+    assert [f.run_id for f in errors] == [5]
     assert [(type(f).__name__, f.run_id) for f in seen] == [
-        ("ErrorFrame", 5), ("RunStarted", 6), ("ActivationFrame", 6), ("PredictionFrame", 6),
-        ("RunFinished", 6)]
+        ("RunStarted", 6), ("ActivationFrame", 6), ("PredictionFrame", 6), ("RunFinished", 6)]
     router.stop()
 
 
@@ -271,7 +279,7 @@ def test_a_staggered_router_hands_a_batch_to_one_view_per_tick(qtbot):
     router.set_channel(channel)
     views = [[], [], []]
     for seen in views:
-        router.add_consumer(seen.append)
+        watch(router, seen)
     finished, started = [], []
     router.runFinished.connect(finished.append)
     router.runStarted.connect(started.append)
@@ -310,7 +318,7 @@ def test_a_staggered_router_hands_a_batch_to_one_view_per_tick(qtbot):
         seen.clear()
     channel.pending = [ModelLoaded("m", "d", False, "cpu", None)]
     router.tick()
-    assert all(len(seen) == 1 and isinstance(seen[0], ModelLoaded) for seen in views)
+    assert all(seen == ["cleared"] for seen in views)
     router.stop()
 
 
