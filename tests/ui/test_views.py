@@ -1,40 +1,33 @@
-"""The data views, fed synthetic frames: what they hold after each frame, and when they paint."""
+"""The mosaic and the activation view, fed synthetic frames through a run store: what they
+show after each frame, and when they paint."""
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import replace
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # conftest sets it too
 
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 from PySide6.QtCore import QPointF, Qt  # noqa: E402
+from view_frames import (  # noqa: E402
+    RNG,
+    act,
+    grad,
+    make_stats,
+    shown,
+    started,
+    tile,
+)
 
 from inspector.core.frames import (  # noqa: E402
-    GRAD_INPUT,
-    GRAD_OUTPUT,
     INPUT,
-    OUTPUT,
-    ActivationFrame,
-    CamFrame,
-    GradientFrame,
     ModelLoaded,
-    Prediction,
-    PredictionFrame,
     RunFinished,
-    RunStarted,
-    TensorStats,
 )
 from inspector.ui.views import (  # noqa: E402
     ActivationView,
-    CamView,
-    GradientView,
-    InputStatsView,
-    PredictionsView,
 )
-from inspector.ui.views.cam_view import heat_rgb  # noqa: E402
 from inspector.ui.views.mosaic import GAP, PER_CHANNEL, SHARED, Mosaic, grid_shape  # noqa: E402
 from inspector.ui.views.tensor_panel import (  # noqa: E402
     MESSAGE,
@@ -46,70 +39,6 @@ from inspector.ui.views.tensor_panel import (  # noqa: E402
     ZOOM,
     token_grid_side,
 )
-
-# -- synthetic frames ---------------------------------------------------------------------------
-
-
-def make_stats(batch: np.ndarray) -> TensorStats:
-    """TensorStats of a tensor with its batch dimension, as core computes them (dim 1 = channel)."""
-    x = np.asarray(batch, dtype=np.float64)
-    per = np.moveaxis(x, 1, 0).reshape(x.shape[1], -1) if x.ndim >= 2 else x.reshape(1, -1)
-    finite = x[np.isfinite(x)] if x.size else np.zeros(1)
-    return TensorStats(
-        mean=float(finite.mean()),
-        std=float(finite.std()),
-        min=float(finite.min()),
-        max=float(finite.max()),
-        zero_fraction=float((x == 0).mean()),
-        numel=int(x.size),
-        channel_mean=per.mean(1),
-        channel_std=per.std(1),
-        channel_min=per.min(1),
-        channel_max=per.max(1),
-        channel_zero_fraction=(per == 0).mean(1),
-        abs_mean=float(np.abs(finite).mean()),
-        nonfinite=int((~np.isfinite(x)).sum()),
-    )
-
-
-def act(run, module, preview, kind=OUTPUT, call=0, path="", stats=None):
-    """An ActivationFrame whose preview is `preview` (the first batch item)."""
-    preview = np.asarray(preview, np.float32)
-    return ActivationFrame(
-        run_id=run, module=module, call=call, kind=kind, path=path,
-        shape=(1, *preview.shape), dtype="float32",
-        stats=stats or make_stats(preview[None]), preview=preview,
-    )
-
-
-def grad(run, module, preview, kind=GRAD_OUTPUT, stats=None, call=0):
-    preview = np.asarray(preview, np.float32)
-    return GradientFrame(
-        run_id=run, module=module, call=call, kind=kind, path="",
-        shape=(1, *preview.shape), dtype="float32",
-        stats=stats or make_stats(preview[None]), preview=preview,
-    )
-
-
-def started(run, display=None):
-    return RunStarted(run_id=run, label="img.png", model="m", device="cpu", display=display)
-
-
-def shown(qtbot, widget):
-    qtbot.addWidget(widget)
-    widget.resize(640, 480)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
-
-
-def tile(item_image: np.ndarray, k: int, rows_cols: tuple[int, int], h: int, w: int):
-    _, cols = rows_cols
-    r, c = divmod(k, cols)
-    return item_image[r * (h + GAP): r * (h + GAP) + h, c * (w + GAP): c * (w + GAP) + w]
-
-
-RNG = np.random.default_rng(0)
 
 # -- the mosaic itself --------------------------------------------------------------------------
 
@@ -393,267 +322,3 @@ def test_model_loaded_clears_the_view(qtbot):
     view.store.put(ModelLoaded(name="x", description="", pretrained=False, device="cpu",
                                   tree=None))
     assert view.current_frame() is None and view.panel.mode == MESSAGE
-
-
-# -- GradientView -------------------------------------------------------------------------------
-
-
-def test_gradient_levels_are_symmetric_about_zero(qtbot):
-    view = shown(qtbot, GradientView())
-    view.set_module("conv")
-    data = (RNG.normal(size=(4, 5, 5)) + 0.7).astype(np.float32)
-    view.store.put(grad(1, "conv", data))
-    panel = view.panel
-    lo, hi = panel.mosaic_item.levels
-    assert lo == -hi == -1.0
-    rc = grid_shape(4, 5, 5)
-    for k in range(4):
-        a = np.abs(data[k]).max()
-        np.testing.assert_allclose(tile(panel.mosaic_item.image, k, rc, 5, 5), data[k] / a,
-                                   rtol=1e-6)
-    panel.norm_combo.setCurrentIndex(panel.norm_combo.findData(SHARED))
-    lo, hi = panel.mosaic_item.levels
-    assert hi == -lo == pytest.approx(np.abs(data).max())
-    assert panel.cmap_combo.currentText() == "blue-white-red"
-
-
-def test_gradient_kind_toggle_switches_between_output_and_input_gradients(qtbot):
-    view = shown(qtbot, GradientView())
-    view.set_module("fc")
-    out, inp = np.full(3, 1.0), np.full(5, -2.0)
-    view.store.put(grad(1, "fc", out, kind=GRAD_OUTPUT))
-    view.store.put(grad(1, "fc", inp, kind=GRAD_INPUT))
-    np.testing.assert_array_equal(view.panel.vector_bars.opts["height"], out)
-    view.kind_combo.setCurrentIndex(view.kind_combo.findData(GRAD_INPUT))
-    np.testing.assert_array_equal(view.panel.vector_bars.opts["height"], inp)
-    assert "gradient of the input" in view.header.text()
-
-
-def _flow_run(view, run, grads):
-    """Forward frames in order, then gradient frames in backward order, as a run sends them."""
-    view.store.put(started(run))
-    for name in grads:
-        view.store.put(act(run, name, np.ones(2)))
-    for name in reversed(list(grads)):
-        view.store.put(grad(run, name, grads[name]))
-
-
-def test_gradient_flow_has_one_point_per_layer_in_forward_order(qtbot):
-    view = shown(qtbot, GradientView())
-    grads = {
-        "conv1": np.array([0.1, -0.3, 0.2]),
-        "layer1": np.array([0.01, 0.02, -0.05]),
-        "fc": np.array([1.0, -2.0, 0.5]),
-    }
-    _flow_run(view, 1, grads)
-    qtbot.waitUntil(lambda: len(view.flow.points) == 3)
-    flow = view.flow
-    assert [p.name for p in flow.points] == ["conv1", "layer1", "fc"]
-    expected_max = [np.abs(g).max() for g in grads.values()]
-    expected_mean = [np.abs(g).mean() for g in grads.values()]
-    np.testing.assert_allclose(flow.max_values, expected_max, rtol=1e-6)
-    np.testing.assert_allclose(flow.mean_values, expected_mean, rtol=1e-6)
-    assert len(flow.max_curve.xData) == 3
-    np.testing.assert_allclose(flow.max_curve.yData, expected_max, rtol=1e-6)
-    np.testing.assert_allclose(flow.mean_curve.yData, expected_mean, rtol=1e-6)
-    assert flow.mean_label == "mean |grad|" and "mean |grad|" in flow.summary.text()
-
-
-def test_gradient_flow_falls_back_to_rms_without_abs_mean(qtbot):
-    view = shown(qtbot, GradientView())
-    g = np.array([1.0, -3.0])
-    stats = replace(make_stats(g[None]), abs_mean=0.0)  # as from a core that leaves it unset
-    view.store.put(grad(1, "fc", g, stats=stats))
-    view.flush()
-    np.testing.assert_allclose(view.flow.mean_values, [math.hypot(g.mean(), g.std())])
-    assert "RMS" in view.flow.mean_label  # says it is a stand-in
-    assert "RMS" in view.flow.summary.text()
-
-
-def test_zero_and_non_finite_gradients_are_marked(qtbot):
-    view = shown(qtbot, GradientView())
-    grads = {
-        "a": np.array([0.5, -0.5]),
-        "dead": np.zeros(2),
-        "bad": np.array([np.nan, 1.0]),
-    }
-    _flow_run(view, 1, grads)
-    view.flush()
-    flow = view.flow
-    assert flow.zero_layers == ["dead"] and flow.nonfinite_layers == ["bad"]
-    assert np.isnan(flow.max_values[1:]).all() and flow.max_values[0] == 0.5
-    assert len(flow.zero_marks.xData) == 1 and flow.zero_marks.xData[0] == 1
-    assert len(flow.bad_marks.xData) == 1 and flow.bad_marks.xData[0] == 2
-    assert "zero gradient: dead" in flow.summary.text() and "NaN/Inf: bad" in flow.summary.text()
-    assert flow.zero_marks.yData[0] < np.nanmin(flow.mean_values)  # below every drawn point
-    assert flow.bad_marks.yData[0] > np.nanmax(flow.max_values)  # above every drawn point
-
-
-def test_gradient_flow_is_replaced_only_when_the_next_run_has_gradients(qtbot):
-    view = shown(qtbot, GradientView())
-    _flow_run(view, 1, {"a": np.ones(2), "b": np.ones(2)})
-    view.flush()
-    view.store.put(started(2))
-    view.store.put(act(2, "a", np.ones(2)))
-    view.flush()
-    assert len(view.flow.points) == 2  # still run 1's
-    view.store.put(grad(2, "b", np.full(2, 3.0)))
-    view.flush()
-    assert [p.name for p in view.flow.points] == ["b"]
-    assert view.flow.max_values[0] == 3.0
-
-
-def test_hidden_gradient_view_draws_the_flow_when_shown(qtbot):
-    view = GradientView()
-    qtbot.addWidget(view)
-    _flow_run(view, 1, {"a": np.ones(2), "b": np.ones(2)})
-    qtbot.wait(20)
-    assert view.flow.points == [] and view.paint_count == 0
-    view.show()
-    qtbot.waitExposed(view)
-    assert len(view.flow.points) == 2 and view.paint_count == 1
-
-
-# -- InputStatsView -----------------------------------------------------------------------------
-
-
-def test_input_stats_plot_mean_and_std_per_layer_in_arrival_order(qtbot):
-    view = shown(qtbot, InputStatsView())
-    assert "Drop an image" in view.empty.text()
-    inputs = {
-        "conv1": RNG.normal(size=(3, 8, 8)),
-        "layer1": RNG.normal(2.0, 3.0, size=(4, 4, 4)),
-        "fc": RNG.normal(size=(10,)),
-    }
-    view.store.put(started(1))
-    for name, x in inputs.items():
-        view.store.put(act(1, name, x, kind=INPUT))
-        view.store.put(act(1, name, x, kind=OUTPUT))  # ignored
-    qtbot.waitUntil(lambda: len(view.layers) == 3)
-    assert view.layers == ["conv1", "layer1", "fc"]
-    np.testing.assert_allclose(view.mean_curve.yData, [x.mean() for x in inputs.values()],
-                               rtol=1e-5)
-    np.testing.assert_allclose(view.std_curve.yData, [x.std() for x in inputs.values()],
-                               rtol=1e-5)
-    assert "looks normalised" in view.header.text()
-
-
-def test_input_stats_flag_an_input_that_is_not_normalised(qtbot):
-    view = shown(qtbot, InputStatsView())
-    view.store.put(act(1, "conv1", RNG.uniform(0, 255, size=(3, 8, 8)), kind=INPUT))
-    view.flush()
-    assert "check the preprocessing" in view.header.text()
-
-
-# -- PredictionsView ----------------------------------------------------------------------------
-
-
-def predictions(run, target):
-    probs = [0.6, 0.2, 0.1, 0.06, 0.04]
-    labels = ["tabby", "tiger cat", "Egyptian cat", "lynx", "carton"]
-    top = tuple(Prediction(index=280 + i, label=lab, prob=p, logit=math.log(p))
-                for i, (lab, p) in enumerate(zip(labels, probs, strict=True)))
-    return PredictionFrame(run_id=run, top=top, target=target)
-
-
-def test_predictions_table_rows_labels_and_target(qtbot):
-    view = shown(qtbot, PredictionsView())
-    assert "Drop an image" in view.empty.text()
-    view.store.put(predictions(1, target=280))
-    table = view.table
-    assert table.rowCount() == 5
-    assert [table.item(r, 1).text() for r in range(5)] == [
-        "tabby", "tiger cat", "Egyptian cat", "lynx", "carton"]
-    assert table.item(0, 2).data(Qt.ItemDataRole.UserRole + 1) == pytest.approx(0.6)
-    assert table.item(0, 1).font().bold() and not table.item(1, 1).font().bold()
-    assert "tabby" in view.header.text() and "(280)" in view.header.text()
-
-
-def test_clicking_a_class_emits_target_chosen_with_its_index(qtbot):
-    view = shown(qtbot, PredictionsView())
-    view.store.put(predictions(1, target=280))
-    table = view.table
-    rect = table.visualRect(table.model().index(2, 1))
-    with qtbot.waitSignal(view.targetChosen, timeout=1000) as blocker:
-        qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert blocker.args == [282]
-    assert "running" in view.header.text() and table.item(2, 1).font().bold()
-    # Clicking the class already asked for, or the current target, does not re-run.
-    with qtbot.assertNotEmitted(view.targetChosen):
-        qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    view.store.put(predictions(2, target=282))
-    assert "running" not in view.header.text() and view.target == 282
-    with qtbot.assertNotEmitted(view.targetChosen):
-        view._row_chosen(2)
-
-
-# -- CamView ------------------------------------------------------------------------------------
-
-
-def cam_frame(run, cam, method="gradcam", layer="layer4", target=281):
-    return CamFrame(run_id=run, method=method, layer=layer, target=target,
-                    cam=np.asarray(cam, np.float32))
-
-
-def test_cam_overlay_composite_follows_alpha(qtbot):
-    view = shown(qtbot, CamView())
-    display = RNG.integers(0, 256, size=(24, 32, 3), dtype=np.uint8)
-    cam = np.linspace(0, 1, 24 * 32, dtype=np.float32).reshape(24, 32)
-    view.store.put(started(1, display))
-    np.testing.assert_array_equal(view.composite, display)  # the image alone, at once
-    view.store.put(cam_frame(1, cam))
-    heat = heat_rgb(cam)
-    expected = np.clip(display + 0.5 * (heat - display) + 0.5, 0, 255).astype(np.uint8)
-    np.testing.assert_array_equal(view.composite, expected)
-    half = view.composite.copy()
-    view.alpha_slider.setValue(100)
-    np.testing.assert_array_equal(view.composite, heat.astype(np.uint8))
-    view.alpha_slider.setValue(0)
-    np.testing.assert_array_equal(view.composite, display)
-    assert not np.array_equal(half, view.composite)
-    assert np.shares_memory(view.image_item.image, view.composite)
-    assert "Grad-CAM" in view.header.text() and "layer4" in view.header.text()
-
-
-def test_cam_rerun_of_the_same_image_keeps_the_overlay_until_the_new_cam(qtbot):
-    view = shown(qtbot, CamView())
-    display = RNG.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
-    view.store.put(started(1, display))
-    view.store.put(cam_frame(1, np.zeros((8, 8))))
-    view.store.put(started(2, display.copy()))
-    assert view.cam_frame is not None and view.cam_frame.run_id == 1
-    view.store.put(cam_frame(2, np.ones((8, 8))))
-    assert view.cam_frame.run_id == 2
-    other = 255 - display
-    view.store.put(started(3, other))  # a different image: the old CAM would be wrong on it
-    assert view.cam_frame is None
-    np.testing.assert_array_equal(view.composite, other)
-    view.store.put(cam_frame(2, np.ones((8, 8))))  # late, from the previous image
-    assert view.cam_frame is None
-
-
-def test_cam_method_and_layer_choices_emit_signals(qtbot):
-    view = shown(qtbot, CamView())
-    with qtbot.assertNotEmitted(view.layerChanged):
-        view.set_layers(["layer3", "layer4"], "layer4")
-    assert view.layer == "layer4"
-    with qtbot.waitSignal(view.layerChanged) as blocker:
-        view.layer_combo.setCurrentIndex(0)
-    assert blocker.args == ["layer3"]
-    with qtbot.waitSignal(view.methodChanged) as blocker:
-        view.method_combo.setCurrentIndex(view.method_combo.findData("scorecam"))
-    assert blocker.args == ["scorecam"]
-    assert [view.method_combo.itemData(i) for i in range(view.method_combo.count())] == [
-        "gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "eigencam", "scorecam"]
-
-
-def test_cam_view_shows_the_selected_methods_map_when_several_arrive(qtbot):
-    view = shown(qtbot, CamView())
-    view.set_layers(["layer4"], "layer4")
-    display = np.zeros((4, 4, 3), np.uint8)
-    view.store.put(started(1, display))
-    view.store.put(cam_frame(1, np.zeros((4, 4)), method="gradcam"))
-    view.store.put(cam_frame(1, np.ones((4, 4)), method="layercam"))
-    assert view.cam_frame.method == "gradcam"  # the combo's choice, not just the newest
-    view.method_combo.setCurrentIndex(view.method_combo.findData("layercam"))
-    assert view.cam_frame.method == "layercam"

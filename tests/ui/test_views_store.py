@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_views import act, cam_frame, grad, predictions, started
+from view_frames import act, cam_frame, grad, predictions, started
 
 from inspector.core.frames import GRAD_OUTPUT, INPUT, OUTPUT, RunFinished
 from inspector.core.run_store import RunStore
