@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from view_frames import act, cam_frame, grad, predictions, started
+from view_frames import FakeChannel, act, cam_frame, grad, predictions, started
 
 from inspector.core.frames import GRAD_OUTPUT, INPUT, OUTPUT, RunFinished
 from inspector.core.run_store import RunStore
@@ -21,15 +21,6 @@ from inspector.ui.views import (
 from inspector.ui.views.tensor_panel import MESSAGE, MOSAIC, VECTOR
 
 VIEWS = (ActivationView, GradientView, InputStatsView, PredictionsView, CamView)
-
-
-class FakeChannel:
-    def __init__(self):
-        self.pending, self.dropped = [], 0
-
-    def drain(self, max_frames=None):
-        out, self.pending = self.pending[:max_frames], self.pending[max_frames:]
-        return out
 
 
 def shown_views(qtbot, store):

@@ -1,4 +1,5 @@
-"""Synthetic frames for the view tests: what core's hooks would send, built from arrays."""
+"""Synthetic frames for the view and router tests: what core's hooks would send, built from
+arrays, and a channel to send them through."""
 
 from __future__ import annotations
 
@@ -96,3 +97,13 @@ def cam_frame(run, cam, method="gradcam", layer="layer4", target=281):
     return CamFrame(run_id=run, method=method, layer=layer, target=target,
                     cam=np.asarray(cam, np.float32))
 
+
+class FakeChannel:
+    """What the frame router drains: `pending` frames, and a count the channel dropped."""
+
+    def __init__(self, dropped: int = 0):
+        self.pending, self.dropped = [], dropped
+
+    def drain(self, max_frames=None):
+        out, self.pending = self.pending[:max_frames], self.pending[max_frames:]
+        return out
