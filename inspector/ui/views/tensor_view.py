@@ -13,7 +13,7 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
-from inspector.core.frames import RunFinished, RunStarted, TensorFrame
+from inspector.core.frames import RunFinished, TensorFrame
 from inspector.ui.views.base import FrameView, fmt
 from inspector.ui.views.tensor_panel import TensorPanel
 
@@ -152,12 +152,9 @@ class TensorView(FrameView):
         if self.module is None:
             return  # "Select a module" whatever the runs do
         shown = self.current_frame()
-        if isinstance(frame, RunStarted):
-            stale = shown is None  # the hint becomes "waiting for ..."
-        else:
-            # Say so when this run did not capture what is shown, or left nothing to show.
-            stale = isinstance(frame, RunFinished) and (shown is None or shown.run_id < frame.run_id)
-        if stale:
+        # Started: the hint becomes "waiting for ...". Finished: say so when the run did not
+        # capture what is shown, or failed before it (the store then shows nothing).
+        if shown is None or (isinstance(frame, RunFinished) and shown.run_id < frame.run_id):
             self.request_panel()
 
     def cleared(self) -> None:
