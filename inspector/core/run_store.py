@@ -1,19 +1,30 @@
 """What the runs shown so far produced: the latest frame per key, the run ids, the forward
-order. The UI's frame router puts frames here; the module tree and the views read what they
-show and subscribe to the keys they show (napari's split of model and view), so that no view
-keeps its own cache of frames or works out on its own which run is the current one.
+order. The UI's frame router puts frames here; the module tree and the views subscribe to
+the keys they show and read what they show from here (napari's split of model and view), so
+that no view keeps its own cache of frames or works out on its own which run is current.
 
 A key says what a frame is about: ("tensor", module, kind, call, path) for activations and
-gradients, ("cam", method, layer), ("predictions",). Frames of the current run and of the
-pinned run (run A, for comparisons) are kept, and of the run before the current one until
-the current run has a frame for the same view (so that a view keeps its picture between
-runs instead of blanking). Control frames (RunStarted, RunFinished) update the run ids.
+gradients, ("cam", method, layer), ("predictions",). The last `keep_runs` runs are kept,
+and the pinned run (run A, for comparisons) whatever comes after it. A view shows, for the
+kinds it shows, the newest run that produced such frames or failed (`shown_run`): it keeps
+the previous run's picture until the new run's first frame of its kinds arrives, and shows
+nothing (but says so) when a newer run failed before producing any.
+
+Questions about runs are answered here once: a frame of a run older than the newest one is
+late (from a cancelled run) and is dropped; a new model empties the store. Subscribers are
+told about the frames they want, each RunStarted and RunFinished (so every view learns of a
+failed run exactly once) and each clearing. Notifications wait in the subscription until
+`notify` delivers them: at once, or, when `deferred`, when the frame router hands them out
+(one subscriber per display tick).
 
 No Qt and no torch: the store is plain Python, tested on its own.
 """
 
 from __future__ import annotations
 
+import inspect
+import weakref
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +33,7 @@ from .frames import CamFrame, ModelLoaded, PredictionFrame, RunFinished, RunStar
 
 Key = tuple
 Listener = Callable[[Any], None]
+PartKey = tuple[str, int, str]  # (kind, call, path) of one module's tensor
 
 
 def key_of(frame: Any) -> Key | None:
@@ -35,30 +47,65 @@ def key_of(frame: Any) -> Key | None:
     return None
 
 
-@dataclass
-class Subscription:
-    """Calls `listener(frame)` for each stored frame whose key `wants`; `modules` narrows
-    tensor frames to those modules (None: every module), and can be changed at any time."""
+def what_of(key: Key) -> str:
+    """What a key holds, as subscriptions name it: a tensor kind, "cam" or "predictions"."""
+    return key[2] if key[0] == "tensor" else key[0]
 
-    listener: Listener
-    kinds: frozenset[str] | None = None  # tensor kinds, "cam", "predictions"; None: all
-    modules: set[str] | None = None
-    active: bool = True
+
+def _held(callback: Callable | None) -> Callable[[], Callable | None] | None:
+    """A reference to `callback`; to a bound method, a weak one: a subscription must not
+    keep its view alive (a view and the store it subscribes to would form a cycle, which
+    Python frees at a time of its own choosing, in the middle of another widget's paint)."""
+    if callback is None:
+        return None
+    if inspect.ismethod(callback):
+        return weakref.WeakMethod(callback)
+    return lambda: callback
+
+
+class Subscription:
+    """What one view shows and how it is told. `on_frame(frame)` for each stored frame whose
+    key it `wants`; `on_run(frame)` for each RunStarted and RunFinished; `on_clear()` when
+    the store is emptied (a new model). `modules` narrows tensor frames to those modules
+    (None: every module) and can be changed at any time. Bound methods are held weakly:
+    once their object is gone, the subscription ends."""
+
+    def __init__(self, on_frame: Listener, kinds: frozenset[str] | None = None,
+                 modules: set[str] | None = None, on_run: Listener | None = None,
+                 on_clear: Callable[[], None] | None = None) -> None:
+        self.kinds = kinds  # tensor kinds, "cam", "predictions"; None: all
+        self.modules = modules
+        self._listeners = {"frame": _held(on_frame), "run": _held(on_run),
+                           "clear": _held(on_clear)}
+        self.active = True
+        self.pending: deque[tuple[str, tuple]] = deque()  # (what, args) not delivered yet
 
     def wants(self, key: Key) -> bool:
-        what = key[2] if key[0] == "tensor" else key[0]
-        if self.kinds is not None and what not in self.kinds:
+        if self.kinds is not None and what_of(key) not in self.kinds:
             return False
         return key[0] != "tensor" or self.modules is None or key[1] in self.modules
 
+    def listens(self, what: str) -> bool:
+        """Has a listener for "frame", "run" or "clear" notifications."""
+        return self._listeners[what] is not None
+
+    def listener(self, what: str) -> Callable | None:
+        """The listener for `what`; None when its object is gone (or there is none)."""
+        ref = self._listeners[what]
+        return ref() if ref is not None else None
+
     def cancel(self) -> None:
         self.active = False
+        self.pending.clear()
 
 
 @dataclass
 class _Run:
     frames: dict[Key, Any] = field(default_factory=dict)
+    modules: dict[str, dict[PartKey, TensorFrame]] = field(default_factory=dict)
+    whats: Counter = field(default_factory=Counter)  # what_of(key) -> frames of it
     order: dict[str, int] = field(default_factory=dict)  # module -> first forward position
+    started: RunStarted | None = None
     status: str | None = None  # RunFinished.status once finished
 
 
@@ -66,9 +113,14 @@ class RunStore:
     def __init__(self, keep_runs: int = 4) -> None:
         self.keep_runs = keep_runs  # besides the pinned run
         self._runs: dict[int, _Run] = {}
-        self.current_run: int | None = None  # the newest run started
+        self.current_run: int | None = None  # the newest run seen
         self.pinned_run: int | None = None  # run A, kept for comparisons
         self._subs: list[Subscription] = []
+        # True: put() only queues notifications, and notify() delivers them.
+        self.deferred = False
+        # Called as on_error(callback, exception) when a subscriber raises (inside the
+        # except block, so the traceback is at hand); None: the exception propagates.
+        self.on_error: Callable[[Callable, Exception], None] | None = None
 
     # -- writing (the frame router) -----------------------------------------------------------
     def put(self, frame: Any) -> None:
@@ -76,38 +128,60 @@ class RunStore:
             self.clear()
             return
         run_id = getattr(frame, "run_id", None)
-        if run_id is None:
-            return
-        if isinstance(frame, RunStarted):
-            self.current_run = max(run_id, self.current_run or 0)
-        run = self._run(run_id)
-        if isinstance(frame, RunFinished):
-            run.status = frame.status
-            return
         key = key_of(frame)
-        if key is None:
-            return
-        if key[0] == "tensor" and frame.kind in ("input", "output"):
-            run.order.setdefault(frame.module, len(run.order))
-        run.frames[key] = frame
-        for sub in list(self._subs):
-            if sub.active and sub.wants(key):
-                sub.listener(frame)
+        control = isinstance(frame, (RunStarted, RunFinished))
+        if run_id is None or not (control or key is not None):
+            return  # errors and progress are for the status bar, not the views
+        if key is not None and self.current_run is not None and run_id < self.current_run:
+            return  # late data of a run that a newer one replaced
+        self.current_run = max(run_id, self.current_run or 0)
+        run = self._run(run_id)
+        if control:
+            if isinstance(frame, RunStarted):
+                run.started = frame
+            else:
+                run.status = frame.status
+            self._queue(lambda sub: sub.listens("run"), "run", (frame,))
+        else:
+            self._keep(run, key, frame)
+            self._queue(lambda sub: sub.wants(key), "frame", (frame,))
+        if not self.deferred:
+            self.notify()
 
     def clear(self) -> None:
         """A new model: every key named the old one's modules."""
         self._runs.clear()
         self.current_run = self.pinned_run = None
+        self._queue(lambda sub: sub.listens("clear"), "clear", ())
+        if not self.deferred:
+            self.notify()
 
     def pin(self, run_id: int | None) -> None:
         """Keep `run_id` (run A) whatever runs come after it; None lets it go."""
         self.pinned_run = run_id
 
-    # -- reading (the views) ------------------------------------------------------------------
-    def subscribe(self, listener: Listener, kinds: Iterable[str] | None = None,
-                  modules: Iterable[str] | None = None) -> Subscription:
-        sub = Subscription(listener, None if kinds is None else frozenset(kinds),
-                           None if modules is None else set(modules))
+    def notify(self, subscriptions: Iterable[Subscription] | None = None) -> None:
+        """Deliver what is pending, in order: to `subscriptions`, or to every subscriber."""
+        for sub in list(self._subs if subscriptions is None else subscriptions):
+            while sub.active and sub.pending:
+                what, args = sub.pending.popleft()
+                callback = sub.listener(what)
+                if callback is None:  # the view is gone
+                    self.unsubscribe(sub)
+                    break
+                try:
+                    callback(*args)
+                except Exception as e:
+                    if self.on_error is None:
+                        raise
+                    self.on_error(callback, e)
+
+    # -- subscribing (the views) ----------------------------------------------------------------
+    def subscribe(self, on_frame: Listener, kinds: Iterable[str] | None = None,
+                  modules: Iterable[str] | None = None, on_run: Listener | None = None,
+                  on_clear: Callable[[], None] | None = None) -> Subscription:
+        sub = Subscription(on_frame, None if kinds is None else frozenset(kinds),
+                           None if modules is None else set(modules), on_run, on_clear)
         self._subs.append(sub)
         return sub
 
@@ -115,20 +189,54 @@ class RunStore:
         sub.cancel()
         self._subs = [s for s in self._subs if s is not sub]
 
+    @property
+    def subscriptions(self) -> list[Subscription]:
+        return list(self._subs)
+
+    # -- reading (the views) ------------------------------------------------------------------
     def runs(self) -> list[int]:
         return sorted(self._runs)
 
-    def status(self, run_id: int) -> str | None:
-        run = self._runs.get(run_id)
+    def status(self, run_id: int | None) -> str | None:
+        """"ok", "error" or "cancelled" once `run_id` finished; None before."""
+        run = self._runs.get(run_id) if run_id is not None else None
         return run.status if run is not None else None
+
+    def started(self, run_id: int | None) -> RunStarted | None:
+        """The RunStarted of `run_id` (what was run, the image it saw)."""
+        run = self._runs.get(run_id) if run_id is not None else None
+        return run.started if run is not None else None
+
+    @property
+    def running(self) -> bool:
+        """The newest run has started and not finished."""
+        return self.started(self.current_run) is not None and self.status(self.current_run) is None
+
+    def last_finished(self) -> int | None:
+        """The newest run that finished, whatever its status."""
+        return next((r for r in sorted(self._runs, reverse=True) if self._runs[r].status), None)
 
     def latest_run(self, kinds: Iterable[str]) -> int | None:
         """The newest run with a frame of one of `kinds` (tensor kinds, "cam", ...)."""
-        wanted = Subscription(lambda _f: None, frozenset(kinds))
+        kinds = frozenset(kinds)
         for run_id in sorted(self._runs, reverse=True):
-            if any(wanted.wants(key) for key in self._runs[run_id].frames):
+            if any(self._runs[run_id].whats[k] for k in kinds):
                 return run_id
         return None
+
+    def shown_run(self, kinds: Iterable[str]) -> int | None:
+        """The run a view of `kinds` shows: the newest with such frames, or that failed
+        (then the view shows none of an earlier run's: it may have been another image)."""
+        kinds = frozenset(kinds)
+        for run_id in sorted(self._runs, reverse=True):
+            run = self._runs[run_id]
+            if run.status == "error" or any(run.whats[k] for k in kinds):
+                return run_id
+        return None
+
+    def failed(self, kinds: Iterable[str]) -> bool:
+        """The run a view of `kinds` shows failed."""
+        return self.status(self.shown_run(kinds)) == "error"
 
     def get(self, key: Key, run_id: int | None = None) -> Any:
         """The frame stored under `key` in `run_id` (default: the current run)."""
@@ -136,21 +244,29 @@ class RunStore:
         return run.frames.get(key) if run is not None else None
 
     def tensors(self, module: str, kinds: Iterable[str], run_id: int | None) -> dict:
-        """(kind, call, path) -> TensorFrame of `module` in `run_id`."""
+        """(kind, call, path) -> TensorFrame of `module` in `run_id`, in arrival order."""
         run = self._runs.get(run_id) if run_id is not None else None
         if run is None:
             return {}
         kinds = frozenset(kinds)
-        return {key[2:]: f for key, f in run.frames.items()
-                if key[0] == "tensor" and key[1] == module and key[2] in kinds}
+        return {part: f for part, f in run.modules.get(module, {}).items() if part[0] in kinds}
+
+    def latest_tensor(self, module: str, kind: str, call: int = 0) -> TensorFrame | None:
+        """The newest frame of `module`'s `kind` at `call`, of any run kept; of a tuple
+        output, its first tensor."""
+        for run_id in sorted(self._runs, reverse=True):
+            for (k, c, _path), frame in self._runs[run_id].modules.get(module, {}).items():
+                if k == kind and c == call:
+                    return frame
+        return None
 
     def of_kind(self, kinds: Iterable[str], run_id: int | None) -> dict[Key, Any]:
         """Every frame of `run_id` of these kinds, in arrival order."""
         run = self._runs.get(run_id) if run_id is not None else None
         if run is None:
             return {}
-        wanted = Subscription(lambda _f: None, frozenset(kinds))
-        return {key: f for key, f in run.frames.items() if wanted.wants(key)}
+        kinds = frozenset(kinds)
+        return {key: f for key, f in run.frames.items() if what_of(key) in kinds}
 
     def forward_order(self, run_id: int | None = None) -> dict[str, int]:
         """Module -> its first position in the forward pass of `run_id` (default: current)."""
@@ -166,3 +282,18 @@ class RunStore:
             for old in kept[:-self.keep_runs]:
                 del self._runs[old]
         return run
+
+    @staticmethod
+    def _keep(run: _Run, key: Key, frame: Any) -> None:
+        if key not in run.frames:
+            run.whats[what_of(key)] += 1
+        run.frames[key] = frame
+        if key[0] == "tensor":
+            run.modules.setdefault(frame.module, {})[key[2:]] = frame
+            if frame.kind in ("input", "output"):
+                run.order.setdefault(frame.module, len(run.order))
+
+    def _queue(self, wanted: Callable[[Subscription], bool], what: str, args: tuple) -> None:
+        for sub in self._subs:
+            if sub.active and wanted(sub):
+                sub.pending.append((what, args))

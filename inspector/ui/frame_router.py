@@ -1,5 +1,6 @@
-"""The UI thread's end of the frame channel: a QTimer drains it at display rate and hands
-the frames to the views.
+"""The UI thread's end of the frame channel: a QTimer drains it at display rate, puts the
+frames in the run store, and hands the store's notifications to the tree and the views (its
+subscribers).
 
 The worker never waits for the UI: it puts frames on the core's bounded channel and goes
 on. Here, on the UI thread, a timer takes what is pending sixty times a second (at most
@@ -14,13 +15,14 @@ a core here, slowed the worker on a 2-core machine, and showed nothing anyone co
 follow. Errors and a newly loaded model are never held back or skipped. The counters and
 `runFinished` still see every run.
 
-With `stagger`, a batch reaches the views one view per tick (16 ms apart) instead of all in
-one go. Qt paints what changed at the end of each event-loop turn, so every view updating
-at once meant one long turn: handing a run to the views took 12 ms (median) to 70 ms and
-the paint that followed another 10-40 ms, and that turn was the 99th-percentile lateness of
-a 16 ms timer (35-65 ms measured with bench_ui on demo_shapes). One view per turn keeps each
-turn to that view's share. Each view still sees every frame of the batch in order; the
-run's `runFinished` is emitted after the last view got it.
+With `stagger`, a batch is stored at once but its notifications reach the subscribers one
+subscriber per tick (16 ms apart) instead of all in one go. Qt paints what changed at the
+end of each event-loop turn, so every view updating at once meant one long turn: handing a
+run to the views took 12 ms (median) to 70 ms and the paint that followed another 10-40 ms,
+and that turn was the 99th-percentile lateness of a 16 ms timer (35-65 ms measured with
+bench_ui on demo_shapes). One view per turn keeps each turn to that view's share. Each
+subscriber is still told of every frame of the batch it wants, in order; the run's
+`runFinished` is emitted after the last one was told.
 
 The same timer polls `concurrent.futures.Future`s (a model load, the background import of
 torch) so that their results are handled on the UI thread without cross-thread signals.
@@ -32,19 +34,16 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from inspector.core.frames import ErrorFrame, ModelLoaded, ProgressFrame, RunFinished, RunStarted
-from inspector.core.run_store import RunStore
+from inspector.core.run_store import RunStore, Subscription
 
 DISPLAY_INTERVAL_MS = 16
 MAX_FRAMES_PER_TICK = 400
 DATA_BATCH_S = 0.08
 MIN_DELIVERY_INTERVAL_S = 0.2
-
-Consumer = Callable[[Any], None]
 
 
 class FrameRouter(QObject):
@@ -53,7 +52,7 @@ class FrameRouter(QObject):
     runFinished = Signal(object)  # RunFinished: every run, after the views saw its frames
     errorFrame = Signal(object)  # ErrorFrame
     progress = Signal(object)  # ProgressFrame (of the runs the views are shown)
-    consumerFailed = Signal(str, str)  # message, traceback: a view raised on a frame
+    listenerFailed = Signal(str, str)  # message, traceback: a view raised on a notification
 
     def __init__(
         self,
@@ -66,14 +65,17 @@ class FrameRouter(QObject):
     ) -> None:
         super().__init__(parent)
         self.stagger = stagger
-        self._staggered: list = []  # the batch being handed out, one consumer per tick
-        self._stagger_next: list[Consumer] = []  # the consumers still to get it
+        self._staggered: list = []  # the batch being handed out, one subscriber per tick
+        self._stagger_next: list[Subscription] = []  # the subscribers still to be told
         self._channel = None
-        self._consumers: list[Consumer] = []
         self._flushers: list[Callable[[], None]] = []
         self._futures: list[tuple[Future, Callable[[Future], None]]] = []
         self._min_run_id = 0  # data frames of older runs are stale: skip them
-        self.store = RunStore()  # every frame shown goes here first; views read and observe it
+        # Every frame shown goes here; the tree and the views subscribe to what they show.
+        # The router delivers the store's notifications itself (see deliver).
+        self.store = RunStore()
+        self.store.deferred = True
+        self.store.on_error = self._listener_failed
         self.max_frames = max_frames
         self.batch_s = batch_s
         self._held: list = []  # drained, not yet handed on (see tick)
@@ -86,7 +88,7 @@ class FrameRouter(QObject):
         self.frames_skipped = 0
         self.ticks = 0
         self.first_frame_time: float | None = None  # time.time() of the first data frame
-        self._failed: set[tuple[int, str]] = set()  # (consumer, error type) already reported
+        self._failed: set[tuple[int, str]] = set()  # (listener, error type) already reported
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
         self._timer.timeout.connect(self.tick)
@@ -95,11 +97,8 @@ class FrameRouter(QObject):
     def set_channel(self, channel) -> None:
         self._channel = channel
 
-    def add_consumer(self, consumer: Consumer) -> None:
-        self._consumers.append(consumer)
-
     def add_flush(self, flush: Callable[[], None]) -> None:
-        """Called after each tick: for consumers that batch their updates (the tree emits
+        """Called after each tick: for subscribers that batch their updates (the tree emits
         a few dataChanged a second, not one per frame). Must be cheap when idle."""
         self._flushers.append(flush)
 
@@ -186,18 +185,17 @@ class FrameRouter(QObject):
             shown.append(frame)
         self.runs_skipped += len(skipped)
         urgent = any(isinstance(f, (ModelLoaded, ErrorFrame)) for f in shown)
-        if not self.stagger or urgent or len(self._consumers) < 2:
+        if not self.stagger or urgent or len(self.store.subscriptions) < 2:
             for frame in shown:
                 self.route(frame)
             return
         self._staggered = [f for f in shown if self._announce(f)]
-        self._stagger_next = list(self._consumers)
+        self._stagger_next = [s for s in self.store.subscriptions if s.pending]
         self._stagger_step()
 
     def _stagger_step(self) -> None:
-        consumer = self._stagger_next.pop(0)
-        for frame in self._staggered:
-            self._feed(consumer, frame)
+        if self._stagger_next:
+            self.store.notify([self._stagger_next.pop(0)])
         if not self._stagger_next:
             batch, self._staggered = self._staggered, []
             for frame in batch:
@@ -209,11 +207,10 @@ class FrameRouter(QObject):
             self._stagger_step()
 
     def route(self, frame) -> None:
-        """Hand one frame to every consumer now."""
+        """Store one frame and tell every subscriber now."""
         if not self._announce(frame):
             return
-        for consumer in self._consumers:
-            self._feed(consumer, frame)
+        self.store.notify()
         # Emitted after the views saw the run's last frames, so listeners see a complete run.
         if isinstance(frame, RunFinished):
             self.runFinished.emit(frame)
@@ -240,18 +237,15 @@ class FrameRouter(QObject):
                 self.first_frame_time = time.time()
         return True
 
-    def _feed(self, consumer: Consumer, frame) -> None:
-        try:
-            consumer(frame)
-        except Exception as e:  # a view's bug must not stop the others or the app
-            key = (id(consumer), type(e).__name__)
-            if key not in self._failed:
-                self._failed.add(key)
-                name = getattr(consumer, "__qualname__", repr(consumer))
-                self.consumerFailed.emit(
-                    f"{name} failed on a {type(frame).__name__}: {type(e).__name__}: {e}",
-                    traceback.format_exc(),
-                )
+    def _listener_failed(self, listener: Callable, error: Exception) -> None:
+        """A view raised on a notification: say so once per view and error type; the other
+        views and the app go on."""
+        key = (id(getattr(listener, "__self__", listener)), type(error).__name__)
+        if key not in self._failed:
+            self._failed.add(key)
+            name = getattr(listener, "__qualname__", repr(listener))
+            self.listenerFailed.emit(f"{name} failed: {type(error).__name__}: {error}",
+                                     traceback.format_exc())
 
     def _poll_futures(self) -> None:
         done = [(f, cb) for f, cb in self._futures if f.done()]

@@ -6,7 +6,8 @@ window first paints, and the engine (torch) comes up in the background (SessionC
 Until a model is loaded an overlay says what is being loaded.
 
 Frames flow one way: core's worker -> channel -> FrameRouter (a timer on this thread) ->
-the tree, the image pane, the views, and the status bar. User actions flow the other way:
+its run store, which tells the tree and the views what changed in what they show; the
+router's signals tell the image pane and the status bar. User actions flow the other way:
 RunBuilder makes each run a value from the widgets, and SessionControl queues it for the
 worker. The menus (menus.py), image sources and drops (image_sources.py), recent files
 (recent_files.py) and saved settings (window_settings.py) live in their own modules.
@@ -58,7 +59,7 @@ class MainWindow(QMainWindow):
         self._shut_down = False
         self._shown_once = False
 
-        self.tree = ModuleTreeWidget()
+        self.tree = ModuleTreeWidget(store=self.router.store)
         self.images = ImagePane()
         self.docks = make_docks(self, self._initial_widget)
         self.resize(*DEFAULT_SIZE)
@@ -97,7 +98,6 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         r, c = self.router, self.control
-        r.add_consumer(self.tree.handle_frame)
         r.add_flush(self.tree.flush)
         r.add_flush(self._update_frames_label)
         r.modelLoaded.connect(self._model_loaded)
@@ -106,7 +106,7 @@ class MainWindow(QMainWindow):
         r.errorFrame.connect(self._error_frame)
         r.progress.connect(self.run_progress.update)
         c.runSubmitted.connect(self.run_progress.begin)
-        r.consumerFailed.connect(self.reporter.report)
+        r.listenerFailed.connect(self.reporter.report)
         c.engineReady.connect(self._engine_ready)
         c.engineFailed.connect(self._engine_failed)
         c.modelLoading.connect(self._model_loading)
@@ -133,12 +133,12 @@ class MainWindow(QMainWindow):
             except Exception as e:  # noqa: BLE001 - one broken view must not stop the app
                 self.reporter.report_exception(f"The {DOCKS[key][0]} view failed to start", e)
                 continue
+            # The view subscribed to what it shows in the store. Its own zero-delay timer
+            # paints after the tick, each view in its own turn of the event loop (not
+            # `view.flush()` in the tick): a run's last frames then cost several short
+            # pauses instead of one long one that the user would feel.
             self.views[key] = view
             self.docks[key].setWidget(view)
-            # The views' own zero-delay timers paint after the tick, each in its own turn of
-            # the event loop (not `view.flush()` in the tick): a run's last frames then cost
-            # several short pauses instead of one long one that the user would feel.
-            self.router.add_consumer(view.handle_frame)
         if "predictions" in self.views:
             self.views["predictions"].targetChosen.connect(self.runs.set_target)
         if "cam" in self.views:

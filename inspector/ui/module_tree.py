@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from inspector.core.frames import KINDS
 from inspector.ui.arrow_keys import claims_arrow_keys
-from inspector.ui.module_tree_model import (
+from inspector.ui.module_tree_cells import (
     COL_HEALTH,
     COL_MEAN,
     COL_NAME,
@@ -33,8 +33,8 @@ from inspector.ui.module_tree_model import (
     KIND_COLUMNS,
     KIND_NAMES,
     KIND_TIPS,
-    ModuleTreeModel,
 )
+from inspector.ui.module_tree_model import ModuleTreeModel
 
 
 class _TreeView(QTreeView):
@@ -48,9 +48,9 @@ class ModuleTreeWidget(QWidget):
     moduleSelected = Signal(str)
     camLayerRequested = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, store=None) -> None:
         super().__init__(parent)
-        self.model = ModuleTreeModel(self)
+        self.model = ModuleTreeModel(self, store)
         self.filter = QLineEdit()
         self.filter.setPlaceholderText("Filter modules by name or type…")
         self.filter.setClearButtonEnabled(True)
@@ -89,9 +89,6 @@ class ModuleTreeWidget(QWidget):
         if tree is not None:
             self.view.expandToDepth(0)
             self._set_filter(self.filter.text())
-
-    def handle_frame(self, frame) -> None:
-        self.model.handle_frame(frame)
 
     def flush(self) -> None:
         self.model.flush()

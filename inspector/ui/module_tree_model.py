@@ -1,12 +1,15 @@
 """The module tree's data: a QAbstractItemModel over core's ModuleTree.
 
-Built once per loaded model (a reset); afterwards only its statistics columns change: each
-run's frames update the numbers in place (dataChanged for the rows that changed, a few times
-a second), so selection, expansion and scrolling never jump.
+Built once per loaded model (a reset); afterwards only its statistics columns change: the
+model subscribes, in the run store, to the outputs and output gradients of the modules it
+shows, and reads their newest statistics from there; it updates the numbers in place
+(dataChanged for the rows that changed, a few times a second), so selection, expansion and
+scrolling never jump.
 
-Columns: the module, its type, output shape, parameters; the last run's output mean, std and
-fraction of zeros with a health badge (dead or exploding values); then one checkbox per hook
-kind (input, output, output gradient, input gradient), which is what the next run captures.
+Columns (module_tree_cells): the module, its type, output shape, parameters; the last run's
+output mean, std and fraction of zeros with a health badge (dead or exploding values); then
+one checkbox per hook kind (input, output, output gradient, input gradient), which is what
+the next run captures.
 """
 
 from __future__ import annotations
@@ -14,85 +17,51 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from PySide6.QtCore import (
-    QAbstractItemModel,
-    QModelIndex,
-    Qt,
-    Signal,
-)
-from PySide6.QtGui import QBrush, QColor, QGuiApplication, QIcon, QPainter, QPen, QPixmap
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QGuiApplication
 
 from inspector.core import methods
-from inspector.core.frames import (
-    GRAD_INPUT,
-    GRAD_OUTPUT,
-    INPUT,
-    KINDS,
-    OUTPUT,
-    RunFinished,
-    TensorFrame,
-    TensorStats,
+from inspector.core.frames import GRAD_OUTPUT, OUTPUT, RunFinished, TensorFrame, TensorStats
+from inspector.core.run_store import RunStore
+from inspector.ui.module_tree_cells import (
+    ALIGN,
+    COL_HEALTH,
+    COL_MEAN,
+    COL_NAME,
+    COL_PARAMS,
+    COL_SHAPE,
+    COL_STD,
+    COL_TYPE,
+    COL_ZEROS,
+    COLUMN_OF_KIND,
+    HAZARD_LABELS,
+    HEADER_TIPS,
+    HEADERS,
+    KIND_COLUMNS,
+    KIND_TIPS,
+    N_COLUMNS,
+    STALE_BRUSH,
+    STATS_COLUMNS,
+    WHITE_BRUSH,
+    compact,
+    format_count,
+    format_shape,
+    hazard_icon,
+    hazard_text,
+    health,
 )
 
-(COL_NAME, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_MEAN, COL_STD, COL_ZEROS, COL_HEALTH) = range(8)
-KIND_COLUMNS = {8 + i: kind for i, kind in enumerate(KINDS)}
-COLUMN_OF_KIND = {kind: col for col, kind in KIND_COLUMNS.items()}
-HEADERS = ["Module", "Type", "Output", "Params", "Mean", "Std", "Zeros", "Health"] + [
-    "In", "Out", "∇Out", "∇In"
-]
-STATS_COLUMNS = (COL_MEAN, COL_STD, COL_ZEROS, COL_HEALTH)
-KIND_TIPS = {
-    INPUT: "Capture the module's input (forward pre-hook): the input statistics view",
-    OUTPUT: "Capture the module's output (forward hook): statistics and the activation view",
-    GRAD_OUTPUT: "Capture the gradient of the score w.r.t. the output: the gradient views",
-    GRAD_INPUT: "Capture the gradient w.r.t. the module's input, through this module only",
-}
-KIND_NAMES = {
-    INPUT: "input",
-    OUTPUT: "output",
-    GRAD_OUTPUT: "output gradient",
-    GRAD_INPUT: "input gradient",
-}
 DEFAULT_KINDS = frozenset(methods.DEFAULT_KINDS)
-
-# Plain words for core.tree's hazard flags (their long text is in the tooltip).
-HAZARD_LABELS = {
-    "never_called": "never called",
-    "inplace": "in-place",
-    "output_modified_inplace": "output changed in place later",
-    "reused": "called several times",
-    "tuple_output": "tuple output",
-}
-
-
-def hazard_text(hazard: str) -> str:
-    """core.tree's explanation of a hazard. Imported late: core.tree imports torch, and a
-    tree only exists once torch is loaded."""
-    from inspector.core.tree import HAZARD_TEXT
-
-    return HAZARD_TEXT.get(hazard, "")
-
-# Health thresholds: above these an activation or gradient is "exploding".
-EXPLODING_ACTIVATION = 1e4
-EXPLODING_GRADIENT = 1e3
-BAD = QColor("#c62828")
-WARN = QColor("#ef6c00")
-STALE = QColor("#9e9e9e")
-STALE_BRUSH = QBrush(STALE)
-WHITE_BRUSH = QBrush(QColor("white"))
+STATS_KINDS = (OUTPUT, GRAD_OUTPUT)  # what the statistics columns and the badge show
 
 ModuleNameRole = int(Qt.ItemDataRole.UserRole) + 1
 DISPLAY, DECORATION, TOOLTIP = 0, 1, 3  # Qt.ItemDataRole values, as data() receives them
 FONT, ALIGNMENT, BACKGROUND, FOREGROUND, CHECK = 6, 7, 8, 9, 10
 CHECKED, UNCHECKED = Qt.CheckState.Checked, Qt.CheckState.Unchecked
-_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-ALIGN = {COL_PARAMS: _RIGHT, COL_MEAN: _RIGHT, COL_STD: _RIGHT, COL_ZEROS: _RIGHT,
-         COL_HEALTH: int(Qt.AlignmentFlag.AlignCenter)}
 # The statistics columns repaint at most this often (s): after a complete run, and while a
 # run is still arriving. A repaint of a fully expanded resnet18 tree took 80-160 ms here.
 STATS_REFRESH_S = 0.4
 STATS_REFRESH_PARTIAL_S = 1.0
-N_COLUMNS = len(HEADERS)
 _NO_INDEX = QModelIndex()
 # What a statistics update changes; naming the roles lets the filter model skip re-filtering.
 STATS_ROLES = [
@@ -103,103 +72,15 @@ STATS_ROLES = [
 ]
 
 
-def _badge_icon(color: str, text: str, *, ring: bool = False) -> QIcon:
-    """A small round badge with a symbol, drawn here so that no icon files are needed."""
-    size = 32  # drawn large, shown at the view's icon size
-    pix = QPixmap(size, size)
-    pix.fill(Qt.GlobalColor.transparent)
-    p = QPainter(pix)
-    p.setRenderHint(QPainter.RenderHint.Antialiasing)
-    if ring:
-        p.setPen(QPen(QColor(color), 4))
-        p.setBrush(Qt.BrushStyle.NoBrush)
-        p.drawEllipse(4, 4, size - 8, size - 8)
-        p.drawLine(9, size - 9, size - 9, 9)
-    else:
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(QColor(color))
-        p.drawEllipse(2, 2, size - 4, size - 4)
-        font = p.font()
-        font.setBold(True)
-        font.setPixelSize(20)
-        p.setFont(font)
-        p.setPen(QColor("white"))
-        p.drawText(pix.rect(), Qt.AlignmentFlag.AlignCenter, text)
-    p.end()
-    return QIcon(pix)
-
-
-_ICONS: dict[str, QIcon] = {}
-
-
-def hazard_icon(hazards: frozenset[str]) -> QIcon | None:
-    """One icon for the most important hazard; the tooltip lists all of them."""
-    if not hazards:
-        return None
-    if not _ICONS:
-        _ICONS["never_called"] = _badge_icon("#757575", "", ring=True)
-        _ICONS["inplace"] = _badge_icon("#ef6c00", "!")
-        _ICONS["reused"] = _badge_icon("#1565c0", "2")
-        _ICONS["tuple_output"] = _badge_icon("#6a1b9a", "T")
-    for key in ("never_called", "inplace", "output_modified_inplace", "reused", "tuple_output"):
-        if key in hazards:
-            return _ICONS["inplace" if key == "output_modified_inplace" else key]
-    return None
-
-
-def format_count(n: int) -> str:
-    if n <= 0:
-        return ""
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return str(n)
-
-
-def compact(value: float) -> str:
-    """A number in at most 7 characters (the tooltip has more digits): 0.00702, 1.2e+03."""
-    for text in (f"{value:.3g}", f"{value:.2g}", f"{value:.0e}"):
-        if len(text) <= 7:
-            return text
-    return text
-
-
-def format_shape(shape: tuple[int, ...] | None, *, batch: bool = True) -> str:
-    """"64×56×56"; with batch=False a leading batch dimension of 1 is left out."""
-    if not shape:
-        return "—"
-    if not batch and len(shape) > 1 and shape[0] == 1:
-        shape = shape[1:]
-    return "×".join(str(s) for s in shape)
-
-
-def health(out: TensorStats | None, grad: TensorStats | None) -> tuple[str, QColor | None, str]:
-    """(badge text, colour, explanation) for a module's last output and output gradient."""
-    if out is not None:
-        if out.nonfinite:
-            return "NaN/Inf", BAD, f"{out.nonfinite} NaN or infinite values in the output"
-        if out.abs_max > EXPLODING_ACTIVATION:
-            return "exploding", BAD, f"output values up to {out.abs_max:.3g}"
-        if out.numel and out.zero_fraction >= 1.0:
-            return "dead", BAD, "every output value is zero"
-    if grad is not None:
-        if grad.nonfinite:
-            return "∇ NaN/Inf", BAD, f"{grad.nonfinite} NaN or infinite gradient values"
-        if grad.abs_max > EXPLODING_GRADIENT:
-            return "∇ exploding", BAD, f"output gradient up to {grad.abs_max:.3g}"
-    if out is not None and out.channel_zero_fraction.size > 1 and out.dead_channels:
-        n, c = out.dead_channels, out.channel_zero_fraction.size
-        return f"{n} dead", WARN, f"{n} of {c} channels are zero everywhere (dead units)"
-    return "", None, ""
-
-
 class ModuleTreeModel(QAbstractItemModel):
     """Rows are modules (the model itself is the one top-level row); see the module doc."""
 
     captureChanged = Signal()  # a hook-kind checkbox changed
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent=None, store: RunStore | None = None) -> None:
         super().__init__(parent)
+        # The window's run store, or one of the model's own.
+        self.store = store if store is not None else RunStore()
         self._tree = None
         self._model_name = ""
         self._names: list[str] = []  # internal id -> module name
@@ -210,13 +91,14 @@ class ModuleTreeModel(QAbstractItemModel):
         self._id: dict[str, int] = {}
         self._row: dict[str, int] = {}
         self.kinds: dict[str, frozenset[str]] = {}
-        self._out: dict[str, tuple[int, TensorStats]] = {}  # name -> (run id, output stats)
-        self._grad: dict[str, tuple[int, TensorStats]] = {}
-        self._run_id: int | None = None
         self._dirty: set[str] = set()
         self._rows: dict[str, tuple[list, list, list]] = {}  # see _cells
+        self._rows_run: int | None = None  # the statistics run the cached rows were made for
         self._last_flush = 0.0
         self._run_complete = True
+        self.subscription = self.store.subscribe(
+            self._stats_stored, STATS_KINDS, modules=(), on_run=self._run_changed,
+            on_clear=self._store_cleared)
 
     # -- content -------------------------------------------------------------------------
     def set_tree(self, tree, model_name: str = "") -> None:
@@ -225,11 +107,9 @@ class ModuleTreeModel(QAbstractItemModel):
         self._tree, self._model_name = tree, model_name
         self._names, self._id, self._row = [], {}, {}
         self._kids, self._parent_id, self._row_of_id, self._top = [], [], [], []
-        self._out.clear()
-        self._grad.clear()
         self._dirty.clear()
         self._rows.clear()
-        self._run_id = None
+        self.subscription.modules = set(tree.modules) if tree is not None else set()
         if tree is not None:
             for name, info in tree.modules.items():
                 self._id[name] = len(self._names)
@@ -286,30 +166,26 @@ class ModuleTreeModel(QAbstractItemModel):
         return out
 
     # -- live statistics -------------------------------------------------------------------
-    def handle_frame(self, frame) -> None:
+    def _stats_stored(self, frame: TensorFrame) -> None:
+        if frame.call != 0:
+            return  # one row per module: show its first call (the tooltip says so)
+        self._run_complete = False
+        run = self.store.latest_run(STATS_KINDS)
+        if run != self._rows_run:  # a new run's first numbers: the others turn grey
+            self._rows_run = run
+            self._rows.clear()
+            self._dirty.update(self._names)
+        self._dirty.add(frame.module)
+        self._rows.pop(frame.module, None)
+
+    def _run_changed(self, frame) -> None:
         if isinstance(frame, RunFinished):
             self._run_complete = True
-            return
-        if not isinstance(frame, TensorFrame) or self._tree is None:
-            return
-        self._run_complete = False
-        name = frame.module
-        if name not in self._id or frame.call != 0:
-            return  # one row per module: show its first call (the tooltip says so)
-        table = self._out if frame.kind == OUTPUT else self._grad if frame.kind == GRAD_OUTPUT else None
-        if table is None:
-            return
-        if self._run_id is None or frame.run_id > self._run_id:
-            self._run_id = frame.run_id
-            self._dirty.update(self._out)  # older numbers turn grey
-            self._dirty.update(self._grad)
-            self._rows.clear()
-        previous = table.get(name)
-        if previous is not None and previous[0] == frame.run_id:
-            return  # a second tensor of a tuple output: keep the first
-        table[name] = (frame.run_id, frame.stats)
-        self._dirty.add(name)
-        self._rows.pop(name, None)
+
+    def _store_cleared(self) -> None:
+        self._rows.clear()
+        self._rows_run = None
+        self._dirty.update(self._names)
 
     def flush(self, force: bool = False) -> None:
         """Tell the view which rows changed (grouped by parent), at most a few times a second:
@@ -334,8 +210,9 @@ class ModuleTreeModel(QAbstractItemModel):
             self.dataChanged.emit(top, bottom, STATS_ROLES)
 
     def stats_of(self, name: str) -> TensorStats | None:
-        entry = self._out.get(name)
-        return entry[1] if entry else None
+        """The newest output statistics of `name` in the store (maybe of an earlier run)."""
+        frame = self.store.latest_tensor(name, OUTPUT)
+        return frame.stats if frame is not None else None
 
     # -- QAbstractItemModel ----------------------------------------------------------------
     def index_of(self, name: str, column: int = 0) -> QModelIndex:
@@ -381,14 +258,7 @@ class ModuleTreeModel(QAbstractItemModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             if section in KIND_COLUMNS:
                 return KIND_TIPS[KIND_COLUMNS[section]]
-            return {
-                COL_MEAN: "Mean of the output in the last run",
-                COL_STD: "Standard deviation of the output in the last run",
-                COL_ZEROS: "Fraction of output values that are exactly zero",
-                COL_HEALTH: "Dead (all zero) or exploding outputs and gradients",
-                COL_PARAMS: "Parameters, including those of sub-modules",
-                COL_SHAPE: "Output shape of one image (the batch dimension is left out)",
-            }.get(section)
+            return HEADER_TIPS.get(section)
         return None
 
     def flags(self, index: QModelIndex) -> Qt.ItemFlag:
@@ -518,10 +388,10 @@ class ModuleTreeModel(QAbstractItemModel):
         return None
 
     def _health(self, name: str):
-        out = self._out.get(name)
-        grad = self._grad.get(name)
-        return health(out[1] if out else None, grad[1] if grad else None)
+        grad = self.store.latest_tensor(name, GRAD_OUTPUT)
+        return health(self.stats_of(name), grad.stats if grad is not None else None)
 
     def _stale(self, name: str) -> bool:
-        entry = self._out.get(name)
-        return entry is not None and entry[0] != self._run_id
+        """The output statistics shown are not of the newest run with statistics."""
+        frame = self.store.latest_tensor(name, OUTPUT)
+        return frame is not None and frame.run_id != self.store.latest_run(STATS_KINDS)

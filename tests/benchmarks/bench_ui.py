@@ -307,12 +307,12 @@ def mosaic_rate(updates: int = 300, channels: int = 64, size: int = 56) -> tuple
                                "float32", stats, preview)
 
     for i in range(10):  # warm-up
-        view.handle_frame(frame(i + 1, previews[i % 8]))
+        view.store.put(frame(i + 1, previews[i % 8]))
         app.processEvents()
     paints0 = view.paint_count
     t0 = time.perf_counter()
     for i in range(updates):
-        view.handle_frame(frame(100 + i, previews[i % 8]))
+        view.store.put(frame(100 + i, previews[i % 8]))
         app.processEvents()  # paint, as the event loop would between router ticks
     elapsed = time.perf_counter() - t0
     painted = view.paint_count - paints0

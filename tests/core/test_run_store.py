@@ -106,3 +106,86 @@ def test_forward_order_is_the_order_of_first_activations():
     assert store.forward_order() == {"": 0, "conv": 1, "relu": 2, "fc": 3}
     assert list(store.of_kind((GRAD_OUTPUT,), 1)) == [
         ("tensor", "fc", GRAD_OUTPUT, 0, ""), ("tensor", "late", GRAD_OUTPUT, 0, "")]
+
+
+def test_a_failed_run_is_shown_unless_it_produced_the_kinds_in_question():
+    store = RunStore()
+    for f in (RunStarted(1, "a.png", "m", "cpu"), act(1, "conv"), grad(1, "conv"),
+              RunFinished(1, "ok"), RunStarted(2, "b.png", "m", "cpu"), act(2, "conv", 2.0)):
+        store.put(f)
+    assert store.running and store.shown_run((OUTPUT,)) == 2
+    assert store.shown_run((GRAD_OUTPUT,)) == 1  # kept until run 2 has gradients
+    store.put(RunFinished(2, "error"))  # failed after its forward, before the backward
+    assert not store.running and store.last_finished() == 2
+    assert store.shown_run((OUTPUT,)) == 2 and store.failed((OUTPUT,))
+    assert store.shown_run((GRAD_OUTPUT,)) == 2  # not run 1's: that was another image
+    assert store.tensors("conv", (GRAD_OUTPUT,), store.shown_run((GRAD_OUTPUT,))) == {}
+    store.put(RunStarted(3, "a.png", "m", "cpu"))
+    store.put(grad(3, "conv"))
+    assert store.shown_run((GRAD_OUTPUT,)) == 3 and not store.failed((GRAD_OUTPUT,))
+    assert store.started(3).label == "a.png" and store.status(3) is None
+
+
+def test_late_frames_of_an_older_run_are_dropped_and_nobody_is_told():
+    store = RunStore()
+    told = []
+    store.subscribe(told.append)
+    store.put(act(2, "conv", 2.0))
+    store.put(act(1, "conv", 1.0))  # from a run the user moved away from
+    assert told == [act(2, "conv", 2.0)]
+    assert store.runs() == [2] and store.latest_tensor("conv", OUTPUT).stats.mean == 2.0
+
+
+def test_deferred_notifications_wait_and_arrive_in_order_per_subscriber():
+    store = RunStore()
+    store.deferred = True
+    a, b = [], []
+    sub_a = store.subscribe(a.append, kinds=(OUTPUT,), on_run=a.append,
+                            on_clear=lambda: a.append("cleared"))
+    store.subscribe(b.append, kinds=(GRAD_OUTPUT,))
+    frames = [RunStarted(1, "", "m", "cpu"), act(1, "conv"), grad(1, "conv"), RunFinished(1, "ok")]
+    for f in frames:
+        store.put(f)
+    assert a == b == [] and store.get(("tensor", "conv", OUTPUT, 0, "")) is not None
+    store.notify([sub_a])
+    assert a == [frames[0], frames[1], frames[3]] and b == []
+    store.notify()
+    assert b == [frames[2]]
+    store.put(ModelLoaded("m", "", False, "cpu", None))
+    store.notify()
+    assert a[-1] == "cleared" and len(b) == 1  # b asked for no clearing
+
+
+def test_a_subscriber_that_raises_is_reported_and_the_others_are_still_told():
+    store = RunStore()
+    reported, told = [], []
+
+    def broken(frame):
+        raise ValueError("a view bug")
+
+    store.on_error = lambda listener, error: reported.append((listener, str(error)))
+    store.subscribe(broken)
+    store.subscribe(told.append)
+    store.put(act(1, "conv"))
+    assert reported == [(broken, "a view bug")] and len(told) == 1
+
+
+def test_a_subscription_does_not_keep_its_view_alive():
+    import gc
+
+    class View:
+        def __init__(self, store):
+            self.seen = []
+            store.subscribe(self.frame_stored)
+
+        def frame_stored(self, frame):
+            self.seen.append(frame)
+
+    store = RunStore()
+    view = View(store)
+    store.put(act(1, "conv"))
+    assert len(view.seen) == 1
+    del view
+    gc.collect()
+    store.put(act(1, "fc"))  # the view is gone: its subscription ends
+    assert store.subscriptions == []

@@ -1,10 +1,9 @@
-"""The window's parts on their own: module tree model, image pane, frame router, model dialog,
+"""The window's parts on their own: module tree model, image pane, model dialog,
 error reporter, settings and command line. Fed by hand-made frames and trees where that is
 enough; the full window with the real engine is in test_main_window.py."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +19,7 @@ from inspector.core.frames import (
     INPUT,
     OUTPUT,
     ActivationFrame,
-    ErrorFrame,
     GradientFrame,
-    RunFinished,
-    RunStarted,
     TensorStats,
 )
 
@@ -127,12 +123,12 @@ def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
     qtbot.addWidget(widget)
     widget.set_tree(tree, "net")
     model = widget.model
-    widget.handle_frame(activation(1, "body.0", [1.0, -1.0, 3.0, 1.0]))
-    widget.handle_frame(activation(1, "body.1", [0.0, 0.0, 0.0, 0.0]))
-    widget.handle_frame(activation(1, "head", [1.0, float("nan")]))
-    widget.handle_frame(GradientFrame(1, "shared", 0, GRAD_OUTPUT, "", (1, 2), "float32",
+    widget.model.store.put(activation(1, "body.0", [1.0, -1.0, 3.0, 1.0]))
+    widget.model.store.put(activation(1, "body.1", [0.0, 0.0, 0.0, 0.0]))
+    widget.model.store.put(activation(1, "head", [1.0, float("nan")]))
+    widget.model.store.put(GradientFrame(1, "shared", 0, GRAD_OUTPUT, "", (1, 2), "float32",
                                       stats([5e3, 1.0])))
-    widget.handle_frame(activation(1, "body.0", [9.0, 9.0], kind=INPUT))  # not a column
+    widget.model.store.put(activation(1, "body.0", [9.0, 9.0], kind=INPUT))  # not a column
     with qtbot.waitSignal(model.dataChanged):
         model.flush(force=True)
     assert model.data(model.index_of("body.0", COL_MEAN)) == "1"
@@ -144,7 +140,7 @@ def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
     badge = model.data(model.index_of("body.1", COL_HEALTH), Qt.ItemDataRole.BackgroundRole)
     assert badge is not None
     # A later run that did not capture body.1: its numbers stay, shown as stale (grey).
-    widget.handle_frame(activation(2, "body.0", [2.0, 2.0]))
+    widget.model.store.put(activation(2, "body.0", [2.0, 2.0]))
     stale = model.data(model.index_of("body.1", COL_MEAN), Qt.ItemDataRole.ForegroundRole)
     fresh = model.data(model.index_of("body.0", COL_MEAN), Qt.ItemDataRole.ForegroundRole)
     assert stale is not None and fresh is None
@@ -172,146 +168,6 @@ def test_tree_filter_keeps_matches_and_their_parents(qtbot, tree):
         assert widget.select_module("body.0")  # clears a filter that hides it
     assert signal.args == ["body.0"] and widget.filter.text() == ""
     assert shown() == ["body", "body.0", "body.1", "head", "shared"]
-
-
-# -- frame router -------------------------------------------------------------------------------
-
-
-class FakeChannel:
-    def __init__(self):
-        self.pending, self.dropped = [], 3
-
-    def drain(self, max_frames=None):
-        out, self.pending = self.pending[:max_frames], self.pending[max_frames:]
-        return out
-
-
-def test_router_routes_in_order_skips_stale_runs_and_survives_a_broken_view(qtbot):
-    from inspector.ui.frame_router import FrameRouter
-
-    router = FrameRouter(max_frames=2, batch_s=0.0, min_interval_s=0.0)
-    channel = FakeChannel()
-    router.set_channel(channel)
-    seen, failures, finished = [], [], []
-    router.add_consumer(seen.append)
-
-    def broken(frame):
-        raise ValueError("a view bug")
-
-    router.add_consumer(broken)
-    router.consumerFailed.connect(lambda message, details: failures.append(message))
-    router.runFinished.connect(finished.append)
-    router.expect_run(2)
-    channel.pending = [activation(1, "a", [1.0]), RunStarted(2, "x", "m", "cpu"),
-                       activation(2, "a", [1.0]), RunFinished(2, "ok")]
-    router.tick()
-    assert [type(f).__name__ for f in seen] == ["RunStarted"]  # the run-1 frame is stale
-    router.tick()
-    assert [type(f).__name__ for f in seen] == ["RunStarted", "ActivationFrame", "RunFinished"]
-    assert finished and finished[0].run_id == 2
-    assert len(failures) == 1 and "a view bug" in failures[0]  # reported once, not per frame
-    assert router.frames_shown == 1 and router.frames_dropped == 3 + 1  # channel + skipped
-    future: Future = Future()
-    done = []
-    router.watch(future, done.append)
-    router.tick()
-    assert done == []
-    future.set_result(7)
-    router.tick()
-    assert done == [future]
-    router.stop()
-
-
-def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
-    from inspector.core.frames import Prediction, PredictionFrame
-    from inspector.ui.frame_router import FrameRouter
-
-    router = FrameRouter(min_interval_s=3600.0)  # deliver when told to, or when urgent
-    channel = FakeChannel()
-    router.set_channel(channel)
-    seen, finished = [], []
-    router.add_consumer(seen.append)
-    router.runFinished.connect(finished.append)
-
-    def run(run_id, status="ok"):
-        return [RunStarted(run_id, "x", "m", "cpu"), activation(run_id, "a", [1.0]),
-                PredictionFrame(run_id, (Prediction(0, "c", 1.0, 2.0),), 0),
-                RunFinished(run_id, status)]
-
-    channel.pending = run(2)
-    router.tick()  # the first run goes at once, when it is finished
-    assert [f.run_id for f in seen] == [2, 2, 2, 2]
-    seen.clear()
-    finished.clear()
-    channel.pending = run(3) + run(4)
-    router.tick()
-    assert seen == []  # held: the views were given a run a moment ago
-    router.deliver()
-    assert [(type(f).__name__, f.run_id) for f in seen] == [
-        ("RunStarted", 4), ("ActivationFrame", 4), ("PredictionFrame", 4), ("RunFinished", 4)]
-    assert [f.run_id for f in finished] == [3, 4]  # every run still counts
-    assert router.runs_finished == 3 and router.runs_skipped == 1
-    assert router.frames_dropped == 3 + 4  # the channel's, and run 3's
-    # An error is never held back or skipped, even one of a run that a newer one replaced.
-    seen.clear()
-    channel.pending = run(5) + [ErrorFrame(5, "a hook failed")] + run(6)
-    router.tick()
-    assert [(type(f).__name__, f.run_id) for f in seen] == [
-        ("ErrorFrame", 5), ("RunStarted", 6), ("ActivationFrame", 6), ("PredictionFrame", 6),
-        ("RunFinished", 6)]
-    router.stop()
-
-
-def test_a_staggered_router_hands_a_batch_to_one_view_per_tick(qtbot):
-    from inspector.core.frames import ModelLoaded
-    from inspector.ui.frame_router import FrameRouter
-
-    router = FrameRouter(batch_s=0.0, min_interval_s=0.0, stagger=True)
-    channel = FakeChannel()
-    router.set_channel(channel)
-    views = [[], [], []]
-    for seen in views:
-        router.add_consumer(seen.append)
-    finished, started = [], []
-    router.runFinished.connect(finished.append)
-    router.runStarted.connect(started.append)
-
-    def run(run_id):
-        return [RunStarted(run_id, "x", "m", "cpu"), activation(run_id, "a", [1.0]),
-                RunFinished(run_id, "ok")]
-
-    channel.pending = run(1)
-    router.tick()
-    kinds = ["RunStarted", "ActivationFrame", "RunFinished"]
-    assert [type(f).__name__ for f in views[0]] == kinds
-    assert views[1] == [] and views[2] == []
-    assert [f.run_id for f in started] == [1] and finished == []  # not before every view saw it
-    assert router.frames_shown == 1
-    router.tick()
-    assert [type(f).__name__ for f in views[1]] == kinds and views[2] == [] and finished == []
-    router.tick()
-    assert [type(f).__name__ for f in views[2]] == kinds
-    assert [f.run_id for f in finished] == [1]
-    # A new batch while one is still being handed out: the old one is finished first, so
-    # every view sees the runs in order.
-    channel.pending = run(2)
-    router.tick()
-    channel.pending = run(3)
-    router.tick()
-    for seen in views:
-        assert [f.run_id for f in seen if isinstance(f, RunStarted)][:2] == [1, 2]
-    assert [f.run_id for f in finished] == [1, 2]
-    # A model load is never staggered: every view gets it in the same tick.
-    for seen in views:
-        seen.clear()
-    router.tick()
-    router.tick()  # run 3 done
-    for seen in views:
-        seen.clear()
-    channel.pending = [ModelLoaded("m", "d", False, "cpu", None)]
-    router.tick()
-    assert all(len(seen) == 1 and isinstance(seen[0], ModelLoaded) for seen in views)
-    router.stop()
 
 
 def test_the_startup_freezer_freezes_once_per_model_and_lets_old_models_go():
@@ -344,19 +200,6 @@ def test_the_startup_freezer_freezes_once_per_model_and_lets_old_models_go():
         assert gone() is None  # ...until the next model's freeze gives them back
     finally:
         gc.unfreeze()
-
-
-def test_router_emits_error_frames(qtbot):
-    from inspector.ui.frame_router import FrameRouter
-
-    router = FrameRouter()
-    channel = FakeChannel()
-    router.set_channel(channel)
-    channel.pending = [ErrorFrame(None, "Could not load x", "details")]
-    with qtbot.waitSignal(router.errorFrame) as signal:
-        router.tick()
-    assert signal.args[0].message == "Could not load x"
-
 
 # -- image pane -----------------------------------------------------------------------------------
 

@@ -1,7 +1,5 @@
-"""The data views: each takes frames through `handle_frame(frame)` and paints only when visible.
-
-The window routes every frame to every view; a view ignores what it does not show.
-"""
+"""The data views: each subscribes, in the run store, to the frames it shows, reads them from
+there, and paints only when visible."""
 
 from inspector.ui.views.activation_view import ActivationView
 from inspector.ui.views.cam_view import CamView

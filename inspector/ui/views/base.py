@@ -1,36 +1,38 @@
-"""What every data view shares: paint only when visible, and follow runs without flicker.
+"""What every data view shares: paint only when visible, and read what it shows from the
+run store.
 
-Frames arrive for every view whether it is shown or not (a tabbed dock, a collapsed pane).
-A hidden view only stores what it will need and marks itself dirty; it paints once in
-showEvent. A view keeps the previous run's picture until the new run's first relevant frame
-arrives, so the screen does not blank between runs. When a run fails before any of its data
-reached a view, the view forgets the earlier run's data and says that the run failed: the
-earlier run is often another image, and its results must not look like this one's.
+A view subscribes to the keys it shows (`subscribe`); the store tells it when one of them
+changed, when a run starts or finishes, and when a new model emptied it. Which run is shown
+(the previous run's picture stays until the new run's first frame of the view's kinds; a
+failed run shows nothing of an earlier image's) is the store's answer (`shown_run`), not the
+view's own. A hidden view is told too, but only marks itself dirty; it paints once in
+showEvent.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
-from inspector.core.run_store import RunStore
+from inspector.core.run_store import RunStore, Subscription
 
 HINT_STYLE = "color: #8a8a8a; padding: 12px;"
 
 
 class FrameView(QWidget):
-    """Base class: subclasses implement `handle_frame`, `_paint` and `_reset_run`."""
+    """Base class: subclasses set `kinds`, subscribe to what they show and implement `_paint`."""
+
+    kinds: tuple[str, ...] = ()  # what the view shows: tensor kinds, "cam", "predictions"
 
     def __init__(self, parent: QWidget | None = None, store: RunStore | None = None) -> None:
         super().__init__(parent)
-        # The window's run store (the frame router fills it); a view on its own keeps one
-        # that `keep` fills from the frames it is handed.
+        # The window's run store (the frame router fills it), or one of the view's own.
         self.store = store if store is not None else RunStore()
-        self._own_store = store is None
+        self.subscriptions: list[Subscription] = []
         self._dirty = False
-        self._run_id: int | None = None  # the run whose data is on screen
-        self.failed_run: int | None = None  # the last run that failed
         self.paint_count = 0  # how often _paint ran: lets tests (and profiling) see laziness
         # Coalesces many frames of one drain into one paint (see schedule_paint).
         self._paint_timer = QTimer(self)
@@ -38,10 +40,35 @@ class FrameView(QWidget):
         self._paint_timer.setInterval(0)
         self._paint_timer.timeout.connect(self.request_paint)
 
-    def keep(self, frame) -> None:
-        """Store `frame` when this view has a store of its own (else the router did)."""
-        if self._own_store:
-            self.store.put(frame)
+    def subscribe(self, on_frame: Callable, kinds: Iterable[str],
+                  modules: Iterable[str] | None = None, runs: bool = True) -> Subscription:
+        """Be told of stored frames of `kinds` (of `modules`; None: all); with `runs`, also
+        of runs starting and finishing (`run_changed`) and of the store emptied (`cleared`)."""
+        sub = self.store.subscribe(on_frame, kinds, modules,
+                                   on_run=self.run_changed if runs else None,
+                                   on_clear=self.cleared if runs else None)
+        self.subscriptions.append(sub)
+        return sub
+
+    # -- what the store says ------------------------------------------------------------------
+    @property
+    def shown_run(self) -> int | None:
+        """The run whose data this view shows (see RunStore.shown_run)."""
+        return self.store.shown_run(self.kinds)
+
+    @property
+    def failed(self) -> bool:
+        """The run this view shows failed."""
+        return self.store.failed(self.kinds)
+
+    def run_changed(self, frame) -> None:
+        """A RunStarted or RunFinished: hints ("waiting", "failed") may change."""
+        self.request_paint()
+
+    def cleared(self) -> None:
+        """A new model emptied the store."""
+        self._paint_timer.stop()
+        self.request_paint()
 
     # -- painting ---------------------------------------------------------------------------
     def request_paint(self) -> None:
@@ -84,47 +111,11 @@ class FrameView(QWidget):
         raise NotImplementedError
 
     def stop(self) -> None:
-        """No paint after this (the window is closing)."""
+        """No paint and no notification after this (the window is closing)."""
         self._paint_timer.stop()
-
-    # -- runs -------------------------------------------------------------------------------
-    def accept_run(self, run_id: int) -> bool:
-        """Called with each relevant data frame's run id. False for a frame of an older run
-        (late, from a cancelled run); on the first frame of a newer run, the previous run's
-        state is dropped (`_reset_run`) just before the new data goes in."""
-        if self._run_id is not None and run_id < self._run_id:
-            return False
-        if run_id != self._run_id:
-            self._run_id = run_id
-            self._reset_run()
-        return True
-
-    def run_failed(self, run_id: int) -> bool:
-        """Called with the run id of a RunFinished whose status is "error". True when the
-        view held only earlier runs' data and dropped it (`_reset_run`); False when it has
-        data of the failed run itself (the run failed later on: that data is this image's)."""
-        self.failed_run = run_id
-        if self._run_id is not None and self._run_id >= run_id:
-            return False
-        self._run_id = run_id
-        self._reset_run()
-        return True
-
-    @property
-    def failed(self) -> bool:
-        """The run this view follows failed."""
-        return self.failed_run is not None and self.failed_run == self._run_id
-
-    def _reset_run(self) -> None:
-        """Forget per-run state (the new run's data follows immediately)."""
-
-    def clear(self) -> None:
-        """Forget everything (a new model was loaded)."""
-        self._paint_timer.stop()
-        self._run_id = None
-        self.failed_run = None
-        self._reset_run()
-        self.request_paint()
+        for sub in self.subscriptions:
+            self.store.unsubscribe(sub)
+        self.subscriptions.clear()
 
 
 def hint_label(text: str = "") -> QLabel:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.frames import CamFrame, ModelLoaded, PredictionFrame, RunFinished, RunStarted
+from inspector.core.frames import CamFrame
 from inspector.core.methods import CAM_METHODS
 from inspector.ui import colormaps
 from inspector.ui.views.base import FrameView, hint_label
@@ -31,7 +31,6 @@ DEFAULT_ALPHA = 0.5
 EMPTY_TEXT = "Drop an image on the window to see where the model looked (class activation map)."
 FAILED_TEXT = "The last run failed before the class activation map was computed: the status " \
               "bar says why."
-_KEEP_DISPLAYS = 4  # RunStarted images kept until their run's CAM arrives
 
 
 def heat_rgb(cam: np.ndarray, cmap: str = colormaps.DEFAULT_OVERLAY) -> np.ndarray:
@@ -44,19 +43,17 @@ class CamView(FrameView):
     methodChanged = Signal(str)  # noqa: N815 (Qt signal naming)
     layerChanged = Signal(str)  # noqa: N815
 
+    kinds = ("cam",)
+
     def __init__(self, parent: QWidget | None = None, store=None) -> None:
         super().__init__(parent, store)
-        self.cam_frame: CamFrame | None = None  # the CAM on screen
-        self.display: np.ndarray | None = None  # the image on screen, HxWx3 uint8
+        # What is drawn, and the buffers it is blended from (rebuilt when either changes).
+        self.drawn: tuple[CamFrame | None, np.ndarray | None] = (None, None)
         self.composite: np.ndarray | None = None  # what the ImageItem holds
         self._blend: np.ndarray | None = None  # the reused uint8 blend buffer
-        self._displays: dict[int, np.ndarray] = {}
-        self._cams: dict[tuple[str, str], CamFrame] = {}  # this run's, by (method, layer)
-        self._labels: dict[int, str] = {}
         self._image_f: np.ndarray | None = None
         self._diff: np.ndarray | None = None  # heat - image, float32
         self._scratch: np.ndarray | None = None
-        self._finished_without_cam = False
 
         self.method_combo = QComboBox()
         for key, name in METHODS.items():
@@ -108,6 +105,7 @@ class CamView(FrameView):
         layout.addWidget(self.header)
         layout.addWidget(self.stack, 1)
         self._alpha_changed(self.alpha_slider.value())
+        self.subscribe(self._cam_stored, self.kinds)
 
     # -- API --------------------------------------------------------------------------------
     @property
@@ -140,104 +138,72 @@ class CamView(FrameView):
             self.method_combo.setCurrentIndex(index)
             self.method_combo.blockSignals(False)
 
-    def handle_frame(self, frame: object) -> None:
-        if isinstance(frame, RunStarted):
-            self._run_started(frame)
-        elif isinstance(frame, CamFrame):
-            if not self.accept_run(frame.run_id):
-                return
-            self._cams[(frame.method, frame.layer)] = frame
-            self._show_best()
-        elif isinstance(frame, PredictionFrame):
-            self._labels.update({p.index: p.label for p in frame.top if p.label})
-        elif isinstance(frame, RunFinished):
-            self._run_finished(frame)
-        elif isinstance(frame, ModelLoaded):
-            self.clear()
-
-    # -- runs -------------------------------------------------------------------------------
-    def _run_started(self, frame: RunStarted) -> None:
-        if frame.display is None:
-            return
-        self._displays[frame.run_id] = frame.display
-        for old in sorted(self._displays)[:-_KEEP_DISPLAYS]:
-            del self._displays[old]
-        same = (
-            self.display is not None
-            and self.display.shape == frame.display.shape
-            and np.array_equal(self.display, frame.display)
-        )
-        if same:
-            return  # keep the current overlay until this run's CAM replaces it: no flicker
-        # A different image: the old CAM would be wrong on it, so show the image alone now.
-        if self.accept_run(frame.run_id):
-            self._set_image(frame.display)
-            self._set_cam(None)
-            self.request_paint()
-
-    def _run_finished(self, frame: RunFinished) -> None:
-        """A run that ends without a map for this view: whatever map is on screen came from
-        an earlier run (kept while this one ran, to avoid flicker) and goes now."""
-        if frame.status == "cancelled" or (self._run_id is not None and frame.run_id < self._run_id):
-            return  # a newer run follows, or this one is already stale
-        if frame.run_id == self._run_id and self._cams:
-            return  # this run's map is on screen
-        if frame.status == "error":
-            self.run_failed(frame.run_id)
-        else:
-            self.accept_run(frame.run_id)
-        self._set_cam(None)
-        # The run's own image, or nothing: the one on screen may be another image's.
-        self._set_image(self._displays.get(frame.run_id))
-        self._finished_without_cam = frame.status == "ok"
+    def _cam_stored(self, _frame: CamFrame) -> None:
         self.request_paint()
 
-    def _show_best(self) -> None:
-        """The CAM for the selected method and layer if computed, else the newest."""
-        cams = self._cams
+    @property
+    def cam_frame(self) -> CamFrame | None:
+        """The map shown over the image (see `choice`)."""
+        return self.choice()[0]
+
+    def choice(self) -> tuple[CamFrame | None, np.ndarray | None]:
+        """(the map, the image) to show, from the store. The newest run's image. Its map once
+        computed; until then the previous run's map if it was made for the same image (a
+        re-run keeps its overlay: no flicker), else none: on another image it would be wrong,
+        and a run that finished without a map (or failed) shows none of an earlier run's."""
+        store = self.store
+        run, cam_run = store.current_run, store.latest_run(self.kinds)
+        display = _display(store, run)
+        if cam_run is None:
+            return None, display
+        if cam_run != run:
+            if store.status(run) not in (None, "cancelled"):
+                return None, display
+            earlier = _display(store, cam_run)
+            if not _same_image(display, earlier):
+                return None, display
+            display = earlier
+        return self._best(cam_run), display
+
+    def _best(self, run_id: int) -> CamFrame:
+        """The run's CAM for the selected method and layer if computed, else the newest."""
+        cams = {key[1:]: f for key, f in self.store.of_kind(self.kinds, run_id).items()}
         best = cams.get((self.method, self.layer))
         if best is None:
             same_method = [f for (m, _), f in cams.items() if m == self.method]
             best = same_method[-1] if same_method else list(cams.values())[-1]
-        display = self._displays.get(best.run_id, self.display)
-        if display is not self.display:
-            self._set_image(display)
-        self._set_cam(best)
-        self.request_paint()
+        return best
 
-    def _reset_run(self) -> None:
-        self._cams = {}
-        self._finished_without_cam = False
-
-    def clear(self) -> None:
-        self._displays = {}
-        self._labels = {}
-        self._set_image(None)
-        self._set_cam(None)
-        super().clear()
+    def _label(self, index: int) -> str | None:
+        """The class name of `index`, from the predictions of the runs kept."""
+        for run_id in reversed(self.store.runs()):
+            frame = self.store.get(("predictions",), run_id)
+            for p in frame.top if frame is not None else ():
+                if p.index == index and p.label:
+                    return p.label
+        return None
 
     # -- compositing ------------------------------------------------------------------------
-    def _set_image(self, display: np.ndarray | None) -> None:
-        self.display = display
-        self._image_f = None if display is None else display.astype(np.float32)
-
-    def _set_cam(self, frame: CamFrame | None) -> None:
-        self.cam_frame = frame
-        self._diff = None
-        if frame is None:
+    def _prepare(self, cam: CamFrame | None, display: np.ndarray | None) -> None:
+        """The float image and (heat - image) the blend needs, when what is drawn changed."""
+        if cam is self.drawn[0] and display is self.drawn[1]:
             return
-        heat = heat_rgb(frame.cam)
+        self.drawn = (cam, display)
+        self._image_f = None if display is None else display.astype(np.float32)
+        self._diff = None
+        if cam is None:
+            return
+        heat = heat_rgb(cam.cam)
         if self._image_f is not None and self._image_f.shape == heat.shape:
             self._diff = heat - self._image_f
         else:
             self._image_f = None  # no image, or not at the CAM's size: show the map alone
             self._diff = heat
-        self._finished_without_cam = False
 
     def _compose(self) -> np.ndarray | None:
         """Blend into the reused composite buffer; returns what to show."""
         if self._diff is None:
-            return self.display
+            return self.drawn[1]
         shape = self._diff.shape
         if self._scratch is None or self._scratch.shape != shape:
             self._scratch = np.empty(shape, np.float32)
@@ -257,19 +223,18 @@ class CamView(FrameView):
             self.request_paint()
 
     def _method_chosen(self, _index: int) -> None:
-        if self._cams:
-            self._show_best()
+        self.request_paint()
         self.methodChanged.emit(self.method)
 
     def _layer_chosen(self, index: int) -> None:
         if index < 0:
             return
-        if self._cams:
-            self._show_best()
+        self.request_paint()
         self.layerChanged.emit(self.layer)
 
     # -- painting ---------------------------------------------------------------------------
     def _paint(self) -> None:
+        self._prepare(*self.choice())
         image = self._compose()
         if image is None:
             self.header.setText("")
@@ -279,19 +244,19 @@ class CamView(FrameView):
         self.composite = image
         self.image_item.setImage(image, autoLevels=False, levels=(0, 255))
         # Transparent rather than hidden: the image does not jump when the map arrives.
-        self.bar.setOpacity(1.0 if self.cam_frame is not None else 0.0)
+        self.bar.setOpacity(1.0 if self.drawn[0] is not None else 0.0)
         self.header.setText(self._header_text())
         self.stack.setCurrentWidget(self.view)
 
     def _header_text(self) -> str:
-        f = self.cam_frame
+        f = self.drawn[0]
         if f is None:
             if self.failed:
                 return FAILED_TEXT
-            if self._finished_without_cam:
+            if self.store.status(self.store.current_run) == "ok":
                 return "This run computed no CAM (it needs gradients: a run with a target class)."
             return "<i>Computing the class activation map\u2026</i>"
-        label = self._labels.get(f.target)
+        label = self._label(f.target)
         target = f"\u201c{label}\u201d ({f.target})" if label else f"class {f.target}"
         layer = f.layer or "(whole model)"
         text = (
@@ -304,3 +269,14 @@ class CamView(FrameView):
         if self._image_f is None:
             text += " \u00b7 the map alone (no image of the same size)"
         return text
+
+
+def _display(store, run_id: int | None) -> np.ndarray | None:
+    """The image run `run_id` saw (its RunStarted's display), if known."""
+    started = store.started(run_id)
+    return started.display if started is not None else None
+
+
+def _same_image(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return a is b or (a is not None and b is not None and a.shape == b.shape
+                      and np.array_equal(a, b))

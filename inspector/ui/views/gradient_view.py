@@ -7,17 +7,9 @@ import math
 
 from PySide6.QtWidgets import QComboBox, QWidget
 
-from inspector.core.frames import (
-    GRAD_INPUT,
-    GRAD_OUTPUT,
-    ActivationFrame,
-    GradientFrame,
-    TensorStats,
-)
+from inspector.core.frames import GRAD_INPUT, GRAD_OUTPUT, GradientFrame, TensorStats
 from inspector.ui.views.gradient_flow import FlowPoint, GradientFlowPlot
 from inspector.ui.views.tensor_view import TensorView
-
-FlowKey = tuple[str, int, str]  # (module, call, path)
 
 
 def mean_abs(stats: TensorStats) -> tuple[float, bool]:
@@ -31,13 +23,9 @@ def mean_abs(stats: TensorStats) -> tuple[float, bool]:
 
 
 class GradientView(TensorView):
-    """Shows GradientFrames: GRAD_OUTPUT by default, GRAD_INPUT by the kind combo."""
-
-    frame_type = GradientFrame
+    """Shows gradients: GRAD_OUTPUT by default, GRAD_INPUT by the kind combo."""
 
     def __init__(self, parent: QWidget | None = None, store=None) -> None:
-        # Per-run gradient statistics for the flow plot, by kind, in arrival (backward) order.
-        self._flow: dict[str, dict[FlowKey, TensorStats]] = {}
         self._flow_dirty = True
         super().__init__((GRAD_OUTPUT, GRAD_INPUT), diverging=True, parent=parent, store=store)
         self.kind_combo = QComboBox()
@@ -54,6 +42,8 @@ class GradientView(TensorView):
         self.flow = GradientFlowPlot()
         self.splitter.addWidget(self.flow)
         self.splitter.setSizes([600, 300])
+        # The flow plot shows every layer: all modules' gradients, not just the selected one's.
+        self.flow_subscription = self.subscribe(self._flow_frame_stored, self.kinds, runs=False)
 
     def set_kind(self, kind: str) -> None:
         if kind in self.kinds and kind != self.kind:
@@ -65,37 +55,30 @@ class GradientView(TensorView):
                 self.kind_combo.blockSignals(False)
         super().set_kind(kind)
 
-    def handle_frame(self, frame: object) -> None:
-        if isinstance(frame, ActivationFrame):
-            # The run store keeps the forward order for the flow plot (gradients arrive in
-            # backward order).
-            self.keep(frame)
-            return
-        super().handle_frame(frame)
-        if (
-            isinstance(frame, GradientFrame)
-            and frame.kind in self.kinds
-            and frame.run_id == self._run_id
-        ):
-            self._flow.setdefault(frame.kind, {})[(frame.module, frame.call, frame.path)] = (
-                frame.stats
-            )
-            if frame.kind == self.kind:
-                self._flow_dirty = True
-                self.schedule_paint()  # many gradient frames per drain: one redraw for all
+    def _flow_frame_stored(self, frame: GradientFrame) -> None:
+        if frame.kind == self.kind:
+            self._flow_dirty = True
+            self.schedule_paint()  # many gradient frames per drain: one redraw for all
+
+    def run_changed(self, frame) -> None:
+        if frame.run_id == self.shown_run and self.store.status(frame.run_id) == "error":
+            self._flow_dirty = True  # the run failed before its gradients: an empty flow
+        super().run_changed(frame)
+        if self._flow_dirty:
+            self.request_paint()
 
     def flow_points(self) -> tuple[list[FlowPoint], bool]:
         """The selected kind's layers in forward order, and whether mean |grad| is exact."""
-        stats = self._flow.get(self.kind, {})
-        keys = list(stats)
-        forward = self.store.forward_order(self._run_id) if self._run_id is not None else {}
-        if keys and all(module in forward for module, _, _ in keys):
-            keys.sort(key=lambda k: (forward[k[0]], k[1], k[2]))
+        run = self.shown_run
+        frames = list(self.store.of_kind((self.kind,), run).values())  # backward order
+        forward = self.store.forward_order(run) if run is not None else {}
+        if frames and all(f.module in forward for f in frames):
+            frames.sort(key=lambda f: (forward[f.module], f.call, f.path))
         else:
-            keys.reverse()  # backward order reversed is forward order, near enough
+            frames.reverse()  # backward order reversed is forward order, near enough
         points, exact = [], True
-        for module, call, path in keys:
-            s = stats[(module, call, path)]
+        for f in frames:
+            module, call, path, s = f.module, f.call, f.path, f.stats
             mean, ok = mean_abs(s)
             exact &= ok
             name = (module or "(whole model)") + (f"#{call}" if call else "")
@@ -103,14 +86,9 @@ class GradientView(TensorView):
             points.append(FlowPoint(name, mean, s.abs_max, nonfinite=s.nonfinite > 0))
         return points, exact
 
-    def _reset_run(self) -> None:
-        super()._reset_run()
-        self._flow = {}
+    def cleared(self) -> None:
         self._flow_dirty = True
-
-    def clear(self) -> None:
-        self._flow_dirty = True
-        super().clear()
+        super().cleared()
 
     def _paint(self) -> None:
         if self._panel_dirty:

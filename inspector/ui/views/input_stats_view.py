@@ -13,14 +13,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from inspector.core.frames import (
-    INPUT,
-    ActivationFrame,
-    ModelLoaded,
-    RunFinished,
-    RunStarted,
-    TensorStats,
-)
+from inspector.core.frames import INPUT, TensorStats
 from inspector.ui.views.base import FrameView, fmt, hint_label, layer_ticks
 
 MEAN_COLOR = "#4c9be8"
@@ -33,11 +26,11 @@ def looks_normalised(stats: TensorStats) -> bool:
 
 
 class InputStatsView(FrameView):
+    kinds = (INPUT,)
+
     def __init__(self, parent: QWidget | None = None, store=None) -> None:
         super().__init__(parent, store)
-        self.layers: list[str] = []  # in arrival (forward) order for the current run
-        self._stats: dict[tuple[str, int, str], TensorStats] = {}
-        self._started = False
+        self.layers: list[str] = []  # in arrival (forward) order for the run shown
 
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
@@ -72,48 +65,43 @@ class InputStatsView(FrameView):
         layout.addWidget(self.header)
         layout.addWidget(self.stack, 1)
         layout.addWidget(self.hover_label)
-        self.request_paint()
 
-    def handle_frame(self, frame: object) -> None:
-        if isinstance(frame, ActivationFrame) and frame.kind == INPUT:
-            if not self.accept_run(frame.run_id):
-                return
-            self._stats[(frame.module, frame.call, frame.path)] = frame.stats
-            self.schedule_paint()  # many INPUT frames per drain: one redraw for all
-        elif isinstance(frame, RunStarted) and not self._started:
-            self._started = True
-            self.request_paint()  # the empty state's hint changes
-        elif isinstance(frame, RunFinished) and frame.status == "error":
-            if self.run_failed(frame.run_id):
-                self.request_paint()
-        elif isinstance(frame, ModelLoaded):
-            self.clear()
+        # Every module's input: one point per layer.
+        self.subscribe(self._input_stored, self.kinds)
+        self.request_paint()
 
     def values(self) -> tuple[np.ndarray, np.ndarray]:
         """(means, stds) per layer, in the order the layers ran."""
-        means = np.array([s.mean for s in self._stats.values()], dtype=float)
-        stds = np.array([s.std for s in self._stats.values()], dtype=float)
+        stats = self._stats()
+        means = np.array([s.mean for s in stats.values()], dtype=float)
+        stds = np.array([s.std for s in stats.values()], dtype=float)
         return means, stds
 
-    def _reset_run(self) -> None:
-        self._stats = {}
+    def _input_stored(self, _frame) -> None:
+        self.schedule_paint()  # many INPUT frames per drain: one redraw for all
 
-    def clear(self) -> None:
-        self._started = False
-        super().clear()
+    def run_changed(self, frame) -> None:
+        if not self.layers or self.failed:  # the empty state's hint, or "the run failed"
+            self.request_paint()
+
+    def _stats(self) -> dict[tuple[str, int, str], TensorStats]:
+        """(module, call, path) -> input statistics of the run shown, in arrival order."""
+        frames = self.store.of_kind(self.kinds, self.shown_run)
+        return {(f.module, f.call, f.path): f.stats for f in frames.values()}
 
     def _paint(self) -> None:
+        stats = self._stats()
         self.layers = [
             # Path "0" is the usual single positional input: naming it is noise.
             (m or "(whole model)") + (f"#{c}" if c else "") + (f"[{p}]" if p not in ("", "0") else "")
-            for m, c, p in self._stats
+            for m, c, p in stats
         ]
         if not self.layers:
             self.header.setText("")
             if self.failed:
                 text = "The last run failed before any layer's input was seen: the status " \
                        "bar says why."
-            elif self._started:
+            elif self.store.current_run is not None:
                 text = ("Each layer's input mean and std appear here after a run, for the "
                         "modules whose \u201cinput\u201d is captured in the module tree.")
             else:
@@ -127,7 +115,7 @@ class InputStatsView(FrameView):
         self.std_curve.setData(x, stds)
         self.plot.setXRange(-0.5, len(means) - 0.5, padding=0.02)
         self.plot.getAxis("bottom").setTicks(layer_ticks(len(means)))
-        first = next(iter(self._stats.values()))
+        first = next(iter(stats.values()))
         verdict = (
             "looks normalised"
             if looks_normalised(first)
@@ -151,7 +139,8 @@ class InputStatsView(FrameView):
         if not (vb.sceneBoundingRect().contains(scene_pos) and 0 <= i < len(self.layers)):
             self.cursor.hide()
             return
-        means, stds = self.values()
+        # What is drawn: the store may hold a newer run that this view has not painted yet.
+        means, stds = self.mean_curve.yData, self.std_curve.yData
         self.cursor.setPos(i)
         self.cursor.show()
         self.hover_label.setText(

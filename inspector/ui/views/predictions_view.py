@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.frames import ModelLoaded, PredictionFrame, RunFinished, RunStarted
+from inspector.core.frames import PredictionFrame, RunFinished
 from inspector.ui.views.base import FrameView, hint_label
 
 PROB_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -59,12 +59,11 @@ class PredictionsView(FrameView):
     """Top-k table. `targetChosen(class index)` when the user picks a class to explain."""
 
     targetChosen = Signal(int)  # noqa: N815 (Qt signal naming)
+    kinds = ("predictions",)
 
     def __init__(self, parent: QWidget | None = None, store=None) -> None:
         super().__init__(parent, store)
-        self.frame: PredictionFrame | None = None
         self.requested: int | None = None  # a target asked for, not yet confirmed by a run
-        self._started = False
 
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
@@ -93,40 +92,36 @@ class PredictionsView(FrameView):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.header)
         layout.addWidget(self.stack, 1)
+        self.subscribe(self._predictions_stored, self.kinds)
         self.request_paint()
+
+    @property
+    def frame(self) -> PredictionFrame | None:
+        """The predictions of the run shown (none when it failed before predicting)."""
+        return self.store.get(("predictions",), self.shown_run)
 
     @property
     def target(self) -> int | None:
         """The class currently explained (from the last run)."""
         return self.frame.target if self.frame is not None else None
 
-    def handle_frame(self, frame: object) -> None:
-        if isinstance(frame, PredictionFrame):
-            if not self.accept_run(frame.run_id):
-                return
-            self.frame = frame
-            self.requested = None  # the run now on screen says what the target is
-            self.request_paint()
-        elif isinstance(frame, RunFinished):
-            changed = frame.status == "error" and self.run_failed(frame.run_id)
-            if frame.status != "ok" and self.requested is not None:
+    def _predictions_stored(self, _frame: PredictionFrame) -> None:
+        self.requested = None  # the run now on screen says what the target is
+        self.request_paint()
+
+    def run_changed(self, frame) -> None:
+        changed = self.frame is None  # the hint says whether a run started or failed
+        if isinstance(frame, RunFinished) and frame.status != "ok":
+            changed |= frame.status == "error"
+            if self.requested is not None:
                 self.requested = None  # the re-run failed or was cancelled: stop saying "running"
                 changed = True
-            if changed:
-                self.request_paint()
-        elif isinstance(frame, RunStarted) and not self._started:
-            self._started = True
+        if changed:
             self.request_paint()
-        elif isinstance(frame, ModelLoaded):
-            self.clear()
 
-    def _reset_run(self) -> None:
-        self.frame = None
-
-    def clear(self) -> None:
+    def cleared(self) -> None:
         self.requested = None
-        self._started = False
-        super().clear()
+        super().cleared()
 
     def _row_chosen(self, row: int, _column: int = 0) -> None:
         if self.frame is None or not 0 <= row < len(self.frame.top):
@@ -145,7 +140,7 @@ class PredictionsView(FrameView):
             if self.failed:
                 text = "The last run failed before the model predicted anything: the status " \
                        "bar says why."
-            elif self._started:
+            elif self.store.current_run is not None:
                 text = "Predictions appear here after a run."
             else:
                 text = "Drop an image on the window to see what the model predicts."

@@ -1,8 +1,9 @@
 """The selected module's tensor of one kind, with a header of its statistics.
 
-ActivationView and GradientView are this with different kinds and colour maps. The view keeps
-the current run's frames of every module (previews are small: at most 64 channels of 64 x 64),
-so selecting another module after a run shows it at once, without running again.
+ActivationView and GradientView are this with different kinds and colour maps. The view
+subscribes to the selected module's frames in the run store; the store keeps every module's
+frames of the runs shown (previews are small: at most 64 channels of 64 x 64), so selecting
+another module after a run shows it at once, without running again.
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
-from inspector.core.frames import ModelLoaded, RunFinished, RunStarted, TensorFrame
+from inspector.core.frames import RunFinished, TensorFrame
 from inspector.ui.views.base import FrameView, fmt
 from inspector.ui.views.tensor_panel import TensorPanel
-
-PartKey = tuple[str, int, str]  # (kind, call, path)
 
 KIND_NOUNS = {  # as a header says what is shown
     "input": "input",
@@ -78,9 +77,7 @@ def preview_note(frame: TensorFrame) -> str:
 
 
 class TensorView(FrameView):
-    """Shows `frame_type` frames of the selected module, for the kind chosen in `kinds`."""
-
-    frame_type: type = TensorFrame
+    """Shows the selected module's tensor of the kind chosen in `kinds`."""
 
     def __init__(self, kinds: tuple[str, ...], diverging: bool, parent: QWidget | None = None,
                  store=None):
@@ -88,11 +85,7 @@ class TensorView(FrameView):
         self.kinds = kinds
         self.kind = kinds[0]
         self.module: str | None = None
-        self._frames: dict[str, dict[PartKey, TensorFrame]] = {}
         self._part: tuple[int, str] | None = None  # (call, path) the user chose
-        self._finished_run: int | None = None
-        self._started = False  # a run has started since the model was loaded
-        self._latest_started: int | None = None
         self._panel_dirty = True
 
         self.header = QLabel()
@@ -119,6 +112,8 @@ class TensorView(FrameView):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.splitter)
+        # The selected module's frames only (none until a module is selected).
+        self.module_subscription = self.subscribe(self._frame_stored, kinds, modules=())
         self.request_panel()
 
     # -- API --------------------------------------------------------------------------------
@@ -126,6 +121,7 @@ class TensorView(FrameView):
         if name == self.module:
             return
         self.module = name
+        self.module_subscription.modules = set() if name is None else {name}
         self._part = None
         self.panel.zoomed = None  # channel numbers mean nothing in another module
         self.request_panel()
@@ -137,31 +133,6 @@ class TensorView(FrameView):
         self._part = None
         self.request_panel()
 
-    def handle_frame(self, frame: object) -> None:
-        if isinstance(frame, self.frame_type):
-            if frame.kind not in self.kinds or not self.accept_run(frame.run_id):
-                return
-            self._frames.setdefault(frame.module, {})[(frame.kind, frame.call, frame.path)] = frame
-            if frame.module == self.module and frame.kind == self.kind:
-                self.request_panel()
-        elif isinstance(frame, RunStarted):
-            self._started = True
-            self._latest_started = frame.run_id
-            if self.module is not None and self.current_frame() is None:
-                self.request_panel()  # the hint becomes "waiting for ..."
-        elif isinstance(frame, RunFinished):
-            self._finished_run = frame.run_id
-            if frame.status == "error" and self.run_failed(frame.run_id):
-                self.request_panel()  # the earlier run's tensors are gone: say the run failed
-                return
-            shown = self.current_frame()
-            # Say so when this run did not capture what is shown (or left nothing to show).
-            if self.module is not None and (shown is None or shown.run_id < frame.run_id):
-                self.request_panel()
-        elif isinstance(frame, ModelLoaded):
-            self.keep(frame)  # a store of its own forgets the old model's runs
-            self.clear()
-
     def current_frame(self) -> TensorFrame | None:
         parts = self._parts()
         if not parts:
@@ -172,27 +143,35 @@ class TensorView(FrameView):
                     return frame
         return parts[0][1]
 
-    # -- internals --------------------------------------------------------------------------
-    def _reset_run(self) -> None:
-        self._frames = {}
+    # -- what the store says ------------------------------------------------------------------
+    def _frame_stored(self, frame: TensorFrame) -> None:
+        if frame.kind == self.kind:
+            self.request_panel()
 
+    def run_changed(self, frame) -> None:
+        if self.module is None:
+            return  # "Select a module" whatever the runs do
+        shown = self.current_frame()
+        # Started: the hint becomes "waiting for ...". Finished: say so when the run did not
+        # capture what is shown, or failed before it (the store then shows nothing).
+        if shown is None or (isinstance(frame, RunFinished) and shown.run_id < frame.run_id):
+            self.request_panel()
+
+    def cleared(self) -> None:
+        self._panel_dirty = True
+        super().cleared()
+
+    # -- internals --------------------------------------------------------------------------
     def request_panel(self) -> None:
         """The header and tensor need drawing (now if visible, else when shown)."""
         self._panel_dirty = True
         self.request_paint()
 
-    def clear(self) -> None:
-        self._started = False
-        self._latest_started = None
-        self._finished_run = None
-        self._panel_dirty = True
-        super().clear()
-
     def _parts(self) -> list[tuple[tuple[int, str], TensorFrame]]:
-        frames = self._frames.get(self.module, {}) if self.module is not None else {}
-        return sorted(
-            ((call, path), f) for (kind, call, path), f in frames.items() if kind == self.kind
-        )
+        if self.module is None:
+            return []
+        frames = self.store.tensors(self.module, (self.kind,), self.shown_run)
+        return sorted(((call, path), f) for (_kind, call, path), f in frames.items())
 
     def _part_chosen(self, index: int) -> None:
         if index >= 0 and self.part_combo.count() > 1:
@@ -216,9 +195,9 @@ class TensorView(FrameView):
         if self.module is None:
             return f"Select a module in the tree to see its {noun} here."
         name = f"\u201c{module_label(self.module)}\u201d"
-        if not self._started and self._run_id is None:
+        if self.store.current_run is None:
             return f"Drop an image on the window to run the model: the {noun} of {name} appears here."
-        if self._latest_started is not None and self._finished_run != self._latest_started:
+        if self.store.running:
             return f"Waiting for the {noun} of {name}\u2026"
         if self.failed:
             return f"The last run failed before the {noun} of {name} was computed: the status bar says why."
@@ -241,7 +220,8 @@ class TensorView(FrameView):
             return
         noun = KIND_NOUNS[frame.kind]
         text = f"<b>{html.escape(module_label(frame.module))}</b> {noun} \u00b7 {stats_html(frame)}"
-        if self._finished_run is not None and frame.run_id < self._finished_run:
+        finished = self.store.last_finished()
+        if finished is not None and frame.run_id < finished:
             text += " \u00b7 <i>from an earlier run (the last run did not capture it)</i>"
         self.header.setText(text)
         # Tokens pooled by core no longer form their patch grid: no grid then.

@@ -1,0 +1,109 @@
+"""Synthetic frames for the view and router tests: what core's hooks would send, built from
+arrays, and a channel to send them through."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from inspector.core.frames import (
+    GRAD_OUTPUT,
+    OUTPUT,
+    ActivationFrame,
+    CamFrame,
+    GradientFrame,
+    Prediction,
+    PredictionFrame,
+    RunStarted,
+    TensorStats,
+)
+from inspector.ui.views.mosaic import GAP
+
+# -- synthetic frames ---------------------------------------------------------------------------
+
+
+def make_stats(batch: np.ndarray) -> TensorStats:
+    """TensorStats of a tensor with its batch dimension, as core computes them (dim 1 = channel)."""
+    x = np.asarray(batch, dtype=np.float64)
+    per = np.moveaxis(x, 1, 0).reshape(x.shape[1], -1) if x.ndim >= 2 else x.reshape(1, -1)
+    finite = x[np.isfinite(x)] if x.size else np.zeros(1)
+    return TensorStats(
+        mean=float(finite.mean()),
+        std=float(finite.std()),
+        min=float(finite.min()),
+        max=float(finite.max()),
+        zero_fraction=float((x == 0).mean()),
+        numel=int(x.size),
+        channel_mean=per.mean(1),
+        channel_std=per.std(1),
+        channel_min=per.min(1),
+        channel_max=per.max(1),
+        channel_zero_fraction=(per == 0).mean(1),
+        abs_mean=float(np.abs(finite).mean()),
+        nonfinite=int((~np.isfinite(x)).sum()),
+    )
+
+
+def act(run, module, preview, kind=OUTPUT, call=0, path="", stats=None):
+    """An ActivationFrame whose preview is `preview` (the first batch item)."""
+    preview = np.asarray(preview, np.float32)
+    return ActivationFrame(
+        run_id=run, module=module, call=call, kind=kind, path=path,
+        shape=(1, *preview.shape), dtype="float32",
+        stats=stats or make_stats(preview[None]), preview=preview,
+    )
+
+
+def grad(run, module, preview, kind=GRAD_OUTPUT, stats=None, call=0):
+    preview = np.asarray(preview, np.float32)
+    return GradientFrame(
+        run_id=run, module=module, call=call, kind=kind, path="",
+        shape=(1, *preview.shape), dtype="float32",
+        stats=stats or make_stats(preview[None]), preview=preview,
+    )
+
+
+def started(run, display=None):
+    return RunStarted(run_id=run, label="img.png", model="m", device="cpu", display=display)
+
+
+def shown(qtbot, widget):
+    qtbot.addWidget(widget)
+    widget.resize(640, 480)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def tile(item_image: np.ndarray, k: int, rows_cols: tuple[int, int], h: int, w: int):
+    _, cols = rows_cols
+    r, c = divmod(k, cols)
+    return item_image[r * (h + GAP): r * (h + GAP) + h, c * (w + GAP): c * (w + GAP) + w]
+
+
+RNG = np.random.default_rng(0)
+
+
+def predictions(run, target):
+    probs = [0.6, 0.2, 0.1, 0.06, 0.04]
+    labels = ["tabby", "tiger cat", "Egyptian cat", "lynx", "carton"]
+    top = tuple(Prediction(index=280 + i, label=lab, prob=p, logit=math.log(p))
+                for i, (lab, p) in enumerate(zip(labels, probs, strict=True)))
+    return PredictionFrame(run_id=run, top=top, target=target)
+
+
+def cam_frame(run, cam, method="gradcam", layer="layer4", target=281):
+    return CamFrame(run_id=run, method=method, layer=layer, target=target,
+                    cam=np.asarray(cam, np.float32))
+
+
+class FakeChannel:
+    """What the frame router drains: `pending` frames, and a count the channel dropped."""
+
+    def __init__(self, dropped: int = 0):
+        self.pending, self.dropped = [], dropped
+
+    def drain(self, max_frames=None):
+        out, self.pending = self.pending[:max_frames], self.pending[max_frames:]
+        return out
