@@ -17,7 +17,7 @@ import importlib.util
 
 from PySide6.QtCore import QObject, QTimer
 
-from inspector.core.methods import DEFAULT_CAM, GRADIENT_FREE_CAMS
+from inspector.core.methods import ATTRIBUTION_METHODS, DEFAULT_CAM, GRADIENT_FREE_CAMS
 from inspector.ui import capture_choice
 from inspector.ui.session_control import SessionControl
 
@@ -79,13 +79,25 @@ class RunBuilder(QObject):
             target=self.target,
             backward=backward,
             cams=self._cams(backward),
+            attributions=self._attributions(),
             label=self.entry.name,
             stretch=self.images.stretch,
         )
 
+    def _method(self) -> str:
+        cam = self.cam_view
+        return cam.method if cam is not None and cam.method else DEFAULT_CAM
+
+    def _attributions(self) -> tuple[str, ...]:
+        # Computed from the input gradient on their own, also when the run has no backward.
+        method = self._method()
+        return (method,) if method in ATTRIBUTION_METHODS else ()
+
     def _cams(self, backward: bool) -> tuple[tuple[str, str | None], ...]:
         cam = self.cam_view
-        method = cam.method if cam is not None and cam.method else DEFAULT_CAM
+        method = self._method()
+        if method in ATTRIBUTION_METHODS:
+            return ()
         layer = cam.layer if cam is not None else None
         # Without a backward pass only gradient-free methods can run; a model with no layer
         # a CAM can use (no spatial or token output) gets none.

@@ -371,3 +371,24 @@ def test_the_window_opens_before_torch_is_imported(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "heavy: []" in result.stdout
+
+
+def test_an_input_attribution_is_chosen_beside_the_cams_and_shown(make_window, qtbot, tmp_path):
+    from inspector.core.methods import ATTRIBUTION_LAYER
+
+    window = make_window(images=[write_png(tmp_path / "one.png")])
+    wait_run(qtbot, window)
+    cam = window.views["cam"]
+    assert cam.layer_combo.isEnabled()
+    cam.method_combo.setCurrentIndex(cam.method_combo.findData("saliency"))  # as a user would
+    assert not cam.layer_combo.isEnabled()  # an attribution is at the model input
+    request = window.control.last_request
+    assert request.attributions == ("saliency",) and request.cams == ()
+    run = wait_run(qtbot, window)
+    qtbot.waitUntil(lambda: cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id,
+                    timeout=TIMEOUT)
+    assert (cam.cam_frame.method, cam.cam_frame.layer) == ("saliency", ATTRIBUTION_LAYER)
+    assert 0.0 <= cam.cam_frame.cam.min() and cam.cam_frame.cam.max() <= 1.0
+    assert "Saliency" in cam.header.text()
+    cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))  # back to a CAM
+    assert cam.layer_combo.isEnabled() and window.control.last_request.attributions == ()

@@ -1,5 +1,8 @@
 """The input image with the class activation map overlaid: where the model looked.
 
+The same pane shows input attributions (saliency, gradient x input, SmoothGrad, Integrated
+Gradients): a map per input pixel, chosen from the same list below the CAMs.
+
 The composite is blended in numpy into reused buffers (image + alpha * (heat - image)), so the
 alpha slider only costs one multiply-add over the image, and is drawn by one ImageItem.
 """
@@ -22,11 +25,11 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.frames import CamFrame
-from inspector.core.methods import CAM_METHODS
+from inspector.core.methods import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
 from inspector.ui import colormaps
 from inspector.ui.views.base import FrameView, hint_label
 
-METHODS = {name: method.title for name, method in CAM_METHODS.items()}
+METHODS = {name: m.title for name, m in (*CAM_METHODS.items(), *ATTRIBUTION_METHODS.items())}
 DEFAULT_ALPHA = 0.5
 EMPTY_TEXT = "Drop an image on the window to see where the model looked (class activation map)."
 FAILED_TEXT = "The last run failed before the class activation map was computed: the status " \
@@ -56,9 +59,15 @@ class CamView(FrameView):
         self._scratch: np.ndarray | None = None
 
         self.method_combo = QComboBox()
-        for key, name in METHODS.items():
-            self.method_combo.addItem(name, key)
-        self.method_combo.setToolTip("How the map is computed from activations and gradients")
+        for key, method in CAM_METHODS.items():
+            self.method_combo.addItem(method.title, key)
+        self.method_combo.insertSeparator(self.method_combo.count())
+        for key, method in ATTRIBUTION_METHODS.items():
+            self.method_combo.addItem(f"{method.title} (input)", key)
+        self.method_combo.setToolTip(
+            "How the map is computed: a CAM from a layer's activations and gradients, or an "
+            "input attribution (a value per input pixel, from the input gradient)"
+        )
         self.method_combo.currentIndexChanged.connect(self._method_chosen)
         self.layer_combo = QComboBox()
         self.layer_combo.setMinimumContentsLength(16)
@@ -114,6 +123,8 @@ class CamView(FrameView):
 
     @property
     def layer(self) -> str | None:
+        if self.method in ATTRIBUTION_METHODS:
+            return ATTRIBUTION_LAYER  # an attribution's map is at the model input
         return self.layer_combo.currentData()
 
     @property
@@ -137,6 +148,7 @@ class CamView(FrameView):
             self.method_combo.blockSignals(True)
             self.method_combo.setCurrentIndex(index)
             self.method_combo.blockSignals(False)
+            self.layer_combo.setEnabled(method not in ATTRIBUTION_METHODS)
 
     def _cam_stored(self, _frame: CamFrame) -> None:
         self.request_paint()
@@ -223,6 +235,7 @@ class CamView(FrameView):
             self.request_paint()
 
     def _method_chosen(self, _index: int) -> None:
+        self.layer_combo.setEnabled(self.method not in ATTRIBUTION_METHODS)
         self.request_paint()
         self.methodChanged.emit(self.method)
 
