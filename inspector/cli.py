@@ -2,6 +2,7 @@
 
     network-inspector [IMAGE...] [--model NAME]      open the desktop app
     network-inspector analyse --model resnet18 --out DIR IMAGE_OR_FOLDER...
+    network-inspector atlas --model resnet18 --layers layer4 --out DIR FOLDER...
     network-inspector models                         the model catalog
     network-inspector tree --model NAME              the module tree, shapes, hazards
     network-inspector train-demo --out DIR           train the bundled demo model
@@ -21,7 +22,7 @@ from pathlib import Path
 import inspector.core  # noqa: F401  (sets the OpenMP wait policy before torch loads)
 from inspector.core.methods import ATTRIBUTION_METHODS, CAM_METHODS, DEFAULT_CAM, AttributionOptions
 
-COMMANDS = ("analyse", "analyze", "models", "tree", "train-demo")
+COMMANDS = ("analyse", "analyze", "atlas", "models", "tree", "train-demo")
 RANDOM_WEIGHTS_NOTE = (
     "warning: {name} has RANDOM weights (no pretrained file on this machine): its predictions "
     "and maps show an untrained network"
@@ -31,6 +32,7 @@ USAGE = """\
 usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device DEV]
                          [--reset-settings]
        network-inspector analyse --model NAME --out DIR [options] IMAGE_OR_FOLDER ...
+       network-inspector atlas --model NAME --layers L1,L2 --out DIR [options] FOLDER ...
        network-inspector models
        network-inspector tree --model NAME [--weights FILE] [--depth N]
        network-inspector train-demo --out DIR [options]
@@ -139,6 +141,37 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
     a.set_defaults(func=_analyse)
 
+    at = sub.add_parser(
+        "atlas",
+        help="per channel, the images of a folder that excite it most (atlas.json, crops)",
+        description="Run a model over a folder and write DIR/atlas.json: per layer and "
+        "channel the --top images with the largest activation, their receptive-field boxes "
+        "and crops, each channel's mean and active fraction, the dead channels; and the mean "
+        "Grad-CAM per predicted class. Resumable (--resume), on one machine or on Ray.",
+    )
+    _model_options(at)
+    at.add_argument("--layers", required=True,
+                    help="comma-separated modules whose channels to rank; see "
+                         "`network-inspector tree`")
+    at.add_argument("--top", type=int, default=9, help="images kept per channel (default 9)")
+    at.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    at.add_argument("--batch-size", type=int, default=32, help="images per forward (default 32)")
+    at.add_argument("--workers", type=int, default=None,
+                    help="local: processes decoding images (default min(4, CPUs)); ray: model "
+                         "actors (default one per GPU, else one per CPU)")
+    at.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="local (default) or ray (needs the [cluster] extra)")
+    at.add_argument("--ray-address", default=None,
+                    help="'auto' or ray://HOST:PORT to join a running Ray cluster (default: "
+                         "start a Ray on this machine, bound to localhost)")
+    at.add_argument("--resume", action="store_true",
+                    help="continue a killed run in DIR: finished shards are not redone")
+    at.add_argument("--shard-size", type=int, default=256,
+                    help="images per shard, the unit of --resume (default 256)")
+    at.add_argument("--quiet", action="store_true", help="no progress bar")
+    at.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
+    at.set_defaults(func=_atlas)
+
     m = sub.add_parser("models", help="list the model catalog")
     m.set_defaults(func=_models)
 
@@ -232,6 +265,23 @@ def _analyse(args: argparse.Namespace) -> int:
         _error(str(e))
         return 2
     return analysis.run(args.images)
+
+
+def _atlas(args: argparse.Namespace) -> int:
+    from inspector.batch.atlas import AtlasOptions, run_atlas
+
+    try:
+        spec = _model_spec(args)
+    except ValueError as e:
+        _error(str(e))
+        return 2
+    return run_atlas(
+        AtlasOptions(spec=spec, layers=_split(args.layers), out=args.out, top=args.top,
+                     batch_size=args.batch_size, workers=args.workers, engine=args.engine,
+                     ray_address=args.ray_address, resume=args.resume,
+                     shard_size=args.shard_size, progress=not args.quiet, warn=_error),
+        args.images,
+    )
 
 
 # -- models and tree ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ BENCHMARKS = [
     ("CAM time", ["tests.benchmarks.bench_cam"]),
     ("activation mosaic", ["tests.benchmarks.bench_mosaic"]),
     ("desktop app", ["tests.benchmarks.bench_ui"]),
+    ("atlas throughput", ["tests.benchmarks.bench_atlas"]),
 ]
 
 

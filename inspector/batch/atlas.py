@@ -1,0 +1,235 @@
+"""`network-inspector atlas`: which images each channel of a layer responds to most.
+
+    options and the model checked (exit 2 before any image is read: unknown layer, ...)
+    -> statistics pass, shard by shard (local engine, or Ray)   shards/shard-NNNNN.pt
+    -> the shards merged (exact top-k, sums)
+    -> receptive-field boxes of the final top-k only (a second, small pass; on this machine)
+    -> crops/, classes/, classes.json, and atlas.json last (its presence: the run is complete)
+
+Exit status: 0, 1 when an image could not be read (listed in atlas.json's "failed") or the
+run failed, 2 for options that cannot work.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inspector.core.images import ImageLoadError, expand_paths
+from inspector.core.models import ModelSpec
+
+from .job import OptionError
+
+ENGINES = ("local", "ray")
+
+
+@dataclass
+class AtlasOptions:
+    spec: ModelSpec
+    layers: list[str]
+    out: Path
+    top: int = 9
+    batch_size: int = 32
+    workers: int | None = None  # local: DataLoader processes; ray: actors (default: per slot)
+    engine: str = "local"
+    ray_address: str | None = None
+    resume: bool = False
+    shard_size: int = 256
+    progress: bool = True
+    warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+
+    def check(self) -> None:
+        for name in ("top", "batch_size", "shard_size"):
+            if getattr(self, name) < 1:
+                raise OptionError(f"--{name.replace('_', '-')} must be 1 or more")
+        if self.workers is not None and self.workers < 0:
+            raise OptionError("--workers must be 0 or more")
+        if self.engine not in ENGINES:
+            raise OptionError(f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")
+        if self.ray_address and self.engine != "ray":
+            raise OptionError("--ray-address needs --engine ray")
+        if not self.layers:
+            raise OptionError("--layers names no module; see `network-inspector tree`")
+
+
+def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
+    t0 = time.perf_counter()
+    warn = opts.warn
+    try:
+        opts.check()
+        if opts.engine == "ray":
+            from .ray_engine import require_ray
+
+            require_ray()
+    except OptionError as e:
+        warn(str(e))
+        return 2
+
+    missing: list[tuple[str, str]] = []
+
+    def on_missing(err: ImageLoadError) -> None:
+        warn(f"skipped {err}")
+        missing.append((str(err.path), err.reason))
+
+    paths = expand_paths(inputs, on_missing=on_missing)
+    if not paths:
+        warn(f"no image files found in {', '.join(inputs)}")
+        return 1
+    setup = _setup(opts, paths)
+    if isinstance(setup, int):
+        return setup
+    loaded, job, store, todo = setup
+
+    from tqdm import tqdm
+
+    from .inputs import shard_range
+
+    todo_images = sum(len(shard_range(s, len(paths), job.shard_size)) for s in todo)
+    bar = tqdm(total=todo_images, unit="img", desc="atlas", file=sys.stderr,
+               disable=not opts.progress, dynamic_ncols=True)
+    try:
+        _statistics(opts, loaded, job, store, todo, bar)
+    except Exception as e:  # a model that fails in a forward, a lost cluster, a full disk
+        bar.close()
+        warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
+             f"{store.folder}: run again with --resume to continue")
+        return 1
+    bar.close()
+    return _finish(opts, loaded, job, store, missing, t0)
+
+
+def _setup(opts: AtlasOptions, paths: list[Path]):
+    """The model loaded and checked, the job, its shard store and the shards still to do;
+    or an exit status."""
+    import torch
+
+    from inspector.analyse import _unknown
+    from inspector.core.cam import compute_cams, default_target_layer
+    from inspector.core.models import load_model
+    from inspector.core.runtime import apply_thread_setting
+    from inspector.core.tree import build_tree
+
+    from .inputs import shard_count
+    from .job import StatsJob
+    from .probe import plan_layers
+    from .shards import JobKey, JobMismatch, ShardStore
+
+    apply_thread_setting()  # this command runs the model without a Session
+    warn = opts.warn
+    try:
+        loaded = load_model(opts.spec)
+    except Exception as e:  # every loader failure is reported in words, not a traceback
+        warn(f"could not load {opts.spec.what()}: {e}")
+        return 1
+    if not loaded.pretrained:
+        warn(f"warning: {loaded.description}: the atlas shows an untrained network")
+    h, w = loaded.preprocess.crop_size
+    tree = build_tree(loaded.model, torch.zeros(1, 3, h, w, device=loaded.device))
+    layers = list(dict.fromkeys(opts.layers))
+    try:
+        unknown = [n for n in layers if not n or n not in tree.modules]
+        if unknown:
+            raise ValueError(_unknown(unknown, tree))
+        plans = plan_layers(tree, layers, (h, w))
+    except ValueError as e:
+        warn(str(e))
+        return 2
+
+    cam_layer = cam_shape = None
+    try:
+        cam_layer = default_target_layer(loaded.model, tree)
+        trial = compute_cams(loaded.model, torch.zeros(1, 3, h, w, device=loaded.device),
+                             ["gradcam"], cam_layer)
+        cam_shape = (int(trial.logits.shape[-1]), *trial.raw["gradcam"].shape[-2:])
+    except (ValueError, KeyError) as e:
+        warn(f"note: no per-class Grad-CAM maps for this model: {e}")
+        cam_layer = None
+
+    spec = opts.spec
+    key = JobKey.of(spec.factory or spec.pickle or spec.name, spec.checkpoint or spec.pickle,
+                    layers, opts.top, opts.shard_size, paths)
+    store = ShardStore(opts.out)
+    try:
+        done, note = store.prepare(key, opts.resume)
+    except JobMismatch as e:
+        warn(str(e))
+        return 2
+    if note:
+        warn(note)
+    job = StatsJob(
+        paths=tuple(paths), preprocess=loaded.preprocess, plans=plans, cam_layer=cam_layer,
+        cam_shape=cam_shape, top=opts.top, shard_size=opts.shard_size,
+        batch_size=opts.batch_size,
+    )
+    todo = [s for s in range(shard_count(len(paths), opts.shard_size)) if s not in done]
+    return loaded, job, store, todo
+
+
+def _statistics(opts: AtlasOptions, loaded, job, store, todo: list[int], bar) -> None:
+    def failed(message: str) -> None:
+        bar.write(f"skipped {message}", file=sys.stderr)
+
+    if not todo:
+        return
+    if opts.engine == "ray":
+        from .ray_engine import run_ray
+
+        run_ray(job, opts.spec, todo, store, opts.ray_address, opts.workers,
+                on_images=bar.update, on_failed=failed)
+    else:
+        from .inputs import default_workers
+        from .local import run_local
+
+        workers = default_workers() if opts.workers is None else opts.workers
+        run_local(job, loaded.model, loaded.device, todo, store, workers,
+                  on_images=bar.update, on_failed=failed)
+
+
+def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
+    """Merge the shards, measure the boxes of the final top-k, write the files."""
+    from tqdm import tqdm
+
+    from .boxes import compute_boxes
+    from .inputs import ImageFiles, default_workers, shard_count
+    from .writers import atlas_document, entries_of, write_classes, write_crops, write_json
+
+    warn, out, paths = opts.warn, Path(opts.out), list(job.paths)
+    total = job.empty("cpu")
+    for shard in range(shard_count(len(paths), job.shard_size)):
+        total.merge(store.load(shard))
+
+    entries = entries_of(total)
+    images = len({e.index for e in entries})
+    workers = default_workers() if opts.workers is None or opts.engine == "ray" else opts.workers
+    bar = tqdm(total=images, unit="img", desc="boxes", file=sys.stderr,
+               disable=not opts.progress or not images, dynamic_ncols=True)
+    try:
+        boxes, unreadable = compute_boxes(
+            loaded.model, job.plans, ImageFiles(paths, job.preprocess), entries,
+            loaded.device, job.batch_size, workers, on_image=bar.update,
+        )
+    except Exception as e:  # the statistics are safe in the shards; say what failed
+        bar.close()
+        warn(f"measuring the receptive-field boxes failed: {type(e).__name__}: {e}")
+        return 1
+    bar.close()
+    for message in unreadable.values():
+        warn(f"no box: the image cannot be read any more: {message}")
+
+    for folder in ("crops", "classes"):  # outputs of an earlier run of this job
+        shutil.rmtree(out / folder, ignore_errors=True)
+    for message in write_crops(out, paths, boxes):
+        warn(f"no crop: {message}")
+    if job.cam_layer is not None and total.cam_sum is not None:
+        write_classes(out, total, loaded.categories, job.cam_layer, job.preprocess.crop_size)
+    doc = atlas_document(loaded.name, opts.spec.checkpoint or opts.spec.pickle, paths, total,
+                         boxes, missing)
+    write_json(out / "atlas.json", doc)
+    failed = len(doc["failed"])
+    print(f"{total.images} images in the atlas, {failed} failed, in "
+          f"{time.perf_counter() - t0:.1f} s; results in {out}")
+    return 1 if failed else 0

@@ -1,0 +1,128 @@
+"""Images in: the sorted file list, its fixed shards, and a DataLoader that decodes them.
+
+Each image is decoded with `core.images.load_image` and turned into the model's input by the
+model's `Preprocess`, exactly as `analyse` does, inside DataLoader worker processes. An image
+that cannot be read comes back as an error string instead of a tensor, so one bad file costs
+one entry in `failed`, not the run.
+
+Shards are fixed runs of the sorted list (shard i holds images i*S .. i*S+S-1), so the same
+files and shard size always give the same shards: what makes a killed run resumable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from inspector.core.images import ImageLoadError, load_image
+from inspector.core.preprocess import Preprocess
+
+
+def default_workers() -> int:
+    return min(4, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One decoded image: its place in the job's file list, the model input or the reason."""
+
+    index: int
+    x: torch.Tensor | None
+    size: tuple[int, int] | None  # (width, height) of the original image
+    error: str | None  # what is wrong with the file, in words (the path is said elsewhere)
+
+
+def read_item(path: Path, index: int, preprocess: Preprocess, stretch: bool = False) -> Item:
+    try:
+        image = load_image(path, stretch=stretch)
+        x = preprocess(image)
+    except ImageLoadError as e:
+        return Item(index, None, None, e.reason)
+    except Exception as e:  # an image Pillow reads but the preprocessing cannot use
+        return Item(index, None, None, f"cannot preprocess ({type(e).__name__}: {e})")
+    return Item(index, x, image.size, None)
+
+
+class ImageFiles(Dataset):
+    """`dataset[i]` is the Item of paths[i]; picklable, for DataLoader worker processes."""
+
+    def __init__(self, paths: Sequence[Path], preprocess: Preprocess, stretch: bool = False):
+        self.paths = list(paths)
+        self.preprocess = preprocess
+        self.stretch = stretch
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> Item:
+        return read_item(self.paths[index], index, self.preprocess, self.stretch)
+
+
+@dataclass
+class Batch:
+    """The readable images of a batch stacked, and the others' errors."""
+
+    indices: torch.Tensor  # (n,) int64, into the job's file list
+    x: torch.Tensor | None  # (n, 3, H, W); None when no image of the batch was readable
+    sizes: list[tuple[int, int]]
+    failed: list[tuple[int, str]]  # (index, error)
+
+    def pin_memory(self) -> Batch:  # called by the DataLoader's pinning thread
+        if self.x is not None:
+            self.x = self.x.pin_memory()
+        return self
+
+    def __len__(self) -> int:
+        return len(self.indices) + len(self.failed)
+
+
+def collate(items: list[Item]) -> Batch:
+    ok = [it for it in items if it.error is None]
+    return Batch(
+        indices=torch.tensor([it.index for it in ok], dtype=torch.int64),
+        x=torch.stack([it.x for it in ok]) if ok else None,
+        sizes=[it.size for it in ok],
+        failed=[(it.index, it.error) for it in items if it.error is not None],
+    )
+
+
+# -- shards ---------------------------------------------------------------------------------------
+
+
+def shard_count(n_images: int, shard_size: int) -> int:
+    return -(-n_images // shard_size)
+
+
+def shard_range(shard: int, n_images: int, shard_size: int) -> range:
+    return range(shard * shard_size, min(n_images, (shard + 1) * shard_size))
+
+
+def shard_batches(shards: Sequence[int], n_images: int, shard_size: int,
+                  batch_size: int) -> list[list[int]]:
+    """Batches of indices, in order, that never cross a shard boundary: a shard's result then
+    depends only on its own images, whichever shards run before it."""
+    out = []
+    for shard in shards:
+        r = shard_range(shard, n_images, shard_size)
+        out.extend(list(r[i : i + batch_size]) for i in range(0, len(r), batch_size))
+    return out
+
+
+def make_loader(dataset: Dataset, batches: list[list[int]], workers: int,
+                pin_memory: bool = False) -> DataLoader:
+    """Batches decoded by `workers` processes (0: in this process), in the order given."""
+    return DataLoader(
+        dataset,
+        batch_sampler=batches,
+        num_workers=workers,
+        collate_fn=collate,
+        pin_memory=pin_memory,
+        # Two batches ahead per worker (the default) keeps the model fed without holding
+        # more decoded images than that in memory.
+        prefetch_factor=2 if workers > 0 else None,
+    )

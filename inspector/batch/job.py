@@ -1,0 +1,37 @@
+"""What a statistics pass needs to know, in one picklable value (it travels to Ray actors),
+and the error for options that cannot work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from inspector.core.preprocess import Preprocess
+
+from .probe import LayerPlan
+from .reduce import Reduction
+
+
+class OptionError(ValueError):
+    """Options that cannot work: exit status 2, before any image is read."""
+
+
+@dataclass(frozen=True)
+class StatsJob:
+    paths: tuple[Path, ...]  # sorted; an image's index in it is its identity in the job
+    preprocess: Preprocess
+    plans: dict[str, LayerPlan]
+    cam_layer: str | None  # None: no class maps (the model has no layer a CAM can read)
+    cam_shape: tuple[int, int, int] | None  # (classes, h, w) of the class-map sums
+    top: int
+    shard_size: int
+    batch_size: int
+
+    def empty(self, device: torch.device | str = "cpu") -> Reduction:
+        channels = {name: plan.channels for name, plan in self.plans.items()}
+        return Reduction.empty(self.top, channels, device, self.cam_shape)
+
+    def shard_of(self, index: int) -> int:
+        return index // self.shard_size

@@ -1,0 +1,103 @@
+"""`atlas --engine ray` on a local Ray with 2 CPUs gives the local engine's atlas."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from atlas_images import draw_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+try:
+    import ray  # noqa: F401
+    import ray.data  # noqa: F401
+
+    RAY = None
+except ImportError as e:
+    RAY = f"ray[data] is not importable ({e}); it is in the dev extra"
+
+
+def _run(folder: Path, out: Path, *engine: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "inspector.cli", "atlas", "--model", "demo_shapes",
+               "--device", "cpu", "--layers", "stage1,stage3", "--top", "3", "--batch-size", "8",
+               "--shard-size", "16", "--quiet", "--out", str(out), *engine, str(folder)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(RAY is not None, reason=RAY or "")
+def test_ray_engine_equals_the_local_engine(tmp_path: Path):
+    folder = draw_folder(tmp_path / "images", count=40)
+    local = _run(folder, tmp_path / "local", "--workers", "1")
+    assert local.returncode == 1, local.stderr
+    # Two actors on a Ray of this machine's CPUs (2 on the machines this was written on).
+    remote = _run(folder, tmp_path / "ray", "--engine", "ray", "--workers", "2")
+    assert remote.returncode == 1, remote.stderr
+    assert "Traceback" not in remote.stderr
+
+    a = json.loads((tmp_path / "local" / "atlas.json").read_text())
+    b = json.loads((tmp_path / "ray" / "atlas.json").read_text())
+    assert b["images"] == a["images"] == 40
+    assert b["failed"] == a["failed"] and len(a["failed"]) == 2
+    for name, layer in a["layers"].items():
+        theirs = b["layers"][name]
+        assert theirs["dead"] == layer["dead"]
+        assert theirs["active_fraction"] == layer["active_fraction"]
+        assert theirs["mean"] == pytest.approx(layer["mean"], abs=1e-5)
+        for c, entries in layer["top"].items():
+            assert [e["path"] for e in theirs["top"][c]] == [e["path"] for e in entries]
+            assert [e["box"] for e in theirs["top"][c]] == [e["box"] for e in entries]
+            assert [e["value"] for e in theirs["top"][c]] == pytest.approx(
+                [e["value"] for e in entries], abs=1e-5)
+    ca = json.loads((tmp_path / "local" / "classes.json").read_text())
+    cb = json.loads((tmp_path / "ray" / "classes.json").read_text())
+    assert {k: v["count"] for k, v in cb["classes"].items()} == {
+        k: v["count"] for k, v in ca["classes"].items()}
+    # The shards of one engine are the shards of the other: a Ray run resumes a local one.
+    assert sorted(p.name for p in (tmp_path / "ray" / "shards").iterdir()) == sorted(
+        p.name for p in (tmp_path / "local" / "shards").iterdir())
+
+
+def test_a_row_that_arrives_twice_is_counted_once(tmp_path: Path):
+    """What a retried Ray task can do: send rows again. The gatherer keys them by image."""
+    import numpy as np
+
+    from inspector.batch.job import StatsJob
+    from inspector.batch.probe import LayerPlan
+    from inspector.batch.ray_engine import _ShardGatherer
+    from inspector.batch.shards import JobKey, ShardStore
+    from inspector.core.models import DEFAULT_PREPROCESS
+
+    paths = tuple(Path(f"img{i}.png") for i in range(6))
+    job = StatsJob(paths=paths, preprocess=DEFAULT_PREPROCESS,
+                   plans={"conv": LayerPlan("conv", 2, False, False, 1)}, cam_layer=None,
+                   cam_shape=None, top=2, shard_size=4, batch_size=2)
+    store = ShardStore(tmp_path)
+    store.prepare(JobKey.of("m", None, ["conv"], 2, 4, paths), resume=False)
+
+    def rows(indices):
+        idx = np.asarray(indices, dtype=np.int64)
+        return {"index": idx, "error": np.asarray([""] * len(idx), dtype=object),
+                "max0": np.stack([idx, -idx]).T.astype(np.float32),
+                "argmax0": np.zeros((len(idx), 2), np.int64),
+                "mean0": np.ones((len(idx), 2), np.float32),
+                "predicted": np.zeros(len(idx), np.int64)}
+
+    gather = _ShardGatherer(job, store, on_failed=lambda m: None)
+    assert gather.add(rows([0, 1, 2])) == 3
+    assert gather.add(rows([1, 2])) == 0  # again: ignored
+    assert gather.add(rows([3, 4])) == 2  # shard 0 complete and saved
+    assert gather.add(rows([3])) == 0  # a row of a saved shard
+    assert gather.add(rows([5])) == 1
+    assert gather.open_shards() == []
+    first = store.load(0)
+    assert first.images == 4
+    assert first.layers["conv"].sum_mean.tolist() == [4.0, 4.0]
+    assert first.layers["conv"].top_index.tolist() == [[3, 2], [0, 1]]
+    assert store.load(1).images == 2
