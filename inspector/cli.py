@@ -108,7 +108,8 @@ def _gui(argv: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="network-inspector", usage=USAGE)
-    sub = parser.add_subparsers(dest="command", required=True)
+    # prog: else argparse builds the sub-commands' from USAGE ("usage: usage: ...").
+    sub = parser.add_subparsers(dest="command", required=True, prog="network-inspector")
 
     a = sub.add_parser(
         "analyse",

@@ -339,3 +339,12 @@ def test_analyse_scales_16bit_images_by_their_type_unless_told_to_stretch(factor
     expected = pre(load_image(tmp_path / "sixteen.png", stretch=True)).numpy()
     assert np.abs(stretched["sixteen.png"] - expected).max() < 1e-6
     assert np.abs(stretched["sixteen.png"] - typed["sixteen.png"]).max() > 1.0
+
+
+@pytest.mark.parametrize("command", ["analyse", "atlas", "tree"])
+def test_a_commands_help_names_it_once(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    assert done.value.code == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"usage: network-inspector {command} ")
