@@ -32,11 +32,13 @@ from inspector.ui.views.mosaic import GAP, PER_CHANNEL, SHARED, Mosaic, grid_sha
 from inspector.ui.views.tensor_panel import (  # noqa: E402
     MESSAGE,
     MOSAIC,
-    TOKEN_GRID_FEATURE,
-    TOKEN_GRID_MEAN,
     TOKENS,
     VECTOR,
     ZOOM,
+)
+from inspector.ui.views.token_page import (  # noqa: E402
+    TOKEN_GRID_FEATURE,
+    TOKEN_GRID_MEAN,
     token_grid_side,
 )
 
@@ -226,14 +228,14 @@ def test_token_outputs_as_heatmap_or_patch_grid(qtbot):
     view.store.put(act(1, "encoder.layers.0", data))
     panel = view.panel
     assert panel.mode == TOKENS
-    assert panel.token_item.image.shape == (17, 6)
+    assert panel.tokens.item.image.shape == (17, 6)
     lo, hi = data.min(0), data.max(0)
-    np.testing.assert_allclose(panel.token_item.image, (data - lo) / (hi - lo), atol=1e-6)
+    np.testing.assert_allclose(panel.tokens.item.image, (data - lo) / (hi - lo), atol=1e-6)
     panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_MEAN))
-    np.testing.assert_allclose(panel.token_item.image, data[1:].mean(1).reshape(4, 4), rtol=1e-6)
+    np.testing.assert_allclose(panel.tokens.item.image, data[1:].mean(1).reshape(4, 4), rtol=1e-6)
     panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_FEATURE))
     panel.feature_spin.setValue(5)
-    np.testing.assert_array_equal(panel.token_item.image, data[1:, 5].reshape(4, 4))
+    np.testing.assert_array_equal(panel.tokens.item.image, data[1:, 5].reshape(4, 4))
     assert panel.feature_spin.maximum() == 5
 
 
@@ -247,7 +249,7 @@ def test_header_says_how_core_reduced_the_preview_and_pooled_tokens_get_no_grid(
     view.set_module("blocks")
     tokens = RNG.normal(size=(256, 16)).astype(np.float32)  # 256 = 16 x 16, but pooled
     view.store.put(replace(act(1, "blocks", tokens), shape=(1, 785, 16)))
-    assert view.panel.mode == TOKENS and view.panel.token_item.image.shape == (256, 16)
+    assert view.panel.mode == TOKENS and view.panel.tokens.item.image.shape == (256, 16)
     assert view.panel.token_combo.isHidden()
     assert "shown reduced to 256\u00d716" in view.header.text()
 

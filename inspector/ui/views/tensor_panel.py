@@ -36,23 +36,16 @@ from inspector.ui import colormaps
 from inspector.ui.views.base import hint_label
 from inspector.ui.views.levels_histogram import LevelsHistogram
 from inspector.ui.views.mosaic import PER_CHANNEL, SHARED, Mosaic, channel_ranges, levels_for
+from inspector.ui.views.token_page import (
+    TOKEN_GRID_FEATURE,
+    TOKEN_GRID_MEAN,
+    TOKEN_HEATMAP,
+    TokenPage,
+    token_grid_side,
+)
 
 MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
-TOKEN_HEATMAP, TOKEN_GRID_MEAN, TOKEN_GRID_FEATURE = "heatmap", "grid_mean", "grid_feature"
 MAX_BARS = 256  # more bars than this are slow to draw and too thin to read: a line instead
-
-
-def token_grid_side(n_tokens: int) -> tuple[int, int] | None:
-    """(side, first patch token) when the tokens form a square grid, else None.
-
-    N square: every token is a patch. N - 1 square: token 0 is a class token, left out.
-    """
-    for skip in (0, 1):
-        n = n_tokens - skip
-        side = math.isqrt(n) if n > 1 else 0
-        if side > 1 and side * side == n:
-            return side, skip
-    return None
 
 
 class TensorPanel(QWidget):
@@ -66,11 +59,8 @@ class TensorPanel(QWidget):
         self._shown_mode: str | None = None
         self.zoomed: int | None = None  # the channel shown alone, if any
         self.mosaic = Mosaic()
-        self._token_buffer: np.ndarray | None = None
-        self._token_image: np.ndarray | None = None
-        self._token_skip = 0
+        self.tokens: TokenPage | None = None  # built when a token output first arrives
         self._grid_allowed = True
-        self._token_levels: tuple[float, float] = (0.0, 1.0)
         self._cmap = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
 
         layout = QVBoxLayout(self)
@@ -200,16 +190,8 @@ class TensorPanel(QWidget):
         self._pages[VECTOR] = plot
 
     def _build_token_page(self) -> None:
-        view = pg.GraphicsLayoutWidget()
-        self.token_plot = view.addPlot(row=0, col=0)
-        self.token_plot.invertY(True)
-        self.token_plot.hideButtons()
-        self.token_item = pg.ImageItem(axisOrder="row-major")
-        self.token_plot.addItem(self.token_item)
-        self.token_bar = self._color_bar()
-        view.addItem(self.token_bar, row=0, col=1)
-        view.scene().sigMouseMoved.connect(self._token_hover)
-        self._pages[TOKENS] = view
+        self.tokens = TokenPage(self._color_bar(), self._token_hover)
+        self._pages[TOKENS] = self.tokens.view
 
     def _color_bar(self) -> pg.ColorBarItem:
         return pg.ColorBarItem(
@@ -265,9 +247,9 @@ class TensorPanel(QWidget):
         cmap = colormaps.get(self._cmap)
         self.mosaic_item.setLookupTable(table)
         self.mosaic_bar.setColorMap(cmap)
-        if TOKENS in self._pages:
-            self.token_item.setLookupTable(table)
-            self.token_bar.setColorMap(cmap)
+        if self.tokens is not None:
+            self.tokens.item.setLookupTable(table)
+            self.tokens.bar.setColorMap(cmap)
         if ZOOM in self._pages:
             self.zoom_item.setLookupTable(table)
             self.zoom_hist.setColorMap(cmap)
@@ -336,67 +318,19 @@ class TensorPanel(QWidget):
 
     def _draw_tokens(self, data: np.ndarray) -> None:
         self._ensure_page(TOKENS)
-        n, d = data.shape
-        grid = token_grid_side(n) if self._grid_allowed else None
-        choice = self.token_combo.currentData()
         self.feature_spin.blockSignals(True)
-        self.feature_spin.setRange(0, d - 1)
+        self.feature_spin.setRange(0, data.shape[1] - 1)
         self.feature_spin.blockSignals(False)
-        if grid is None or choice == TOKEN_HEATMAP:
-            image = self._token_heatmap(data)
-            self.token_plot.setAspectLocked(False)
-            self.token_plot.setLabel("bottom", "feature")
-            self.token_plot.setLabel("left", "token")
-            self.token_plot.setTitle(f"{n} tokens \u00d7 {d} features")
-        else:
-            side, skip = grid
-            self._token_skip = skip
-            patches = data[skip:]
-            if choice == TOKEN_GRID_MEAN:
-                values, what = patches.mean(axis=1), "mean of features"
-            else:
-                k = self.feature_spin.value()
-                values, what = patches[:, k], f"feature {k}"
-            image = np.ascontiguousarray(values.reshape(side, side), dtype=np.float32)
-            lo, hi = channel_ranges(image[None])
-            self._token_levels = levels_for(lo[0], hi[0], self.diverging)
-            self.token_plot.setAspectLocked(True)
-            self.token_plot.setLabel("bottom", "patch column")
-            self.token_plot.setLabel("left", "patch row")
-            note = " (class token left out)" if skip else ""
-            self.token_plot.setTitle(f"{side}\u00d7{side} patch grid, {what}{note}")
-        self._token_image = image
-        self.token_item.setImage(image, autoLevels=False, levels=self._token_levels)
-        self.token_bar.setLevels(self._token_levels)
+        grid = token_grid_side(data.shape[0]) if self._grid_allowed else None
+        self.tokens.draw(data, grid, self.token_combo.currentData(), self.feature_spin.value(),
+                         self.normalisation, self.diverging)
         self._set_mode(TOKENS)
-
-    def _token_heatmap(self, data: np.ndarray) -> np.ndarray:
-        """(N, D) into a reused buffer; 'scale each channel' scales each feature column."""
-        if self._token_buffer is None or self._token_buffer.shape != data.shape:
-            self._token_buffer = np.empty(data.shape, np.float32)
-        out = self._token_buffer
-        lo, hi = data.min(axis=0), data.max(axis=0)
-        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-            lo, hi = channel_ranges(np.ascontiguousarray(data.T))
-        if self.normalisation == SHARED:
-            np.copyto(out, data)
-            self._token_levels = levels_for(lo.min(), hi.max(), self.diverging)
-        elif self.diverging:
-            a = np.maximum(np.abs(lo), np.abs(hi))
-            np.multiply(data, np.divide(1.0, a, out=np.zeros_like(a), where=a > 0), out=out)
-            self._token_levels = (-1.0, 1.0)
-        else:
-            span = hi - lo
-            np.subtract(data, lo, out=out)
-            np.multiply(out, np.divide(1.0, span, out=np.zeros_like(span), where=span > 0), out=out)
-            self._token_levels = (0.0, 1.0)
-        return out
 
     def _set_mode(self, mode: str) -> None:
         self.mode = mode
         self.pages.setCurrentWidget(self._pages[mode])
         is_tokens = mode == TOKENS
-        grid = is_tokens and self._token_image is not self._token_buffer
+        grid = is_tokens and not self.tokens.is_heatmap
         self.back_button.setVisible(mode == ZOOM)
         self.norm_combo.setVisible(mode == MOSAIC or (is_tokens and not grid))
         self.cmap_combo.setVisible(mode in (MOSAIC, ZOOM, TOKENS))
@@ -447,20 +381,10 @@ class TensorPanel(QWidget):
             self.hover_label.setText(f"channel {self.zoomed}   y {i}, x {j}   value {value:.4g}")
 
     def _token_hover(self, scene_pos: QPointF) -> None:
-        if self.mode != TOKENS or self._token_image is None:
-            return
-        p = self.token_item.mapFromScene(scene_pos)
-        i, j = int(math.floor(p.y())), int(math.floor(p.x()))
-        h, w = self._token_image.shape
-        if not (0 <= i < h and 0 <= j < w):
-            return
-        if self._token_image is self._token_buffer:
-            value = self.data[i, j]
-            self.hover_label.setText(f"token {i}   feature {j}   value {value:.4g}")
-        else:
-            token = self._token_skip + i * w + j
-            value = self._token_image[i, j]
-            self.hover_label.setText(f"token {token} (row {i}, column {j})   value {value:.4g}")
+        if self.mode == TOKENS and self.data is not None:
+            text = self.tokens.hover_text(scene_pos, self.data)
+            if text is not None:
+                self.hover_label.setText(text)
 
     def _vector_hover(self, scene_pos: QPointF) -> None:
         if self.mode != VECTOR or self.data is None:
