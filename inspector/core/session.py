@@ -189,17 +189,7 @@ class Session:
                     x.requires_grad_(True)
                 logits = logits_of(model(x))
                 timings["forward"] = time.perf_counter() - t
-                scores = logits.detach().float()[0]
-                probs = scores.softmax(-1)
-                k = min(req.topk, probs.numel())
-                top_p, top_i = probs.topk(k)
-                target = req.target if req.target is not None else int(top_i[0])
-                if not 0 <= target < logits.shape[-1]:
-                    raise ValueError(f"target class {target} out of range 0..{logits.shape[-1] - 1}")
-                preds = tuple(
-                    Prediction(int(i), loaded.label(int(i)), float(p), float(scores[i]))
-                    for p, i in zip(top_p.tolist(), top_i.tolist(), strict=True)
-                )
+                preds, target = _predictions(logits, loaded, req)
                 put(PredictionFrame(run_id, preds, target if need_grad else None))
                 outcome.logits = logits.detach().to("cpu", copy=True)
                 outcome.target = target
@@ -367,6 +357,21 @@ def _label_of(image: Any) -> str:
     if isinstance(image, (str, Path)):
         return Path(image).name
     return getattr(image, "filename", "") or type(image).__name__
+
+
+def _predictions(logits: torch.Tensor, loaded: LoadedModel, req: RunRequest):
+    """The top-k predictions, and the class to explain (the request's, else the top one)."""
+    scores = logits.detach().float()[0]
+    probs = scores.softmax(-1)
+    top_p, top_i = probs.topk(min(req.topk, probs.numel()))
+    target = req.target if req.target is not None else int(top_i[0])
+    if not 0 <= target < logits.shape[-1]:
+        raise ValueError(f"target class {target} out of range 0..{logits.shape[-1] - 1}")
+    preds = tuple(
+        Prediction(int(i), loaded.label(int(i)), float(p), float(scores[i]))
+        for p, i in zip(top_p.tolist(), top_i.tolist(), strict=True)
+    )
+    return preds, target
 
 
 def _model_notes(loaded: LoadedModel) -> tuple[str, ...]:
