@@ -28,6 +28,7 @@ from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_size
 from inspector.ui.errors import ErrorReporter
 from inspector.ui.frame_router import FrameRouter
 from inspector.ui.gc_freeze import StartupFreezer
+from inspector.ui.gui_thread_gc import GuiThreadCollector
 from inspector.ui.image_pane import ImagePane
 from inspector.ui.module_tree import ModuleTreeWidget
 from inspector.ui.session_control import SessionControl
@@ -65,6 +66,7 @@ class MainWindow(QMainWindow):
         self._first_run_done = False
         self.last_run: RunFinished | None = None  # the last of our runs that finished
         self._gc_freezer = StartupFreezer()
+        self._gc_collector = GuiThreadCollector(self)
         self._model_generation = 0  # counts ModelLoaded frames
         self._closing = False
 
@@ -210,6 +212,7 @@ class MainWindow(QMainWindow):
             self.images.add_paths(list(images))
         self.overlay.say("Loading PyTorch…")
         self.status.busy.show()
+        self._gc_collector.start()  # before any thread of the engine allocates
         self.control.start(session)
 
     def _engine_ready(self) -> None:
@@ -522,6 +525,7 @@ class MainWindow(QMainWindow):
             return
         self._shut_down = True
         self.control.close()
+        self._gc_collector.stop()
         self.images.stop()
         self.reporter.stop()
         for view in self.views.values():
