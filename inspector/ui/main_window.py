@@ -24,6 +24,7 @@ from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_size
 from inspector.ui.errors import ErrorReporter
 from inspector.ui.frame_router import FrameRouter
 from inspector.ui.gc_freeze import StartupFreezer
+from inspector.ui.gui_thread_gc import GuiThreadCollector
 from inspector.ui.image_pane import ImagePane
 from inspector.ui.image_sources import ImageSources
 from inspector.ui.module_tree import ModuleTreeWidget
@@ -54,6 +55,7 @@ class MainWindow(QMainWindow):
         self.model_dialog = None  # the Open model dialog while it is open
         self._startup_model: dict = {}
         self._gc_freezer = StartupFreezer()
+        self._gc_collector = GuiThreadCollector(self)
         self._model_generation = 0  # counts ModelLoaded frames
         self._closing = False
         self._shut_down = False
@@ -161,6 +163,7 @@ class MainWindow(QMainWindow):
             self.images.add_paths(list(images))
         self.overlay.say("Loading PyTorch…")
         self.status.busy.show()
+        self._gc_collector.start()  # before any thread of the engine allocates
         self.control.start(session)
 
     def _engine_ready(self) -> None:
@@ -375,6 +378,7 @@ class MainWindow(QMainWindow):
         self.runs.stop()
         self.control.close()
         self.run_progress.stop()
+        self._gc_collector.stop()
         self.images.stop()
         self.reporter.stop()
         for view in self.views.values():
