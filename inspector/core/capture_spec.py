@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from .methods import GRAD_INPUT, GRAD_OUTPUT, KINDS, OUTPUT
+from .methods import GRADIENT_KINDS, KINDS, OUTPUT
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class CaptureSpec:
 
     @property
     def needs_grad(self) -> bool:
-        return bool(self.keep) or any(k & {GRAD_OUTPUT, GRAD_INPUT} for k in self.modules.values())
+        return bool(self.keep) or any(k & set(GRADIENT_KINDS) for k in self.modules.values())
 
     def names(self) -> set[str]:
         return set(self.modules) | set(self.preview) | set(self.keep) | set(self.full)

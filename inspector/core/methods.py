@@ -22,6 +22,28 @@ GRADIENT_KINDS = (GRAD_OUTPUT, GRAD_INPUT)
 # in-place modules off for the run, so it is asked for explicitly.
 DEFAULT_KINDS = (INPUT, OUTPUT, GRAD_OUTPUT)
 
+
+@dataclass(frozen=True)
+class KindInfo:
+    column: str  # the module tree's checkbox column
+    words: str  # in sentences: "the input gradient of conv1"
+    tip: str  # the column's tooltip
+    symbol: str = ""  # a gradient view's choice: "∂score/∂output"
+
+
+# How the window presents each kind: a kind added above and here (and hooked in
+# core.hooks) gets its tree column, its tooltip and, for a gradient, its gradient-view choice.
+KIND_INFO: dict[str, KindInfo] = {
+    INPUT: KindInfo("In", "input",
+                    "Capture the module's input (forward pre-hook): the input statistics view"),
+    OUTPUT: KindInfo("Out", "output", "Capture the module's output (forward hook): statistics "
+                     "and the activation view"),
+    GRAD_OUTPUT: KindInfo("\u2207Out", "output gradient", "Capture the gradient of the score "
+                          "w.r.t. the output: the gradient views", "\u2202score/\u2202output"),
+    GRAD_INPUT: KindInfo("\u2207In", "input gradient", "Capture the gradient w.r.t. the module's "
+                         "input, through this module only", "\u2202score/\u2202input"),
+}
+
 # -- explanation methods ------------------------------------------------------------------------
 
 CAM = "cam"  # a map at a layer's resolution, from its activations (and their gradients)

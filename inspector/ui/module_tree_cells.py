@@ -6,13 +6,14 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QIcon, QPainter, QPen, QPixmap
 
-from inspector.core.frames import GRAD_INPUT, GRAD_OUTPUT, INPUT, KINDS, OUTPUT, TensorStats
+from inspector.core.frames import TensorStats
+from inspector.core.methods import KIND_INFO, KINDS
 
 (COL_NAME, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_MEAN, COL_STD, COL_ZEROS, COL_HEALTH) = range(8)
 KIND_COLUMNS = {8 + i: kind for i, kind in enumerate(KINDS)}
 COLUMN_OF_KIND = {kind: col for col, kind in KIND_COLUMNS.items()}
 HEADERS = ["Module", "Type", "Output", "Params", "Mean", "Std", "Zeros", "Health"] + [
-    "In", "Out", "∇Out", "∇In"
+    KIND_INFO[kind].column for kind in KINDS
 ]
 STATS_COLUMNS = (COL_MEAN, COL_STD, COL_ZEROS, COL_HEALTH)
 HEADER_TIPS = {
@@ -23,18 +24,8 @@ HEADER_TIPS = {
     COL_PARAMS: "Parameters, including those of sub-modules",
     COL_SHAPE: "Output shape of one image (the batch dimension is left out)",
 }
-KIND_TIPS = {
-    INPUT: "Capture the module's input (forward pre-hook): the input statistics view",
-    OUTPUT: "Capture the module's output (forward hook): statistics and the activation view",
-    GRAD_OUTPUT: "Capture the gradient of the score w.r.t. the output: the gradient views",
-    GRAD_INPUT: "Capture the gradient w.r.t. the module's input, through this module only",
-}
-KIND_NAMES = {
-    INPUT: "input",
-    OUTPUT: "output",
-    GRAD_OUTPUT: "output gradient",
-    GRAD_INPUT: "input gradient",
-}
+KIND_TIPS = {kind: KIND_INFO[kind].tip for kind in KINDS}
+KIND_NAMES = {kind: KIND_INFO[kind].words for kind in KINDS}
 # Plain words for core.tree's hazard flags (their long text is in the tooltip).
 HAZARD_LABELS = {
     "never_called": "never called",

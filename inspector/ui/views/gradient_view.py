@@ -7,7 +7,8 @@ import math
 
 from PySide6.QtWidgets import QComboBox, QWidget
 
-from inspector.core.frames import GRAD_INPUT, GRAD_OUTPUT, GradientFrame, TensorStats
+from inspector.core.frames import GradientFrame, TensorStats
+from inspector.core.methods import GRADIENT_KINDS, KIND_INFO
 from inspector.ui.views.gradient_flow import FlowPoint, GradientFlowPlot
 from inspector.ui.views.tensor_view import TensorView
 
@@ -23,14 +24,14 @@ def mean_abs(stats: TensorStats) -> tuple[float, bool]:
 
 
 class GradientView(TensorView):
-    """Shows gradients: GRAD_OUTPUT by default, GRAD_INPUT by the kind combo."""
+    """Shows gradients: the output's by default, the other GRADIENT_KINDS by the kind combo."""
 
     def __init__(self, parent: QWidget | None = None, store=None) -> None:
         self._flow_dirty = True
-        super().__init__((GRAD_OUTPUT, GRAD_INPUT), diverging=True, parent=parent, store=store)
+        super().__init__(GRADIENT_KINDS, diverging=True, parent=parent, store=store)
         self.kind_combo = QComboBox()
-        self.kind_combo.addItem("\u2202score/\u2202output", GRAD_OUTPUT)
-        self.kind_combo.addItem("\u2202score/\u2202input", GRAD_INPUT)
+        for kind in GRADIENT_KINDS:
+            self.kind_combo.addItem(KIND_INFO[kind].symbol, kind)
         self.kind_combo.setToolTip(
             "Gradient of the target class score with respect to the module's output, or to "
             "its input (through this module only)"
