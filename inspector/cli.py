@@ -22,7 +22,7 @@ from pathlib import Path
 import inspector.core  # noqa: F401  (sets the OpenMP wait policy before torch loads)
 from inspector.core.methods import ATTRIBUTION_METHODS, CAM_METHODS, DEFAULT_CAM, AttributionOptions
 
-COMMANDS = ("analyse", "analyze", "atlas", "models", "tree", "train-demo")
+COMMANDS = ("analyse", "analyze", "atlas", "models", "download", "tree", "train-demo")
 RANDOM_WEIGHTS_NOTE = (
     "warning: {name} has RANDOM weights (no pretrained file on this machine): its predictions "
     "and maps show an untrained network"
@@ -34,6 +34,7 @@ usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device D
        network-inspector analyse --model NAME --out DIR [options] IMAGE_OR_FOLDER ...
        network-inspector atlas --model NAME --layers L1,L2 --out DIR [options] FOLDER ...
        network-inspector models
+       network-inspector download NAME              (pretrained torchvision weights)
        network-inspector tree --model NAME [--weights FILE] [--depth N]
        network-inspector train-demo --out DIR [options]
        network-inspector --install-desktop | --uninstall-desktop
@@ -176,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("models", help="list the model catalog")
     m.set_defaults(func=_models)
 
+    d = sub.add_parser(
+        "download", help="fetch a torchvision model's pretrained weights into torch hub's cache",
+        description="Fetch a torchvision model's default pretrained weights into torch hub's "
+        "cache (TORCH_HOME), where the app and the commands find them. The only command that "
+        "uses the network.",
+    )
+    d.add_argument("name", help="a torchvision model name, as `network-inspector models` lists")
+    d.set_defaults(func=_download)
+
     t = sub.add_parser("tree", help="print a model's module tree with output shapes and hazards")
     _model_options(t)
     t.add_argument("--depth", type=int, default=None, help="show modules down to this depth")
@@ -299,6 +309,29 @@ def _models(args: argparse.Namespace) -> int:
         else:
             note = "torchvision, random weights (pretrained file not downloaded)"
         print(f"{name:<28} {note}")
+    return 0
+
+
+def _download(args: argparse.Namespace) -> int:
+    from inspector.core.models import _REGISTRY, cached_weights_path, download_weights, list_models
+
+    name = args.name
+    if name in _REGISTRY:
+        _error(f"{name} ships its own weights: nothing to download")
+        return 2
+    if name not in list_models():
+        _error(f"unknown model '{name}': see `network-inspector models`")
+        return 2
+    cached = cached_weights_path(name)
+    if cached is not None:
+        print(f"{name}: already on this machine: {cached}")
+        return 0
+    try:
+        path = download_weights(name)
+    except Exception as e:  # no network, a proxy, a full disk: one sentence, not a traceback
+        _error(f"could not download the weights of {name}: {type(e).__name__}: {e}")
+        return 1
+    print(f"{name}: pretrained weights saved to {path}")
     return 0
 
 

@@ -175,7 +175,9 @@ def download_weights(name: str) -> Path:
     weights = torchvision.models.get_model_weights(name).DEFAULT
     weights.get_state_dict(progress=True)
     path = cached_weights_path(name)
-    assert path is not None
+    if path is None:
+        raise OSError(f"the download ended, but {os.path.basename(weights.url)} is not in "
+                      f"{Path(torch.hub.get_dir()) / 'checkpoints'}")
     return path
 
 

@@ -348,3 +348,41 @@ def test_a_commands_help_names_it_once(command, capsys):
     assert done.value.code == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith(f"usage: network-inspector {command} ")
+
+
+def test_download_fetches_into_the_hub_cache_or_says_why_not(tmp_path, monkeypatch, capsys):
+    # No network here: torchvision's fetch is replaced by one that writes the file where
+    # torch.hub puts it, and by one that fails as an offline machine does.
+    import os
+    import urllib.error
+
+    import torch
+    import torchvision
+
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    weights_type = type(torchvision.models.get_model_weights("resnet18").DEFAULT)
+
+    def offline(self, *args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(weights_type, "get_state_dict", offline)
+    assert cli.main(["download", "resnet18"]) == 1
+    err = capsys.readouterr().err
+    assert "could not download the weights of resnet18" in err and "name resolution" in err
+    assert "Traceback" not in err
+
+    def fetched(self, *args, **kwargs):
+        path = tmp_path / "hub" / "checkpoints" / os.path.basename(self.url)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({}, path)
+        return {}
+
+    monkeypatch.setattr(weights_type, "get_state_dict", fetched)
+    assert cli.main(["download", "resnet18"]) == 0
+    assert "pretrained weights saved to" in capsys.readouterr().out
+    assert cli.main(["download", "resnet18"]) == 0  # once there, nothing is fetched again
+    assert "already on this machine" in capsys.readouterr().out
+    assert cli.main(["download", "no_such_net"]) == 2
+    assert "unknown model 'no_such_net'" in capsys.readouterr().err
+    assert cli.main(["download", "demo_shapes"]) == 2
+    assert "ships its own weights" in capsys.readouterr().err
