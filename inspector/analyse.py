@@ -194,9 +194,10 @@ class Analysis:
         except Exception as e:  # an image Pillow reads but the preprocessing cannot use
             entry["error"] = f"{path}: cannot preprocess ({type(e).__name__}: {e})"
             return entry
-        gradient_cams = tuple((m, self.cam_layer) for m in self.methods if m != "scorecam")
+        # Every CAM in the run itself, Score-CAM's masked forwards too (the Session's path).
+        wanted = tuple((m, self.cam_layer) for m in self.methods)
         outcome = session.run(
-            x, capture=self.capture, target=self.target, cams=gradient_cams, topk=self.topk,
+            x, capture=self.capture, target=self.target, cams=wanted, topk=self.topk,
             label=path.name, attributions=tuple(self.attributions),
             attribution_options=self.attribution_options,
         )
@@ -206,10 +207,7 @@ class Analysis:
             # The error frame's sentence names the module that failed; the bare exception not.
             entry["error"] = f"{path}: {errors[0] if errors else outcome.error or outcome.status}"
             return entry
-        cams = {m: outcome.cams[(m, layer)] for m, layer in gradient_cams}
-        if "scorecam" in self.methods:
-            cams["scorecam"] = self._score_cam(session, loaded, x, outcome.target)
-        cams = {m: cams[m] for m in self.methods}
+        cams = {m: outcome.cams[(m, layer)] for m, layer in wanted}
         entry["target"] = outcome.target
         for f in frames:
             if isinstance(f, PredictionFrame):
@@ -220,17 +218,6 @@ class Analysis:
         arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
         entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb)
         return entry
-
-    def _score_cam(self, session, loaded, x, target: int) -> np.ndarray:
-        """Score-CAM runs the model again (masked inputs): as a job on the model's own thread."""
-        from inspector.core.cam import compute_cams
-
-        def job(cancel):
-            batch = x[None].to(loaded.device)
-            result = compute_cams(loaded.model, batch, ["scorecam"], self.cam_layer, target)
-            return result.cams["scorecam"][0]
-
-        return session.worker.submit(job, tag="scorecam").result()
 
     def _write(self, loaded, path, image, x, arrays, cams, step, tb) -> dict[str, str]:
         from inspector.core.export import (
