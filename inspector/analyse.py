@@ -126,9 +126,9 @@ class Analysis:
         return 1 if failed else 0
 
     def _load(self):
-        from inspector.core.cam import default_target_layer, resolve_target
+        from inspector.core.cam import resolve_target
         from inspector.core.hooks import CaptureSpec
-        from inspector.core.session import Session
+        from inspector.core.session import Session, model_notes
 
         session = Session()
         try:
@@ -137,21 +137,20 @@ class Analysis:
             self.warn(f"could not load {self.spec.what()}: {e}")
             session.close()
             return None, None
-        from inspector.core.fused_stats import fallback_note
-
-        if loaded.device.type == "cpu" and fallback_note():
-            self.warn(f"note: {fallback_note()}")
         if not loaded.pretrained:
             self.warn(f"warning: {loaded.description}: predictions and maps show an "
                       f"untrained network")
-        for note in loaded.notes:
+        for note in model_notes(loaded):  # what the window's status bar says too
             if not note.startswith("No pretrained weights"):  # said just above
                 self.warn(f"note: {note}")
         tree = session.tree
         try:
             self.target = resolve_target(self.target_text, loaded.categories)
             if self.methods:
-                self.cam_layer = self.cam_layer or default_target_layer(loaded.model, tree)
+                self.cam_layer = self.cam_layer or session.default_cam_layer()
+                if self.cam_layer is None:
+                    raise ValueError(f"{loaded.name} has no layer a CAM can be computed from: "
+                                     f"name one with --cam-layer, or --cam none")
             layers = self.layers or ([self.cam_layer] if self.cam_layer else [])
             unknown = [n for n in [*layers, self.cam_layer] if n and n not in tree.modules]
             if unknown:

@@ -109,9 +109,8 @@ def _setup(opts: AtlasOptions, paths: list[Path]):
 
     from inspector.analyse import _unknown
     from inspector.core.cam import compute_cams, default_target_layer
-    from inspector.core.models import load_model
+    from inspector.core.models import ModelLoadError, load_model, probe_tree
     from inspector.core.runtime import apply_thread_setting
-    from inspector.core.tree import build_tree
 
     from .inputs import shard_count
     from .job import StatsJob
@@ -128,7 +127,11 @@ def _setup(opts: AtlasOptions, paths: list[Path]):
     if not loaded.pretrained:
         warn(f"warning: {loaded.description}: the atlas shows an untrained network")
     h, w = loaded.preprocess.crop_size
-    tree = build_tree(loaded.model, torch.zeros(1, 3, h, w, device=loaded.device))
+    try:
+        tree = probe_tree(loaded)
+    except ModelLoadError as e:
+        warn(str(e))
+        return 1
     layers = list(dict.fromkeys(opts.layers))
     try:
         unknown = [n for n in layers if not n or n not in tree.modules]
@@ -145,8 +148,8 @@ def _setup(opts: AtlasOptions, paths: list[Path]):
         trial = compute_cams(loaded.model, torch.zeros(1, 3, h, w, device=loaded.device),
                              ["gradcam"], cam_layer)
         cam_shape = (int(trial.logits.shape[-1]), *trial.raw["gradcam"].shape[-2:])
-    except (ValueError, KeyError) as e:
-        warn(f"note: no per-class Grad-CAM maps for this model: {e}")
+    except Exception as e:  # noqa: BLE001 - any failure only means: no class maps
+        warn(f"note: no per-class Grad-CAM maps for this model: {type(e).__name__}: {e}")
         cam_layer = None
 
     spec = opts.spec

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from .methods import (  # noqa: F401  (the hook kinds, defined with the other names)
-    ACTIVATION_KINDS,
     GRAD_INPUT,
     GRAD_OUTPUT,
     GRADIENT_KINDS,

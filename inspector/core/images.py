@@ -16,14 +16,10 @@ import re
 import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
 from .high_depth import HIGH_DEPTH_MODES, to_rgb8, type_range
-
-if TYPE_CHECKING:
-    pass
 
 # Formats the stock Pillow wheels decode. Folder expansion keeps only these, so a folder of
 # photos with sidecar files (.xmp, .txt, .json) expands to the photos.

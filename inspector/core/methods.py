@@ -16,7 +16,6 @@ OUTPUT = "output"  # forward hook: what it returns
 GRAD_OUTPUT = "grad_output"  # gradient of the score w.r.t. the module's output
 GRAD_INPUT = "grad_input"  # gradient w.r.t. its input, through this module only
 KINDS = (INPUT, OUTPUT, GRAD_OUTPUT, GRAD_INPUT)
-ACTIVATION_KINDS = (INPUT, OUTPUT)
 GRADIENT_KINDS = (GRAD_OUTPUT, GRAD_INPUT)
 # What a module shows until the user picks: grad_input costs a view per input and turns
 # in-place modules off for the run, so it is asked for explicitly.
@@ -113,12 +112,6 @@ def attribution_method(name: str) -> str:
             f"unknown attribution method '{name}'; known: {', '.join(ATTRIBUTION_METHODS)}"
         )
     return key
-
-
-def title(name: str) -> str:
-    """The display title of a method, or the name itself when the table does not know it."""
-    method = METHODS.get(_key(name))
-    return method.title if method is not None else name
 
 
 @dataclass(frozen=True)

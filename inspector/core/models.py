@@ -8,6 +8,7 @@ in torch hub's cache, and otherwise the model runs with random weights and says 
 from __future__ import annotations
 
 import os
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -335,3 +336,20 @@ def load_model(spec: ModelSpec) -> LoadedModel:
 def _guess_classes(loaded: LoadedModel) -> int:
     heads = [m for m in loaded.model.modules() if isinstance(m, nn.Linear)]
     return heads[-1].out_features if heads else 0
+
+
+def probe_tree(loaded: LoadedModel):
+    """The module tree from one forward of zeros; a model that cannot run its own input size
+    is the model's fault, said as such (a ModelLoadError). Returns a core.tree.ModuleTree."""
+    from .tree import build_tree
+
+    h, w = loaded.preprocess.crop_size
+    example = torch.zeros(1, 3, h, w, device=loaded.device)
+    try:
+        return build_tree(loaded.model, example)
+    except Exception as e:
+        raise ModelLoadError(
+            f"{loaded.name} loaded, but fails on an input of 1 x 3 x {h} x {w}: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            traceback.format_exc(),
+        ) from e

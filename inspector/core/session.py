@@ -36,10 +36,10 @@ from .frames import (
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .images import ImageLoadError, as_rgb, load_image
 from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS
-from .models import LoadedModel, ModelLoadError, ModelSpec, load_model
+from .models import LoadedModel, ModelLoadError, ModelSpec, load_model, probe_tree
 from .run import RunRequest
 from .runtime import apply_thread_setting
-from .tree import ModuleTree, build_tree
+from .tree import ModuleTree
 from .worker import InferenceWorker
 
 PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
@@ -81,7 +81,7 @@ class Session:
         def job(cancel: threading.Event) -> LoadedModel:
             try:
                 loaded = load_model(spec)
-                tree = _probe_tree(loaded)
+                tree = probe_tree(loaded)
             except Exception as e:
                 if isinstance(e, ModelLoadError):  # the file's fault: no traceback to show
                     message, details = str(e), e.details
@@ -107,7 +107,7 @@ class Session:
                     pretrained=loaded.pretrained,
                     device=str(loaded.device),
                     tree=tree,
-                    notes=_model_notes(loaded),
+                    notes=model_notes(loaded),
                     cam_layer=cam_layer,
                 )
             )
@@ -206,7 +206,7 @@ class Session:
                 timings["cam"] = time.perf_counter() - t
             if req.attributions:
                 t = time.perf_counter()
-                self._attributions(run_id, req, target, x.detach(), cancel, outcome)
+                self._attributions(run_id, req, model, target, x.detach(), cancel, outcome)
                 timings["attributions"] = time.perf_counter() - t
         except RunCancelled:
             self.channel.cancel_run(run_id)
@@ -273,7 +273,8 @@ class Session:
         return cams, spec
 
     def _cams(self, run_id, cams, cap: Capture, target, x, cancel, outcome: RunOutcome) -> None:
-        from .cam import METHODS, cam_from_capture, method_name
+        from .cam import cam_from_capture
+        from .methods import CAM_METHODS, cam_method
 
         for method, layer in cams:
             if layer is None:
@@ -282,7 +283,7 @@ class Session:
             # Only Score-CAM calls it (once per batch of masked forwards): the one CAM step
             # that can take long enough to be worth reporting.
             progress = _progress_reporter(self.channel.put, run_id,
-                                          METHODS[method_name(method)].title, cancel)
+                                          CAM_METHODS[cam_method(method)].title, cancel)
             cam = cam_from_capture(
                 method, cap, layer, tuple(x.shape[-2:]), model_input=x, target=target,
                 progress=progress,
@@ -291,7 +292,7 @@ class Session:
             self.channel.put(CamFrame(run_id, method, layer, target, cam))
 
 
-    def _attributions(self, run_id, req: RunRequest, target, x, cancel, outcome) -> None:
+    def _attributions(self, run_id, req: RunRequest, model, target, x, cancel, outcome) -> None:
         """Input attributions, after the capture's hooks are gone: the signed arrays go to the
         outcome, and a [0, 1] map of each (largest |value| over channels) to the views as a
         CamFrame at the layer ATTRIBUTION_LAYER."""
@@ -302,7 +303,7 @@ class Session:
             name = attribution_method(method)
             progress = _progress_reporter(self.channel.put, run_id,
                                           ATTRIBUTION_METHODS[name].title, cancel)
-            signed = attribute(self.loaded.model, x, target, name, req.attribution_options,
+            signed = attribute(model, x, target, name, req.attribution_options,
                                progress=progress)[0]  # x is a batch of one
             outcome.attributions[name] = signed
             shown = attribution_map(torch.from_numpy(signed)[None])[0]
@@ -325,21 +326,6 @@ def _progress_reporter(put, run_id: int, step: str, cancel: threading.Event):
             put(ProgressFrame(run_id, step, done, total, now - began))
 
     return progress
-
-
-def _probe_tree(loaded: LoadedModel) -> ModuleTree:
-    """The module tree from one forward of zeros; a model that cannot run its own input size
-    is the model's fault, said as such."""
-    h, w = loaded.preprocess.crop_size
-    example = torch.zeros(1, 3, h, w, device=loaded.device)
-    try:
-        return build_tree(loaded.model, example)
-    except Exception as e:
-        raise ModelLoadError(
-            f"{loaded.name} loaded, but fails on an input of 1 x 3 x {h} x {w}: "
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-            traceback.format_exc(),
-        ) from e
 
 
 def _default_cam_layer(loaded: LoadedModel, tree: ModuleTree) -> str | None:
@@ -374,7 +360,9 @@ def _predictions(logits: torch.Tensor, loaded: LoadedModel, req: RunRequest):
     return preds, target
 
 
-def _model_notes(loaded: LoadedModel) -> tuple[str, ...]:
+def model_notes(loaded: LoadedModel) -> tuple[str, ...]:
+    """What the user should know about a loaded model: its own notes (random weights, a
+    re-initialised head) and, on the CPU, that statistics take the slower torch path."""
     notes = list(loaded.notes)
     if loaded.device.type == "cpu" and fused_stats.fallback_note():
         notes.append(fused_stats.fallback_note())

@@ -214,3 +214,18 @@ def test_hooks_are_removed_when_a_forward_fails():
         with Probe(model, plans, cam_layer=None) as probe:
             probe.run(torch.zeros(2, 3, 8, 8))
     assert not model.conv._forward_hooks
+
+
+def test_a_model_that_fails_on_its_own_input_size_is_one_sentence(folder, tmp_path, capsys):
+    factory = tmp_path / "narrow.py"
+    factory.write_text(
+        "import torch\n"
+        "def build():\n"
+        "    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(),\n"
+        "                               torch.nn.Linear(7, 2))\n"
+    )
+    rc = cli.main(["atlas", "--model", f"{factory}:build", "--layers", "0", "--quiet",
+                   "--out", str(tmp_path / "out"), str(folder)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "fails on an input of 1 x 3 x" in err and "Traceback" not in err

@@ -218,7 +218,6 @@ def test_a_model_load_says_when_statistics_take_the_slower_path(monkeypatch, ker
             loaded = f if isinstance(f, ModelLoaded) else None
         slow = [n for n in loaded.notes if n.startswith("Statistics use torch reductions")]
         assert slow == ([] if kernel else [fused_stats.fallback_note()])
-        assert "no compiler at install time" in "".join(slow) or kernel
     finally:
         s.close()
 
