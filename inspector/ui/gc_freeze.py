@@ -27,8 +27,10 @@ class StartupFreezer:
         """Call after a run finished; returns True when it froze."""
         if model_generation == self._generation:
             return False
+        replacing = self._generation is not None
         self._generation = model_generation
-        gc.unfreeze()
-        gc.collect()
+        if replacing:  # give back what the last freeze held (a replaced model in a cycle)
+            gc.unfreeze()
+            gc.collect()
         gc.freeze()
         return True

@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.frames import ModelLoaded, RunFinished, RunStarted
+from inspector.core.methods import METHODS
 from inspector.ui import capture_choice, menus
 from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
 from inspector.ui.errors import ErrorReporter
@@ -52,7 +53,6 @@ class MainWindow(QMainWindow):
         self.views: dict[str, QWidget] = {}
         self.model_name = ""
         self.last_run: RunFinished | None = None  # the last of our runs that finished
-        self.model_dialog = None  # the Open model dialog while it is open
         self._startup_model: dict = {}
         self._gc_freezer = StartupFreezer()
         self._gc_collector = GuiThreadCollector(self)
@@ -145,8 +145,7 @@ class MainWindow(QMainWindow):
             self.views["predictions"].targetChosen.connect(self.runs.set_target)
         if "cam" in self.views:
             cam = self.views["cam"]
-            methods = [cam.method_combo.itemData(i) for i in range(cam.method_combo.count())]
-            cam.set_method(self.saved.cam_method(methods))
+            cam.set_method(self.saved.cam_method(list(METHODS)))
             self.runs.cam_view = cam
             cam.methodChanged.connect(self._cam_method_changed)
             cam.layerChanged.connect(self.runs.rerun)
@@ -169,11 +168,12 @@ class MainWindow(QMainWindow):
     def _engine_ready(self) -> None:
         from inspector.core.models import available_devices
 
-        menus.fill_device_menu(self.menus, available_devices(), self._device_chosen)
+        devices = available_devices()
+        menus.fill_device_menu(self.menus, devices, self._device_chosen)
         self._update_actions()
         fields = dict(self._startup_model)
         last_device = self.settings.value("device", "")
-        if "device" not in fields and last_device and last_device in available_devices():
+        if "device" not in fields and last_device and last_device in devices:
             fields["device"] = last_device  # the device the user chose last time
         try:
             spec = self.control.make_spec(**fields)
@@ -244,10 +244,8 @@ class MainWindow(QMainWindow):
 
         dialog = ModelDialog(self, catalog=self.control.catalog, devices=available_devices(),
                              device=self.control.model_spec_device(), settings=self.settings)
-        self.model_dialog = dialog
         if dialog.exec() == ModelDialog.DialogCode.Accepted:
             self.control.load_model(dialog.spec())
-        self.model_dialog = None
         dialog.deleteLater()
 
     def _device_chosen(self, device: str | None) -> None:

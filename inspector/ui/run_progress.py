@@ -72,6 +72,7 @@ class RunProgress(QObject):
         return progress_text(self.frame, self.clock() - self._received)
 
     def begin(self, run_id: int) -> None:
+        self.stop()  # a bar left by the run this one replaces must not stay on screen
         self.run_id, self.label, self.frame = run_id, "", None
         self._begun = self.clock()
         self._timer.start()

@@ -134,3 +134,27 @@ def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp
     assert window.status.run.text().startswith("last run")
     assert not window.status.busy.isVisibleTo(window)
     assert window.run_progress.text is None
+
+
+def test_a_progress_bar_does_not_outlive_the_run_it_belonged_to(qtbot):
+    from PySide6.QtWidgets import QStatusBar
+
+    from inspector.ui.run_progress import RunProgress
+    from inspector.ui.status_panel import StatusPanel
+
+    bar = QStatusBar()
+    qtbot.addWidget(bar)
+    bar.show()
+    status = StatusPanel(bar)
+    now = [0.0]
+    progress = RunProgress(status, clock=lambda: now[0])
+    try:
+        progress.begin(1)
+        now[0] = 5.0  # a long run: its bar shows
+        progress.update(ProgressFrame(1, "Score-CAM", 96, 512, 5.0))
+        assert status.busy.isVisible() and status.busy.value() == 96
+        progress.begin(2)  # another image before it finished; the new run is quick
+        progress.end(2)
+        assert not status.busy.isVisible()
+    finally:
+        progress.stop()

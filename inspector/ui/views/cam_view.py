@@ -148,7 +148,11 @@ class CamView(FrameView):
             self.method_combo.blockSignals(True)
             self.method_combo.setCurrentIndex(index)
             self.method_combo.blockSignals(False)
-            self.layer_combo.setEnabled(method not in ATTRIBUTION_METHODS)
+            self._enable_layers()
+
+    def _enable_layers(self) -> None:
+        """An attribution is at the model input: no layer to choose."""
+        self.layer_combo.setEnabled(self.method not in ATTRIBUTION_METHODS)
 
     def _cam_stored(self, _frame: CamFrame) -> None:
         self.request_paint()
@@ -235,7 +239,7 @@ class CamView(FrameView):
             self.request_paint()
 
     def _method_chosen(self, _index: int) -> None:
-        self.layer_combo.setEnabled(self.method not in ATTRIBUTION_METHODS)
+        self._enable_layers()
         self.request_paint()
         self.methodChanged.emit(self.method)
 

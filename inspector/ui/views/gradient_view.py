@@ -44,7 +44,7 @@ class GradientView(TensorView):
         self.splitter.addWidget(self.flow)
         self.splitter.setSizes([600, 300])
         # The flow plot shows every layer: all modules' gradients, not just the selected one's.
-        self.flow_subscription = self.subscribe(self._flow_frame_stored, self.kinds, runs=False)
+        self.subscribe(self._flow_frame_stored, self.kinds, runs=False)
 
     def set_kind(self, kind: str) -> None:
         if kind in self.kinds and kind != self.kind:
