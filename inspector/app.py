@@ -91,10 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     # First: a crash anywhere from here on leaves its report for the next start.
     crash_log, crashes = crashlog.start("gui")
     try:
-        return _run(args, crashes, crash_log)
+        code = _run(args, crashes, crash_log)
+    except Exception as e:  # the app ends on it: the next start says so, as for a crash
+        if crash_log is not None:
+            crash_log.record(e)
+        raise
     finally:
         if crash_log is not None:
-            crash_log.close()
+            crash_log.close()  # a no-op after record()
+    return code
 
 
 def _run(args: argparse.Namespace, crashes: list[crashlog.CrashReport],

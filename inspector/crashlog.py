@@ -25,6 +25,7 @@ import faulthandler
 import os
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -151,6 +152,17 @@ class CrashLog:
         self._file.flush()
         faulthandler.enable(self._file, all_threads=True)
         atexit.register(self.close)
+
+    def record(self, exc: BaseException) -> None:
+        """The process ends on an uncaught Python exception: write its traceback after the
+        header and keep the log, so that the next start reports it like a crash."""
+        if self._file is None:
+            return
+        atexit.unregister(self.close)
+        faulthandler.disable()
+        self._file.write("Uncaught exception: " + "".join(traceback.format_exception(exc)))
+        self._file.close()
+        self._file = None
 
     def close(self) -> None:
         """A normal exit: stop writing and remove the log."""

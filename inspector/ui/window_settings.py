@@ -3,7 +3,7 @@ restores at start, saved values it could not use, and Help ▸ Reset settings.""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray
+from PySide6.QtCore import QByteArray, QTimer
 from PySide6.QtWidgets import QMessageBox
 
 from inspector.core.methods import DEFAULT_CAM
@@ -14,6 +14,7 @@ class WindowSettings:
         self.window = window
         self.settings = settings  # AppSettings
         self.reporter = reporter
+        self._report_pending = False
         settings.on_problem = self.report_problems
         if settings.problems:
             self.report_problems()
@@ -33,6 +34,14 @@ class WindowSettings:
         return self.settings.value("cam_method", DEFAULT_CAM, choices=methods)
 
     def report_problems(self, _problem: str = "") -> None:
+        """One report for the problems found while the window reads its settings (they come
+        one value at a time), after the current event: not one report per value."""
+        if not self._report_pending:
+            self._report_pending = True
+            QTimer.singleShot(0, self._report_now)
+
+    def _report_now(self) -> None:
+        self._report_pending = False
         problems = self.settings.problems
         where = self.settings.qs.fileName()
         if len(problems) == 1:

@@ -90,3 +90,18 @@ def test_the_cli_prints_where_the_last_crash_log_is(tmp_path, monkeypatch, capsy
     assert f"its crash log is {report}" in err
     assert "Segmentation fault" in err
     assert not list(tmp_path.glob("*.running.log"))  # the CLI's own log is gone at exit
+
+
+def test_an_uncaught_exception_recorded_at_exit_is_reported_like_a_crash(tmp_path):
+    child = run_child(tmp_path, """
+        try:
+            raise RuntimeError("the event loop died")
+        except RuntimeError as e:
+            log.record(e)
+            log.close()  # what app.main's finally does next: must keep the log
+    """)
+    assert child.returncode == 0, child.stderr
+    reports = crashlog.previous_crashes("gui", tmp_path)
+    assert len(reports) == 1
+    assert "RuntimeError: the event loop died" in reports[0].text
+    assert reports[0].summary().startswith("Uncaught exception")

@@ -226,7 +226,9 @@ def test_the_window_starts_on_a_corrupt_settings_file_and_runs(qtbot, tmp_path):
     window.show()
     assert window.backward_action.isChecked()
     assert window.views["cam"].method == "gradcam"
+    qtbot.waitUntil(lambda: window.reporter.count > 0, timeout=TIMEOUT)
     assert re.search(r"Ignored \d+ saved settings", window.reporter.last_message)
+    assert window.reporter.count == 1  # one report for all of them, not one per value
     assert "backward" in window.reporter.last_details
     assert "cam_method" in window.reporter.last_details
     assert str(path) in window.reporter.last_details
