@@ -57,6 +57,8 @@ class CamView(FrameView):
         self._image_f: np.ndarray | None = None
         self._diff: np.ndarray | None = None  # heat - image, float32
         self._scratch: np.ndarray | None = None
+        self._same_for: tuple | None = None  # the runs (and display known) _same compares
+        self._same = False  # whether those two runs saw the same image
 
         self.method_combo = QComboBox()
         for key, method in CAM_METHODS.items():
@@ -176,7 +178,11 @@ class CamView(FrameView):
             if store.status(run) not in (None, "cancelled"):
                 return None, display
             earlier = _display(store, cam_run)
-            if not _same_image(display, earlier):
+            key = (run, cam_run, display is None)  # a RunStarted may still be on its way
+            if self._same_for != key:  # once per pair, not on every alpha tick
+                self._same_for = key
+                self._same = _same_image(display, earlier)
+            if not self._same:
                 return None, display
             display = earlier
         return self._best(cam_run), display
