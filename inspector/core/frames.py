@@ -62,6 +62,7 @@ class RunStarted:
     image_size: tuple[int, int] | None = None  # original (width, height)
     display: np.ndarray | None = None  # the preprocessed input un-normalized, HxWx3 uint8
     time: float = 0.0  # time.time() at start
+    edits: tuple[str, ...] = ()  # descriptions of the interventions this run applies
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,19 @@ class CamFrame:
 
 
 @dataclass(frozen=True)
+class DivergenceFrame:
+    """Where this run parts ways with a reference run (run A, or the unedited run): per
+    captured module, in forward order, the relative L2 distance ||B - A|| / ||A|| and the
+    cosine similarity between the two runs' outputs (the first call, the whole tensor)."""
+
+    run_id: int
+    reference_run: int
+    modules: tuple[str, ...]  # forward order
+    rel_l2: np.ndarray  # float64, one per module
+    cosine: np.ndarray  # float64, one per module
+
+
+@dataclass(frozen=True)
 class ProgressFrame:
     """How far a long step of a run has got: Score-CAM's masked forwards, for one."""
 
@@ -168,7 +182,8 @@ class ModelLoaded:
 # Never dropped by the channel: a few per run, and the UI needs every one (progress frames
 # are rate-limited by the session).
 CONTROL_FRAMES = (
-    RunStarted, RunFinished, ErrorFrame, ModelLoaded, PredictionFrame, CamFrame, ProgressFrame
+    RunStarted, RunFinished, ErrorFrame, ModelLoaded, PredictionFrame, CamFrame, ProgressFrame,
+    DivergenceFrame,
 )
 Frame = (
     RunStarted
@@ -180,4 +195,5 @@ Frame = (
     | ErrorFrame
     | ModelLoaded
     | ProgressFrame
+    | DivergenceFrame
 )

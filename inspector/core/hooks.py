@@ -202,6 +202,26 @@ class Capture:
 
     def _install_interventions(self, name: str, module: nn.Module) -> None:
         items = self.interventions.for_module(name)
+        on_input = [i for i in items if i.edits_input]
+        items = [i for i in items if not i.edits_input]
+
+        def pre_hook(mod, args):
+            try:
+                if not args or not isinstance(args[0], torch.Tensor):
+                    raise TypeError("input edits need a tensor as the first input")
+                x = args[0]
+                for item in on_input:
+                    edited = item.edit_input(x, self.run_id)
+                    if edited is not None:
+                        x = edited
+                return (x, *args[1:])
+            except Exception as e:
+                raise HookError(name, "intervention", e) from e
+
+        if on_input:
+            self._hooks.forward_pre(module, pre_hook)
+        if not items:
+            return
 
         def forward_hook(mod, args, output):
             try:

@@ -19,10 +19,14 @@ import torch
 
 @dataclass(frozen=True)
 class Intervention:
-    module: str
+    module: str  # qualified name as in model.named_modules(); "" is the model itself
 
     def describe(self) -> str:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
+
+    def edit_input(self, x: torch.Tensor, run_id: int) -> torch.Tensor | None:
+        """A new first input for the module (a forward pre-hook), or None to leave it."""
+        return None
 
     def edit_output(self, output: torch.Tensor, run_id: int) -> torch.Tensor | None:
         """A new output, or None to leave it."""
@@ -33,42 +37,100 @@ class Intervention:
         return None
 
     @property
+    def edits_input(self) -> bool:
+        return type(self).edit_input is not Intervention.edit_input
+
+    @property
     def edits_gradient(self) -> bool:
         return type(self).edit_gradient is not Intervention.edit_gradient
 
 
-def _channel_mask(x: torch.Tensor, channels: Sequence[int], value: float) -> torch.Tensor:
-    if x.ndim < 2:
-        raise ValueError(f"output of shape {tuple(x.shape)} has no channel dimension")
-    bad = [c for c in channels if not -x.shape[1] <= c < x.shape[1]]
+def channel_dim(shape: Sequence[int], dim: int | None = None) -> int:
+    """The channel dimension of an output of this shape, as a non-negative index.
+
+    `dim` when given (a channels-last (B, H, W, C) output names -1: its shape alone does not
+    say so; the UI and the CLI fill it from the layout core.tokens detected). Otherwise dim 1
+    for (B, C) and (B, C, H, W), the last dim for (B, T, C) token outputs.
+    """
+    ndim = len(shape)
+    if ndim < 2:
+        raise ValueError(f"output of shape {tuple(shape)} has no channel dimension")
+    if dim is None:
+        dim = -1 if ndim == 3 else 1
+    if not -ndim <= dim < ndim or dim % ndim == 0:
+        raise ValueError(f"dim {dim} is not a channel dimension of shape {tuple(shape)}")
+    return dim % ndim
+
+
+def check_channels(shape: Sequence[int], channels: Sequence[int], dim: int | None = None) -> None:
+    """Raise ValueError naming the channels that an output of this shape does not have."""
+    d = channel_dim(shape, dim)
+    bad = [c for c in channels if not 0 <= c < shape[d]]
     if bad:
-        raise ValueError(f"channels {bad} out of range for {x.shape[1]} channels")
-    mask = torch.ones(x.shape[1], dtype=x.dtype, device=x.device)
-    mask[list(channels)] = value
-    return mask.view(1, -1, *([1] * (x.ndim - 2)))
+        raise ValueError(f"channels {bad} out of range: the output has {shape[d]} channels "
+                         f"(0..{shape[d] - 1}) on dim {d}")
+
+
+def _channel_mask(
+    x: torch.Tensor, channels: Sequence[int], value: float, dim: int | None, keep: bool = False
+) -> torch.Tensor:
+    """A mask broadcasting over `x`: `value` at `channels` (or, with keep, everywhere else),
+    1 elsewhere."""
+    d = channel_dim(x.shape, dim)
+    check_channels(x.shape, channels, dim)
+    n = x.shape[d]
+    if keep:
+        mask = torch.full((n,), value, dtype=x.dtype, device=x.device)
+        mask[list(channels)] = 1.0
+    else:
+        mask = torch.ones(n, dtype=x.dtype, device=x.device)
+        mask[list(channels)] = value
+    return mask.view([n if i == d else 1 for i in range(x.ndim)])
 
 
 @dataclass(frozen=True)
 class ZeroChannels(Intervention):
     channels: tuple[int, ...] = ()
+    dim: int | None = None  # see channel_dim
 
     def describe(self) -> str:
         return f"zero channels {list(self.channels)} of {self.module}"
 
     def edit_output(self, output, run_id):
-        return output * _channel_mask(output, self.channels, 0.0)
+        return output * _channel_mask(output, self.channels, 0.0, self.dim)
+
+
+@dataclass(frozen=True)
+class KeepChannels(Intervention):
+    """Zero every channel but these."""
+
+    channels: tuple[int, ...] = ()
+    dim: int | None = None
+
+    def describe(self) -> str:
+        return f"keep only channels {list(self.channels)} of {self.module}"
+
+    def edit_output(self, output, run_id):
+        return output * _channel_mask(output, self.channels, 0.0, self.dim, keep=True)
 
 
 @dataclass(frozen=True)
 class ScaleChannels(Intervention):
+    """Multiply these channels (no channels: the whole output) by `factor`."""
+
     channels: tuple[int, ...] = ()
     factor: float = 1.0
+    dim: int | None = None
 
     def describe(self) -> str:
+        if not self.channels:
+            return f"scale {self.module} by {self.factor:g}"
         return f"scale channels {list(self.channels)} of {self.module} by {self.factor:g}"
 
     def edit_output(self, output, run_id):
-        return output * _channel_mask(output, self.channels, self.factor)
+        if not self.channels:
+            return output * self.factor
+        return output * _channel_mask(output, self.channels, self.factor, self.dim)
 
 
 @dataclass(frozen=True)
@@ -89,13 +151,32 @@ class AddNoise(Intervention):
     seed: int | None = None  # None: a different draw each run; else reproducible
 
     def describe(self) -> str:
-        return f"add Gaussian noise (std {self.std:g}) to {self.module}"
+        seed = "" if self.seed is None else f", seed {self.seed}"
+        return f"add Gaussian noise (std {self.std:g}{seed}) to {self.module}"
 
     def edit_output(self, output, run_id):
-        gen = torch.Generator(device=output.device)
+        # Drawn on the CPU, so that a seed gives the same noise on every device.
+        gen = torch.Generator()
         gen.manual_seed(self.seed if self.seed is not None else run_id)
-        noise = torch.randn(output.shape, generator=gen, device=output.device, dtype=output.dtype)
-        return output + self.std * noise
+        noise = torch.randn(output.shape, generator=gen, dtype=torch.float32)
+        return output + (self.std * noise).to(device=output.device, dtype=output.dtype)
+
+
+@dataclass(frozen=True)
+class ReplaceWithMean(Intervention):
+    """Each channel replaced by its mean over the positions (spatial or token) of each
+    sample: what a channel says stays, where it says it goes. An output without positions
+    (B, C) is replaced by its mean over the channels."""
+
+    dim: int | None = None
+
+    def describe(self) -> str:
+        return f"replace {self.module} by its mean"
+
+    def edit_output(self, output, run_id):
+        d = channel_dim(output.shape, self.dim)
+        positions = [i for i in range(1, output.ndim) if i != d] or [d]
+        return output.mean(dim=positions, keepdim=True).expand_as(output)
 
 
 @dataclass(frozen=True)
@@ -107,6 +188,31 @@ class ScaleGradient(Intervention):
 
     def edit_gradient(self, grad):
         return grad * self.factor
+
+
+@dataclass(frozen=True)
+class Occlude(Intervention):
+    """Fill a rectangle of the model input (in input pixels, x0 y0 inclusive, x1 y1
+    exclusive) with `value`: 0 is the data set's mean colour for a normalised input. A
+    forward pre-hook on `module` ("" : the model itself)."""
+
+    box: tuple[int, int, int, int] = (0, 0, 0, 0)
+    value: float = 0.0
+
+    def describe(self) -> str:
+        x0, y0, x1, y1 = self.box
+        return f"occlude input pixels x {x0}..{x1}, y {y0}..{y1}"
+
+    def edit_input(self, x, run_id):
+        if x.ndim != 4:
+            raise ValueError(f"occlusion needs an image input (B, C, H, W), got {tuple(x.shape)}")
+        x0, y0, x1, y1 = self.box
+        h, w = x.shape[-2:]
+        if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
+            raise ValueError(f"occlusion box {list(self.box)} is not inside the {w} x {h} input")
+        keep = torch.ones((1, 1, h, w), dtype=x.dtype, device=x.device)
+        keep[..., y0:y1, x0:x1] = 0
+        return x * keep + self.value * (1 - keep)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,11 @@ class RunRequest:
     # 16-bit, 32-bit and float images: False scales them by their type's range (as
     # torchvision's ToDtype(scale=True)), True stretches their own min..max to 0..255.
     stretch: bool = False
+    # Comparisons between runs: keep_outputs keeps this run's outputs of the captured
+    # modules in the Session (detached copies; the last few such runs), and compare_with
+    # names such a run, to which this one is compared (a DivergenceFrame; see core.compare).
+    keep_outputs: bool = False
+    compare_with: int | None = None
 
     def with_(self, **changes: Any) -> RunRequest:
         return replace(self, **changes)

@@ -29,7 +29,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .frames import CamFrame, ModelLoaded, PredictionFrame, RunFinished, RunStarted, TensorFrame
+from .frames import (
+    CamFrame,
+    DivergenceFrame,
+    ModelLoaded,
+    PredictionFrame,
+    RunFinished,
+    RunStarted,
+    TensorFrame,
+)
 
 Key = tuple
 Listener = Callable[[Any], None]
@@ -44,6 +52,8 @@ def key_of(frame: Any) -> Key | None:
         return ("cam", frame.method, frame.layer)
     if isinstance(frame, PredictionFrame):
         return ("predictions",)
+    if isinstance(frame, DivergenceFrame):
+        return ("divergence",)
     return None
 
 
@@ -115,6 +125,7 @@ class RunStore:
         self._runs: dict[int, _Run] = {}
         self.current_run: int | None = None  # the newest run seen
         self.pinned_run: int | None = None  # run A, kept for comparisons
+        self.baseline_run: int | None = None  # the unedited run of the edited ones
         self._subs: list[Subscription] = []
         # True: put() only queues notifications, and notify() delivers them.
         self.deferred = False
@@ -132,9 +143,12 @@ class RunStore:
         control = isinstance(frame, (RunStarted, RunFinished))
         if run_id is None or not (control or key is not None):
             return  # errors and progress are for the status bar, not the views
-        if key is not None and self.current_run is not None and run_id < self.current_run:
+        if run_id == self.baseline_run:
+            pass  # the unedited run: kept beside the current one, never made current
+        elif key is not None and self.current_run is not None and run_id < self.current_run:
             return  # late data of a run that a newer one replaced
-        self.current_run = max(run_id, self.current_run or 0)
+        else:
+            self.current_run = max(run_id, self.current_run or 0)
         run = self._run(run_id)
         if control:
             if isinstance(frame, RunStarted):
@@ -151,7 +165,7 @@ class RunStore:
     def clear(self) -> None:
         """A new model: every key named the old one's modules."""
         self._runs.clear()
-        self.current_run = self.pinned_run = None
+        self.current_run = self.pinned_run = self.baseline_run = None
         self._queue(lambda sub: sub.listens("clear"), "clear", ())
         if not self.deferred:
             self.notify()
@@ -159,6 +173,27 @@ class RunStore:
     def pin(self, run_id: int | None) -> None:
         """Keep `run_id` (run A) whatever runs come after it; None lets it go."""
         self.pinned_run = run_id
+
+    def set_baseline(self, run_id: int | None) -> None:
+        """`run_id` is the unedited run that edited runs are compared with (before/after):
+        kept whatever comes after it, and its frames never make it the current run, so it
+        may run before or after the edited run it belongs to. None lets it go."""
+        self.baseline_run = run_id
+
+    def edited(self, run_id: int | None = None) -> bool:
+        """Whether `run_id` (default: the current run) ran with edits."""
+        started = self.started(self.current_run if run_id is None else run_id)
+        return bool(started is not None and started.edits)
+
+    @property
+    def reference_run(self) -> int | None:
+        """What the current run is compared with: run A when one is pinned, else the
+        unedited run when the current run is edited; None when there is nothing to compare."""
+        if self.pinned_run is not None and self.pinned_run in self._runs:
+            return self.pinned_run
+        if self.baseline_run in self._runs and self.edited():
+            return self.baseline_run
+        return None
 
     def notify(self, subscriptions: Iterable[Subscription] | None = None) -> None:
         """Deliver what is pending, in order: to `subscriptions`, or to every subscriber."""
@@ -278,7 +313,7 @@ class RunStore:
         run = self._runs.get(run_id)
         if run is None:
             run = self._runs[run_id] = _Run()
-            kept = [r for r in sorted(self._runs) if r != self.pinned_run]
+            kept = [r for r in sorted(self._runs) if r not in (self.pinned_run, self.baseline_run)]
             for old in kept[:-self.keep_runs]:
                 del self._runs[old]
         return run

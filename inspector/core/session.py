@@ -175,7 +175,8 @@ class Session:
             outcome.error = str(e)
             return self._finish(run_id, "error", outcome, timings, described, never_called)
         timings["preprocess"] = time.perf_counter() - t0
-        put(RunStarted(run_id, label, loaded.name, str(device), size, display, time.time()))
+        put(RunStarted(run_id, label, loaded.name, str(device), size, display, time.time(),
+                       described))
 
         cams, spec = self._cam_plan(req.cams, spec)
         need_grad = req.backward or spec.needs_grad
