@@ -209,6 +209,13 @@ def _attribution_options(p: argparse.ArgumentParser) -> None:
                         f"image's value range (default {d.smoothgrad_sigma})")
     p.add_argument("--seed", type=int, default=d.seed,
                    help=f"SmoothGrad's noise seed: the same seed, the same result (default {d.seed})")
+    p.add_argument("--occlusion-patch", type=int, default=d.occlusion_patch,
+                   help="occlusion: the side of the square patch, filled with the data set's "
+                        "mean colour (0 after normalisation), in model-input pixels "
+                        f"(default {d.occlusion_patch})")
+    p.add_argument("--occlusion-stride", type=int, default=d.occlusion_stride,
+                   help="occlusion: the step between patch positions, in model-input pixels "
+                        f"(default {d.occlusion_stride})")
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -269,6 +276,8 @@ def _analyse(args: argparse.Namespace) -> int:
                 smoothgrad_samples=args.smoothgrad_samples,
                 smoothgrad_sigma=args.smoothgrad_sigma,
                 seed=args.seed,
+                occlusion_patch=args.occlusion_patch,
+                occlusion_stride=args.occlusion_stride,
             ),
             warn=_error,
         )
