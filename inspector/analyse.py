@@ -6,8 +6,11 @@ the chosen layers, and the CAMs come from core.cam. Per image it writes
 
     DIR/<name>/<name>.npz             input, activation/<module>, gradient/<module>, cam/<method>,
                                       attr/<method> (input attributions, core.saliency)
-    DIR/<name>/cam_<method>.png       the CAM over the original picture
-    DIR/<name>/activation_<module>.png  per-channel normalised mosaic
+    DIR/<name>/cam_<method>.png       the CAM over the whole original picture, with its
+                                      colour bar and the class and probability explained;
+                                      what the centre crop left out is hatched
+    DIR/<name>/attr_<method>.png      the same for each input attribution
+    DIR/<name>/activation_<module>.png  per-channel normalised mosaic, with its grey scale
 
 and for the run DIR/summary.json and DIR/tensorboard/ (when tensorboard is installed).
 An image that cannot be read or run is reported and skipped; the others are done.
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from inspector.core.frames import (
     GRAD_OUTPUT,
@@ -33,7 +37,13 @@ from inspector.core.frames import (
     GradientFrame,
     PredictionFrame,
 )
-from inspector.core.methods import AttributionOptions, attribution_method, cam_method
+from inspector.core.methods import (
+    ATTRIBUTION_METHODS,
+    CAM_METHODS,
+    AttributionOptions,
+    attribution_method,
+    cam_method,
+)
 
 MAX_OVERLAY_SIDE = 2048  # overlays of huge photos are written at most this large
 
@@ -215,18 +225,22 @@ class Analysis:
                 ]
         arrays = _full_arrays(frames)
         arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
-        entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb)
+        entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb, outcome)
         return entry
 
-    def _write(self, loaded, path, image, x, arrays, cams, step, tb) -> dict[str, str]:
+    def _write(self, loaded, path, image, x, arrays, cams, step, tb, outcome=None) -> dict[str, str]:
+        import torch
+
         from inspector.core.export import (
             as_channels,
-            fit_size,
             mosaic,
+            mosaic_channels,
             overlay,
             save_npz,
             save_png,
         )
+        from inspector.core.figures import figure_size, map_figure, mosaic_figure
+        from inspector.core.saliency import display_map
 
         name = self._unique(path)
         folder = self.out / name
@@ -239,26 +253,45 @@ class Analysis:
             npz[f"cam/{method}"] = cam.astype(np.float32, copy=False)
         files["npz"] = self._rel(save_npz(folder / f"{name}.npz", npz))
 
-        size = fit_size(image.size, MAX_OVERLAY_SIDE)
-        shown = np.asarray(image if size == image.size else image.resize(size))
-        display = loaded.preprocess.to_display(x)
-        seen = loaded.preprocess.to_original(np.ones(input_hw, np.float32), size)
+        # The maps over the whole original picture (at most MAX_OVERLAY_SIDE, small ones
+        # enlarged so that their legend is legible), what the centre crop left out hatched.
+        pre = loaded.preprocess
+        size = figure_size(image.size, MAX_OVERLAY_SIDE)
+        shown = np.asarray(_picture_at(image, size))
+        display = pre.to_display(x)
+        seen = pre.to_original(np.ones(input_hw, np.float32), size)
+        label = _class_caption(loaded, outcome)
         for method, cam in cams.items():
-            over = overlay(shown, loaded.preprocess.to_original(cam, size), coverage=seen)
-            files[f"cam/{method}"] = self._rel(save_png(folder / f"cam_{_safe(method)}.png", over))
+            caption = [*label, f"{CAM_METHODS[method].title} at {self.cam_layer}"]
+            fig = map_figure(shown, pre.to_original(cam, size), seen, caption)
+            files[f"cam/{method}"] = self._rel(
+                save_png(folder / f"cam_{_safe(method)}.png", fig.image))
             if tb is not None:
                 tb.image(f"cam/{method}", overlay(display, cam), step)
+        for (kind, method), signed in arrays.items():
+            if kind != "attr":
+                continue
+            shown_map = display_map(method, torch.from_numpy(signed)[None])[0]
+            caption = [*label, f"{ATTRIBUTION_METHODS[method].title} (input attribution)"]
+            fig = map_figure(shown, pre.to_original(shown_map, size), seen, caption)
+            files[f"attr/{method}"] = self._rel(
+                save_png(folder / f"attr_{_safe(method)}.png", fig.image))
         for (kind, module), array in arrays.items():
             if tb is not None:
                 tb.histogram(f"{kind}/{module}", array, step)
             if kind != "activation":
-                continue  # gradients and attributions: in the NPZ and TensorBoard only
+                continue  # gradients: in the NPZ and TensorBoard only
             channels = as_channels(array, input_hw)
             if channels is None:
                 continue
             grid = mosaic(channels)
+            count, shown_count = channels.shape[0], mosaic_channels(tuple(channels.shape))
+            which = (f"{count} channels" if shown_count == count
+                     else f"the first {shown_count} of {count} channels")
+            title = f"{module}: {which}, each from its min (black) to its max (white)"
             key = f"mosaic/{module}"
-            files[key] = self._rel(save_png(folder / f"activation_{_safe(module)}.png", grid))
+            files[key] = self._rel(save_png(folder / f"activation_{_safe(module)}.png",
+                                            mosaic_figure(grid, title).image))
             if tb is not None:
                 tb.image(f"activation/{module}", grid, step)
         if tb is not None:
@@ -328,6 +361,23 @@ def _full_arrays(frames) -> dict[tuple[str, str], np.ndarray]:
         if key not in best or f.call >= best[key][0]:
             best[key] = (f.call, f.full)
     return {k: v for k, (_, v) in best.items()}
+
+
+def _picture_at(image, size: tuple[int, int]):
+    """The original picture at a figure's size: each pixel repeated when it is enlarged by a
+    whole factor (a 64-pixel image stays sharp), resampled when it is shrunk."""
+    if size == image.size:
+        return image
+    enlarged = size[0] % image.size[0] == 0 and size[1] % image.size[1] == 0
+    return image.resize(size, Image.Resampling.NEAREST if enlarged else Image.Resampling.BICUBIC)
+
+
+def _class_caption(loaded, outcome) -> list[str]:
+    """["circle 93.1%"]: the class the maps explain and the model's probability for it."""
+    if outcome is None or outcome.target is None or outcome.logits is None:
+        return []
+    probs = outcome.logits.detach().float().reshape(-1).softmax(0)
+    return [f"{loaded.label(outcome.target)} {float(probs[outcome.target]):.1%}"]
 
 
 def _safe(text: str) -> str:
