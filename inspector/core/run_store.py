@@ -4,14 +4,18 @@ the keys they show and read what they show from here (napari's split of model an
 that no view keeps its own cache of frames or works out on its own which run is current.
 
 A key says what a frame is about: ("tensor", module, kind, call, path) for activations and
-gradients, ("cam", method, layer), ("predictions",). The last `keep_runs` runs are kept,
-and the pinned run (run A, for comparisons) whatever comes after it. A view shows, for the
-kinds it shows, the newest run that produced such frames or failed (`shown_run`): it keeps
-the previous run's picture until the new run's first frame of its kinds arrives, and shows
-nothing (but says so) when a newer run failed before producing any.
+gradients, ("cam", method, layer), ("predictions",), ("divergence",). The last `keep_runs`
+runs are kept, and, whatever comes after them, the pinned run (run A, for comparisons) and
+the baseline (the unedited run of the edited ones). The baseline is never the current run
+nor the run a view shows: views read it, and run A, as `reference_run`, the run the current
+one is compared with (before/after, A/B). A view shows, for the kinds it shows, the newest
+run that produced such frames or failed (`shown_run`): it keeps the previous run's picture
+until the new run's first frame of its kinds arrives, and shows nothing (but says so) when
+a newer run failed before producing any.
 
 Questions about runs are answered here once: a frame of a run older than the newest one is
-late (from a cancelled run) and is dropped; a new model empties the store. Subscribers are
+late (from a cancelled run) and is dropped, unless it belongs to the baseline or run A; a
+new model empties the store. Subscribers are
 told about the frames they want, each RunStarted and RunFinished (so every view learns of a
 failed run exactly once) and each clearing. Notifications wait in the subscription until
 `notify` delivers them: at once, or, when `deferred`, when the frame router hands them out
@@ -146,7 +150,9 @@ class RunStore:
         if run_id == self.baseline_run:
             pass  # the unedited run: kept beside the current one, never made current
         elif key is not None and self.current_run is not None and run_id < self.current_run:
-            return  # late data of a run that a newer one replaced
+            if run_id != self.pinned_run:
+                return  # late data of a run that a newer one replaced
+            # Run A's last frames after B started: kept, since A is what B is compared with.
         else:
             self.current_run = max(run_id, self.current_run or 0)
         run = self._run(run_id)
@@ -187,13 +193,25 @@ class RunStore:
 
     @property
     def reference_run(self) -> int | None:
-        """What the current run is compared with: run A when one is pinned, else the
-        unedited run when the current run is edited; None when there is nothing to compare."""
-        if self.pinned_run is not None and self.pinned_run in self._runs:
-            return self.pinned_run
-        if self.baseline_run in self._runs and self.edited():
-            return self.baseline_run
+        """What the current run is compared with: run A when one is pinned (and the current
+        run is not A itself), else the unedited run when the current run is edited; None when
+        there is nothing to compare."""
+        pinned = self.pinned_run
+        if pinned is not None and pinned in self._runs and pinned != self.current_run:
+            return pinned
+        baseline = self.baseline_run
+        if baseline in self._runs and baseline != self.current_run and self.edited():
+            return baseline
         return None
+
+    def reference_names(self) -> tuple[str, str] | None:
+        """What the views call the reference and the current run: ("before", "after") for
+        the unedited and the edited run, ("A", "B") for a pinned run and a later one; None
+        when there is nothing to compare."""
+        reference = self.reference_run
+        if reference is None:
+            return None
+        return ("A", "B") if reference == self.pinned_run else ("before", "after")
 
     def notify(self, subscriptions: Iterable[Subscription] | None = None) -> None:
         """Deliver what is pending, in order: to `subscriptions`, or to every subscriber."""
@@ -248,13 +266,14 @@ class RunStore:
         return self.started(self.current_run) is not None and self.status(self.current_run) is None
 
     def last_finished(self) -> int | None:
-        """The newest run that finished, whatever its status."""
-        return next((r for r in sorted(self._runs, reverse=True) if self._runs[r].status), None)
+        """The newest run that finished, whatever its status (not the unedited run kept
+        beside the current one: see `_newest_first`)."""
+        return next((r for r in self._newest_first() if self._runs[r].status), None)
 
     def latest_run(self, kinds: Iterable[str]) -> int | None:
         """The newest run with a frame of one of `kinds` (tensor kinds, "cam", ...)."""
         kinds = frozenset(kinds)
-        for run_id in sorted(self._runs, reverse=True):
+        for run_id in self._newest_first():
             if any(self._runs[run_id].whats[k] for k in kinds):
                 return run_id
         return None
@@ -263,7 +282,7 @@ class RunStore:
         """The run a view of `kinds` shows: the newest with such frames, or that failed
         (then the view shows none of an earlier run's: it may have been another image)."""
         kinds = frozenset(kinds)
-        for run_id in sorted(self._runs, reverse=True):
+        for run_id in self._newest_first():
             run = self._runs[run_id]
             if run.status == "error" or any(run.whats[k] for k in kinds):
                 return run_id
@@ -289,7 +308,7 @@ class RunStore:
     def latest_tensor(self, module: str, kind: str, call: int = 0) -> TensorFrame | None:
         """The newest frame of `module`'s `kind` at `call`, of any run kept; of a tuple
         output, its first tensor."""
-        for run_id in sorted(self._runs, reverse=True):
+        for run_id in self._newest_first():
             for (k, c, _path), frame in self._runs[run_id].modules.get(module, {}).items():
                 if k == kind and c == call:
                     return frame
@@ -309,6 +328,13 @@ class RunStore:
         return dict(run.order) if run is not None else {}
 
     # -- internals ------------------------------------------------------------------------------
+    def _newest_first(self) -> list[int]:
+        """The runs a view may show, newest first: not the unedited run while another run is
+        current (it may be newer than the edited run it belongs to, yet views show the
+        edited run and read the unedited one only as the reference)."""
+        baseline = self.baseline_run if self.baseline_run != self.current_run else None
+        return [r for r in sorted(self._runs, reverse=True) if r != baseline]
+
     def _run(self, run_id: int) -> _Run:
         run = self._runs.get(run_id)
         if run is None:
