@@ -15,11 +15,11 @@ a newer run failed before producing any.
 
 Questions about runs are answered here once: a frame of a run older than the newest one is
 late (from a cancelled run) and is dropped, unless it belongs to the baseline or run A; a
-new model empties the store. Subscribers are
-told about the frames they want, each RunStarted and RunFinished (so every view learns of a
-failed run exactly once) and each clearing. Notifications wait in the subscription until
-`notify` delivers them: at once, or, when `deferred`, when the frame router hands them out
-(one subscriber per display tick).
+new model empties the store, but for run A when the new model has the same modules (other
+weights: A/B across weights files). Subscribers are told about the frames they want, each
+RunStarted and RunFinished (so every view learns of a failed run exactly once) and each
+clearing. Notifications wait in the subscription until `notify` delivers them: at once, or,
+when `deferred`, when the frame router hands them out (one subscriber per display tick).
 
 No Qt and no torch: the store is plain Python, tested on its own.
 """
@@ -59,6 +59,15 @@ def key_of(frame: Any) -> Key | None:
     if isinstance(frame, DivergenceFrame):
         return ("divergence",)
     return None
+
+
+def _architecture(tree: Any) -> tuple | None:
+    """(name, type) of each module of a loaded model's tree (core.tree.ModuleTree); None
+    when there is no tree to tell."""
+    modules = getattr(tree, "modules", None)
+    if not isinstance(modules, dict):
+        return None
+    return tuple((name, getattr(info, "type_name", "")) for name, info in modules.items())
 
 
 def what_of(key: Key) -> str:
@@ -130,6 +139,11 @@ class RunStore:
         self.current_run: int | None = None  # the newest run seen
         self.pinned_run: int | None = None  # run A, kept for comparisons
         self.baseline_run: int | None = None  # the unedited run of the edited ones
+        # Run A kept over the load of the same architecture (other weights): a reference
+        # only, never shown as a run of the model now loaded. The architecture is the
+        # loaded tree's (name, type) per module.
+        self._carried: int | None = None
+        self._architecture: tuple | None = None
         self._subs: list[Subscription] = []
         # True: put() only queues notifications, and notify() delivers them.
         self.deferred = False
@@ -140,15 +154,19 @@ class RunStore:
     # -- writing (the frame router) -----------------------------------------------------------
     def put(self, frame: Any) -> None:
         if isinstance(frame, ModelLoaded):
-            self.clear()
+            # Other weights for the same modules (A/B across weights files): run A stays.
+            architecture = _architecture(frame.tree)
+            same = architecture is not None and architecture == self._architecture
+            self._architecture = architecture
+            self.clear(keep_pinned=same)
             return
         run_id = getattr(frame, "run_id", None)
         key = key_of(frame)
         control = isinstance(frame, (RunStarted, RunFinished))
         if run_id is None or not (control or key is not None):
             return  # errors and progress are for the status bar, not the views
-        if run_id == self.baseline_run:
-            pass  # the unedited run: kept beside the current one, never made current
+        if run_id in (self.baseline_run, self._carried):
+            pass  # the unedited run, or A of other weights: kept, never made current
         elif key is not None and self.current_run is not None and run_id < self.current_run:
             if run_id != self.pinned_run:
                 return  # late data of a run that a newer one replaced
@@ -168,10 +186,13 @@ class RunStore:
         if not self.deferred:
             self.notify()
 
-    def clear(self) -> None:
-        """A new model: every key named the old one's modules."""
-        self._runs.clear()
-        self.current_run = self.pinned_run = self.baseline_run = None
+    def clear(self, keep_pinned: bool = False) -> None:
+        """A new model: every key named the old one's modules. With `keep_pinned` (the new
+        model has the same modules), run A stays, as a reference only."""
+        pinned = self.pinned_run if keep_pinned and self.pinned_run in self._runs else None
+        self._runs = {pinned: self._runs[pinned]} if pinned is not None else {}
+        self.current_run = self.baseline_run = None
+        self.pinned_run = self._carried = pinned
         self._queue(lambda sub: sub.listens("clear"), "clear", ())
         if not self.deferred:
             self.notify()
@@ -179,6 +200,9 @@ class RunStore:
     def pin(self, run_id: int | None) -> None:
         """Keep `run_id` (run A) whatever runs come after it; None lets it go."""
         self.pinned_run = run_id
+        if self._carried is not None and self._carried != run_id:
+            self._runs.pop(self._carried, None)  # of another model's weights: nothing shows it
+            self._carried = None
 
     def set_baseline(self, run_id: int | None) -> None:
         """`run_id` is the unedited run that edited runs are compared with (before/after):
@@ -331,9 +355,11 @@ class RunStore:
     def _newest_first(self) -> list[int]:
         """The runs a view may show, newest first: not the unedited run while another run is
         current (it may be newer than the edited run it belongs to, yet views show the
-        edited run and read the unedited one only as the reference)."""
+        edited run and read the unedited one only as the reference), nor run A of the
+        weights loaded before these."""
         baseline = self.baseline_run if self.baseline_run != self.current_run else None
-        return [r for r in sorted(self._runs, reverse=True) if r != baseline]
+        hidden = (baseline, self._carried)
+        return [r for r in sorted(self._runs, reverse=True) if r not in hidden]
 
     def _run(self, run_id: int) -> _Run:
         run = self._runs.get(run_id)

@@ -285,3 +285,31 @@ def test_divergence_frames_are_stored_under_their_key():
     store.put(frame)
     assert key_of(frame) == ("divergence",) and store.get(("divergence",)) is frame
     assert told == [frame]
+
+
+def test_run_a_stays_over_other_weights_of_the_same_modules_as_a_reference_only():
+    from types import SimpleNamespace
+
+    def loaded(*modules):
+        tree = SimpleNamespace(modules={m: SimpleNamespace(type_name="Conv2d") for m in modules})
+        return ModelLoaded("m", "", True, "cpu", tree)
+
+    store = RunStore()
+    store.put(loaded("", "conv"))
+    store.pin(1)
+    store.put(RunStarted(1, "a.png", "m", "cpu"))
+    store.put(preds(1, 0.9))
+    store.put(RunStarted(2, "b.png", "m", "cpu"))
+    store.put(loaded("", "conv"))  # another weights file for the same model
+    assert store.runs() == [1] and store.pinned_run == 1 and store.current_run is None
+    assert store.shown_run(("predictions",)) is None  # A is not a run of these weights
+    store.put(preds(1, 0.8))  # a late frame of A: kept, still not shown
+    assert store.current_run is None and store.get(("predictions",), 1).top[0].prob == 0.8
+    store.put(RunStarted(3, "a.png", "m", "cpu"))
+    store.put(preds(3, 0.4))
+    assert store.reference_run == 1 and store.reference_names() == ("A", "B")
+    assert store.shown_run(("predictions",)) == 3
+    store.pin(3)  # a new A: the old one, of the other weights, is of no use any more
+    assert store.runs() == [3] and store.reference_run is None
+    store.put(loaded("", "conv", "fc"))  # another model: A goes
+    assert store.runs() == [] and store.pinned_run is None
