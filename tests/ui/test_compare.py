@@ -53,6 +53,35 @@ def column(table, col):
     return [table.item(r, col) for r in range(table.rowCount())]
 
 
+# -- the frame router ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stagger", [False, True])
+def test_router_keeps_the_unedited_run_submitted_before_the_edited_one(qtbot, stagger):
+    from view_frames import FakeChannel
+
+    from inspector.ui.frame_router import FrameRouter
+
+    router = FrameRouter(batch_s=0.0, min_interval_s=0.0, stagger=stagger)
+    channel = FakeChannel()
+    router.set_channel(channel)
+    store = router.store
+    seen = []
+    store.subscribe(seen.append, kinds=("predictions",))
+    store.subscribe(lambda _f: None)  # a second subscriber: staggering needs two
+    router.expect_run(1)
+    store.set_baseline(1)  # what the window does right after submitting the unedited run
+    router.expect_run(2)  # then the edited run
+    channel.pending = [start(1), start(2, edits=("zero conv[0]",)), predictions(1, BEFORE),
+                       predictions(2, AFTER), predictions(0, BEFORE),  # run 0: stale
+                       RunFinished(1, "ok"), RunFinished(2, "ok")]
+    for _ in range(3):  # staggered: one subscriber per tick
+        router.tick()
+    assert sorted(f.run_id for f in seen) == [1, 2]
+    assert store.current_run == 2 and store.reference_run == 1
+    router.stop()
+
+
 # -- predictions --------------------------------------------------------------------------------
 
 

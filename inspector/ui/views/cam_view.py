@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QSizePolicy,
     QSlider,
     QStackedWidget,
     QVBoxLayout,
@@ -113,13 +114,15 @@ class CamView(FrameView):
             "The map of this run, of the run it is compared with, or their difference "
             "(maps of the same method and layer, each scaled to 0..1)"
         )
+        self.compare_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        # Never narrower than its text ("after − before"): the layer list gives way instead.
+        self.compare_combo.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Fixed)
         self.compare_combo.hide()  # until a compared run has a map to compare with
         self.compare_combo.currentIndexChanged.connect(self.request_paint)
         controls = QHBoxLayout()
         controls.addWidget(self.method_combo)
         controls.addWidget(QLabel("at"))
         controls.addWidget(self.layer_combo, 1)
-        controls.addWidget(self.compare_combo)
         controls.addWidget(QLabel("overlay"))
         controls.addWidget(self.alpha_slider)
         controls.addWidget(self.alpha_label)
@@ -137,6 +140,7 @@ class CamView(FrameView):
             interactive=False, width=14, colorMapMenu=False,
         )
         self.bar.axis.setLabel("importance")
+        self.bar.axis.enableAutoSIPrefix(False)  # a difference of 0.3 is not "300 (x0.001)"
         view.addItem(self.bar, row=0, col=1)
         self.view = view
         self.empty = hint_label(EMPTY_TEXT)
@@ -146,7 +150,12 @@ class CamView(FrameView):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(controls)
-        layout.addWidget(self.header)
+        # The compare selector beside the header that names what it shows: the controls'
+        # row is as wide as the narrowest dock already.
+        header_row = QHBoxLayout()
+        header_row.addWidget(self.header, 1)
+        header_row.addWidget(self.compare_combo, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(header_row)
         layout.addWidget(self.stack, 1)
         self._alpha_changed(self.alpha_slider.value())
         self.subscribe(self._cam_stored, self.kinds)
