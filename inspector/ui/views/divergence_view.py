@@ -50,6 +50,7 @@ class DivergenceView(FrameView):
         plot.setLabel("bottom", "module, in forward order (input \u2192 output)")
         plot.getAxis("bottom").enableAutoSIPrefix(False)
         plot.setLabel("left", "relative L2 distance", color=L2_COLOR)
+        plot.getAxis("left").enableAutoSIPrefix(False)  # 0.3, not "300 (x0.001)"
         plot.hideButtons()
         plot.setMenuEnabled(False)
         self.l2_curve = plot.plot(

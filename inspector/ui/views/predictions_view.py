@@ -86,8 +86,9 @@ def compare_predictions(reference: PredictionFrame, current: PredictionFrame) ->
 
 
 def _points(value: float) -> str:
-    """A change of probability in percentage points, signed."""
-    return f"{100 * value:+.1f}".replace("-", "\u2212")
+    """A change of probability in percentage points, signed ("0.0" has no sign)."""
+    text = f"{100 * value:+.1f}"
+    return "0.0" if text in ("+0.0", "-0.0") else text.replace("-", "\u2212")
 
 
 class ProbabilityDelegate(QStyledItemDelegate):
@@ -250,9 +251,15 @@ class PredictionsView(FrameView):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        for col in range(2, len(labels)):
-            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
-            header.resizeSection(col, 170 if compared is None else 120 if col < 4 else 110)
+        if compared is None:
+            header.setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
+            header.resizeSection(2, 170)
+        else:
+            # Five columns in a dock often narrower than three fixed ones: the class and the
+            # two probabilities share the width; the change takes what its text needs.
+            header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+            header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+            header.setSectionResizeMode(4, QHeaderView.ResizeMode.ResizeToContents)
         if compared is not None:
             self.table.horizontalHeaderItem(4).setToolTip(
                 f"{compared[1]} \u2212 {compared[0]}, in percentage points; a range where "
