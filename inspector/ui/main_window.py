@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.core.methods import METHODS
-from inspector.ui import capture_choice, menus
+from inspector.ui import capture_choice, compare_actions, menus
 from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
 from inspector.ui.errors import ErrorReporter
 from inspector.ui.frame_router import FrameRouter
@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
         self.runs = RunBuilder(self.control, self.tree, self.images, None, self)
         self.menus = menus.build_menus(self, self.settings.value("backward", True))
         self.runs.backward_action = self.backward_action
+        self.compare = compare_actions.install(self)  # Compare ▸ Pin as A / Unpin A
         self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
                                   self.settings, self.images, self.control)
         self.overlay = LoadingOverlay(self, self.tree.view)
@@ -149,6 +150,7 @@ class MainWindow(QMainWindow):
             self.runs.cam_view = cam
             cam.methodChanged.connect(self._cam_method_changed)
             cam.layerChanged.connect(self.runs.rerun)
+        self.compare.views_ready()  # the divergence plot selects modules in the tree
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)
