@@ -175,6 +175,7 @@ class FrameRouter(QObject):
                 and run_id is not None
                 and run_id < newest
                 and not isinstance(frame, ErrorFrame)
+                and run_id != self.store.baseline_run  # kept beside the newer edited run
             )
             if obsolete:
                 skipped.add(run_id)
@@ -219,7 +220,8 @@ class FrameRouter(QObject):
         """The signals and counters of a frame about to be shown; False: a stale frame."""
         run_id = getattr(frame, "run_id", None)
         control = isinstance(frame, (RunStarted, RunFinished, ErrorFrame, ModelLoaded))
-        if not control and run_id is not None and run_id < self._min_run_id:
+        stale = run_id is not None and run_id < self._min_run_id
+        if not control and stale and run_id != self.store.baseline_run:
             return False
         if isinstance(frame, ProgressFrame):
             self.progress.emit(frame)
