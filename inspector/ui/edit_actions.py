@@ -90,6 +90,11 @@ class EditActions(QObject):
         if hit is None:
             return
         event.accept()
+        frame = self._mosaic_view.current_frame()
+        if frame.path:  # one tensor of a tuple output: a forward hook cannot replace it
+            self.reporter.info(f"{frame.module} returns several tensors: its channels cannot "
+                               "be edited (edit a module that returns one tensor)")
+            return
         self.menu = self.channel_menu(*hit)
         self.menu.popup(event.screenPos().toPoint())
 

@@ -63,6 +63,7 @@ class ImageCanvas(QWidget):
         self.box_mode = False  # a left drag draws a box (otherwise only with Shift)
         self.boxes_allowed = False  # whether the picture shown takes boxes at all
         self._drag: tuple[QPointF, QPointF] | None = None  # widget positions
+        self._marks: list[tuple[int, int, int, int]] = []  # boxes outlined on the image
         self.setMinimumSize(120, 90)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
@@ -73,6 +74,14 @@ class ImageCanvas(QWidget):
 
     def image(self) -> QImage | None:
         return self._image
+
+    def set_marks(self, boxes) -> None:
+        """Outline these (x0, y0, x1, y1) boxes, in image pixels, over the image."""
+        self._marks = [tuple(b) for b in boxes]
+        self.update()
+
+    def marks(self) -> list[tuple[int, int, int, int]]:
+        return list(self._marks)
 
     def set_box_mode(self, on: bool) -> None:
         self.box_mode = on
@@ -151,6 +160,12 @@ class ImageCanvas(QWidget):
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform,
                         rect.width() < self._image.width())
         p.drawImage(rect, self._image)
+        if self._marks:
+            p.setPen(QPen(QColor("#ffd54f"), 1.5))
+            p.setBrush(QColor(0, 0, 0, 140))
+            for x0, y0, x1, y1 in self._marks:
+                p.drawRect(QRectF(self.from_image(QPointF(x0, y0)),
+                                  self.from_image(QPointF(x1, y1))))
         if self._drag is not None:
             p.setPen(QPen(QColor("#ffd54f"), 1.5, Qt.PenStyle.DashLine))
             p.setBrush(QColor(0, 0, 0, 90))

@@ -93,6 +93,7 @@ class ImagePane(QWidget):
         self._original: QImage | None = None
         self._model_input: QImage | None = None
         self.mode = ORIGINAL
+        self._occlusions: list[tuple[int, int, int, int]] = []  # boxes the next runs occlude
 
         self.canvas = ImageCanvas("Drop images or folders anywhere on the window,\n"
                                   "or press Ctrl+O to open, Ctrl+V to paste")
@@ -186,6 +187,12 @@ class ImagePane(QWidget):
         self.canvas.set_box_mode(on)
         if on:
             self.set_mode(MODEL_INPUT)  # boxes are in model-input pixels
+
+    def set_occlusions(self, boxes) -> None:
+        """The boxes of the model input that the next runs occlude: outlined on it (the
+        model input shown is the one before the edits)."""
+        self._occlusions = [tuple(b) for b in boxes]
+        self._refresh()
 
     def _box_drawn(self, box: tuple) -> None:
         if self.mode == MODEL_INPUT and self._model_input is not None:
@@ -389,6 +396,7 @@ class ImagePane(QWidget):
 
     def _refresh(self) -> None:
         self.canvas.boxes_allowed = self.mode == MODEL_INPUT and self._model_input is not None
+        self.canvas.set_marks(self._occlusions if self.mode == MODEL_INPUT else [])
         if self.mode == MODEL_INPUT:
             self.canvas.hint = "The model's input appears here after a run"
             self.canvas.set_image(self._model_input)

@@ -108,14 +108,24 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
         self.splitDockWidget(self.docks["tree"], dock, Qt.Orientation.Vertical)
         self.docks["edits"] = dock
+        self._size_edits_dock()
         self.tree.menu_extensions.append(self.edit_actions.add_module_actions)
         self.images.occludeRequested.connect(self.edit_actions.add_occlusion)
         self.edits.changed.connect(self._edits_changed)
         self._edits_quiet = False  # True while a model load drops edits (it reruns itself)
 
+    def _size_edits_dock(self) -> None:
+        # A few rows under the tree; the tree keeps most of the height.
+        self.resizeDocks([self.docks["tree"], self.docks["edits"]], [700, 160],
+                         Qt.Orientation.Vertical)
+
     def _edits_changed(self) -> None:
+        from inspector.core.interventions import Occlude  # loaded: edits exist
+
         self.tree.model.set_edits({name: tuple(e.describe() for e in edits)
                                    for name, edits in self.edits.by_module().items()})
+        self.images.set_occlusions(e.intervention.box for e in self.edits.enabled()
+                                   if isinstance(e.intervention, Occlude))
         if not self._edits_quiet:
             self.runs.rerun()
 
@@ -404,6 +414,7 @@ class MainWindow(QMainWindow):
             self._shown_once = True
             if not self._restored:
                 default_sizes(self, self.docks)
+                self._size_edits_dock()
             self.overlay.place()
 
     def resizeEvent(self, event) -> None:  # noqa: N802

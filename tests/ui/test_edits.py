@@ -154,7 +154,7 @@ def test_a_box_dragged_on_the_canvas_is_in_the_pictures_own_pixels(qtbot):
 
 # -- in the window ------------------------------------------------------------------------------------
 def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_restores_it(
-    make_window, qtbot, tmp_path, monkeypatch
+    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
     from inspector.core.interventions import ZeroChannels
     from inspector.ui.views.tensor_panel import MOSAIC
@@ -208,7 +208,7 @@ def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_resto
 
 
 def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
-    make_window, qtbot, tmp_path, monkeypatch
+    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
     from inspector.core.interventions import AddNoise, Clamp
 
@@ -254,7 +254,7 @@ def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
 
 
 def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
-    make_window, qtbot, tmp_path, monkeypatch
+    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
     from inspector.core.interventions import Occlude, ReplaceWithMean
     from inspector.ui.image_pane import MODEL_INPUT
@@ -280,6 +280,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     wait_run(qtbot, window)
     assert submitted[-1].interventions == (occlude,)
     assert badge(window, "").endswith(EDIT_GLYPH)  # the model's own row: its input is edited
+    assert canvas.marks() == [(10, 5, 31, 21)]  # outlined on the model input
 
     window.edit_actions.replace_with_mean("features.3")
     wait_run(qtbot, window)
@@ -292,7 +293,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     wait_run(qtbot, window)
     assert submitted[-1].interventions == (ReplaceWithMean("features.3"),)
     assert not badge(window, "").endswith(EDIT_GLYPH)
-    assert len(window.edits) == 2
+    assert canvas.marks() == [] and len(window.edits) == 2
 
     rows[1].delete.click()
     wait_run(qtbot, window)
@@ -312,7 +313,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
 
 
 def test_copy_as_python_puts_the_script_on_the_clipboard_or_says_why_not(
-    make_window, qtbot, tmp_path, monkeypatch
+    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
     calls = []
 
