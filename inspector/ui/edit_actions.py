@@ -155,7 +155,7 @@ class EditActions(QObject):
         for text, slot in (("Clamp output…", self.ask_clamp), ("Add noise…", self.ask_noise),
                            ("Replace with its mean", self.replace_with_mean),
                            ("Scale gradient…", self.ask_scale_gradient)):
-            action = menu.addAction(text, lambda s=slot: s(name))
+            action = menu.addAction(text, lambda _=False, s=slot: s(name))
             if why_not is not None:
                 action.setEnabled(False)
                 action.setToolTip(f"{label} cannot be edited: {why_not}")

@@ -129,19 +129,19 @@ class MainWindow(QMainWindow):
         if not self._edits_quiet:
             self.runs.rerun()
 
-    def _keep_edits_for(self, tree) -> None:
-        """A new model: edits of modules it does not have are dropped (and said so)."""
+    def _keep_edits_for(self, tree) -> str:
+        """A new model: edits of modules it does not have are dropped (the model runs
+        after this anyway); returns a note saying so, or ""."""
         gone = [e for e in self.edits if e.module not in tree.modules]
         if not gone:
-            return
+            return ""
         self._edits_quiet = True
         try:
             self.history.forget(gone)
         finally:
             self._edits_quiet = False
         names = ", ".join(sorted({e.module for e in gone}))
-        self.reporter.info(f"Dropped {len(gone)} edit(s): this model has no module {names}",
-                           timeout_ms=15000)
+        return f"Dropped {len(gone)} edit(s): this model has no module {names}."
 
     @property
     def backward_action(self):
@@ -266,11 +266,12 @@ class MainWindow(QMainWindow):
         self.model_name = frame.name
         self.overlay.hide()
         self.status.busy.hide()
-        # Notes (random weights, statistics on a slower path) stay longer: they matter.
-        message = " ".join([f"Loaded {frame.description}.", *frame.notes])
-        self.reporter.info(message, timeout_ms=20000 if frame.notes else 6000)
+        # Notes (random weights, statistics on a slower path, edits dropped) stay longer.
+        notes = [*frame.notes, self._keep_edits_for(frame.tree)]
+        notes = [n for n in notes if n]
+        message = " ".join([f"Loaded {frame.description}.", *notes])
+        self.reporter.info(message, timeout_ms=20000 if notes else 6000)
         self.tree.set_tree(frame.tree, frame.name)
-        self._keep_edits_for(frame.tree)
         self.status.show_model(frame)
         menus.check_device(self.menus, self.control.model_spec_device())
         if self.control.model_spec is not None:

@@ -13,7 +13,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QGuiApplication, QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QInputDialog
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
 from inspector.ui.edit_actions import NumbersError, parse_numbers
 from inspector.ui.edit_commands import EditHistory
@@ -21,6 +21,8 @@ from inspector.ui.edits import EditList
 from inspector.ui.image_canvas import ImageCanvas
 from inspector.ui.module_tree_cells import EDIT_GLYPH
 from inspector.ui.module_tree_model import COL_NAME
+
+PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -152,6 +154,32 @@ def test_a_box_dragged_on_the_canvas_is_in_the_pictures_own_pixels(qtbot):
     assert boxes[2:] == [(2, 1, 22, 12)]
 
 
+def test_the_router_keeps_the_frames_of_the_unedited_run_beside_the_newer_edited_run(qtbot):
+    from view_frames import FakeChannel, act
+
+    from inspector.core.frames import RunFinished, RunStarted
+    from inspector.ui.frame_router import FrameRouter
+
+    router = FrameRouter(batch_s=0.0, min_interval_s=0.0)
+    channel = FakeChannel()
+    router.set_channel(channel)
+    router.store.set_baseline(5)  # what SessionControl.submit_baseline does
+    router.expect_run(5)
+    router.expect_run(6)  # the edited run, submitted right after it
+    # One batch: the baseline's frames and the edited run's start (a newer run), and a
+    # run older than both, which is stale.
+    channel.pending = [RunStarted(5, "x", "m", "cpu"), act(5, "a", [1.0]), act(4, "a", [3.0]),
+                       RunFinished(5, "ok"), RunStarted(6, "x", "m", "cpu"), act(6, "a", [2.0]),
+                       RunFinished(6, "ok")]
+    router.tick()
+    store = router.store
+    assert store.current_run == 6 and store.baseline_run == 5
+    assert store.get(("tensor", "a", "output", 0, ""), 5) is not None
+    assert store.get(("tensor", "a", "output", 0, ""), 4) is None
+    assert store.status(5) == "ok"
+    router.stop()
+
+
 # -- in the window ------------------------------------------------------------------------------------
 def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_restores_it(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
@@ -210,7 +238,7 @@ def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_resto
 def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
-    from inspector.core.interventions import AddNoise, Clamp
+    from inspector.core.interventions import AddNoise, Clamp, ScaleChannels, ScaleGradient
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
@@ -233,24 +261,47 @@ def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
     assert submitted[2].interventions == (clamp, AddNoise("features.3", 0.2, 7))
     assert submitted[2].compare_with == baseline == window.router.store.baseline_run
 
-    # Bad numbers: a message, no edit, no run.
-    answer_text(monkeypatch, "1, 0")
-    action(window.tree._build_menu("features.4"), "Clamp output…").trigger()
-    assert "minimum 1 is above the maximum 0" in window.reporter.last_message
-    assert len(window.edits) == 2 and len(submitted) == 3
-
     # A new image: its own unedited run first.
     window.images.add_paths([write_png(tmp_path / "y.png", (90, 30, 30))])
     qtbot.waitUntil(lambda: len(submitted) == 5, timeout=TIMEOUT)
     wait_run(qtbot, window)
     assert submitted[3].interventions == () and submitted[3].label == "y.png"
     assert submitted[4].compare_with == window.control.baseline_run != baseline
+    # Scale factors come from a number dialog: the channel menu's and the gradient's.
+    monkeypatch.setattr(QInputDialog, "getDouble", staticmethod(lambda *a, **k: (0.25, True)))
+    action(window.edit_actions.channel_menu("features.3", 5), "Scale this channel…").trigger()
+    action(window.tree._build_menu("features.1"), "Scale gradient…").trigger()
+    wait_run(qtbot, window)
+    assert submitted[-1].interventions[2:] == (
+        ScaleChannels("features.3", (5,), 0.25, dim=1), ScaleGradient("features.1", 0.25))
+
     # Switching every edit off: plain runs, no baseline kept.
     for edit in list(window.edits):
         window.history.set_enabled(edit, False)
     wait_run(qtbot, window)
     assert submitted[-1].interventions == () and submitted[-1].compare_with is None
     assert window.router.store.baseline_run is None
+
+    # Another model: edits of modules it lacks go (and the history that named them).
+    for edit in list(window.edits):
+        window.history.set_enabled(edit, True)
+    wait_run(qtbot, window)
+    window.control.load_model(window.control.make_spec(**PICKY))
+    qtbot.waitUntil(lambda: "features.3" not in window.tree.model.tree.modules, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    assert [e.module for e in window.edits] == ["features.1"]
+    assert "Dropped 3 edit(s): this model has no module features.2, features.3." in \
+        window.reporter.label.text()
+    assert not window.history.canUndo()
+    assert submitted[-1].interventions == (ScaleGradient("features.1", 0.25),)
+    assert badge(window, "features.1").endswith(EDIT_GLYPH)
+
+    # Bad numbers: a message, no edit, no run.
+    runs = len(submitted)
+    answer_text(monkeypatch, "1, 0")
+    action(window.tree._build_menu("features.0"), "Clamp output…").trigger()
+    assert "minimum 1 is above the maximum 0" in window.reporter.last_message
+    assert len(window.edits) == 1 and len(submitted) == runs
 
 
 def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
