@@ -163,3 +163,9 @@ class Mosaic:
         if k >= self.channels:
             return None
         return k, i, j
+
+    def channel_at(self, x: float, y: float) -> int | None:
+        """The channel index the tile under image position (x, y) shows (what a right-click
+        on it edits); None in a gap or off the tiles."""
+        hit = self.locate(x, y)
+        return None if hit is None else hit[0]
