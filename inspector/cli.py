@@ -257,8 +257,9 @@ def _split(text: str) -> list[str]:
 
 
 def _analyse(args: argparse.Namespace) -> int:
-    from .analyse import Analysis
     from inspector.core.edit_spec import parse_edit
+
+    from .analyse import Analysis
 
     try:
         # Read before the model loads: a mistyped spec is refused at once (exit status 2);

@@ -195,6 +195,14 @@ class ScaleGradient(Intervention):
     def describe(self) -> str:
         return f"scale the gradient into {self.where} by {self.factor:g}"
 
+    def edit_output(self, output, run_id):
+        # The gradient hook goes on a copy, not on the module's own output: that tensor may
+        # also be the output of modules inside this one (a Sequential returns its last
+        # child's), whose capture hooks on it were registered first and so would see the
+        # gradient before the scaling. Through the copy, every module upstream, inner ones
+        # too, sees the scaled gradient.
+        return output.clone() if output.requires_grad else None
+
     def edit_gradient(self, grad):
         return grad * self.factor
 
