@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from inspector.core.edit_spec import check_edits, format_edit
+from inspector.core.edit_spec import format_edit
 from inspector.core.frames import (
     GRAD_OUTPUT,
     OUTPUT,
@@ -185,7 +185,7 @@ class Analysis:
             unknown = [n for n in [*layers, self.cam_layer] if n and n not in tree.modules]
             if unknown:
                 raise ValueError(_unknown(unknown, tree))
-            self.edits = check_edits(self.edits, tree, loaded.preprocess.crop_size)
+            self.edits = session.check_edits(self.edits)
         except ValueError as e:  # options that cannot work with this model: exit status 2
             self.warn(str(e))
             session.close()

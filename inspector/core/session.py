@@ -2,8 +2,9 @@
 
 It owns the model (through the worker thread, which alone touches it), the worker and the
 frame channel, and runs the values it is given (core.run.RunRequest: the capture, target,
-CAM methods, edits of one run); nothing about a run stays here between runs. Calls return
-at once; results arrive as frames on `session.channel` (and as futures for model loads).
+CAM methods, edits of one run); nothing about a run stays here between runs but the outputs
+of the last runs that asked to keep them, for comparisons (core.compare). Calls return at
+once; results arrive as frames on `session.channel` (and as futures for model loads).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import count
@@ -26,6 +28,7 @@ from . import fused_stats
 from .cam import logits_of
 from .channel import FrameChannel
 from .compare import KEPT_RUNS, KeptOutputs, OutputRecorder
+from .edit_spec import EditSpecError, check_edits
 from .frames import (
     CamFrame,
     DivergenceFrame,
@@ -40,6 +43,7 @@ from .frames import (
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .hookset import HookSet
 from .images import ImageLoadError, as_rgb, load_image
+from .interventions import Intervention
 from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model, probe_tree
 from .run import RunRequest
@@ -158,6 +162,15 @@ class Session:
             # At once, so that a consumer draining right now sees none of its frames.
             self.channel.cancel_run(run)
         self.worker.cancel(run_id)
+
+    def check_edits(self, edits: Iterable[Intervention]) -> tuple[Intervention, ...]:
+        """The edits checked against the loaded model and completed (core.edit_spec
+        .check_edits: the channel dim of channels-last outputs); EditSpecError, one line
+        naming the edit, for one that cannot work. Checked before a run, not in it."""
+        loaded, tree = self.loaded, self.tree
+        if loaded is None or tree is None:
+            raise EditSpecError("no model is loaded yet: edits are checked against one")
+        return check_edits(edits, tree, loaded.preprocess.crop_size)
 
     def kept_runs(self) -> tuple[int, ...]:
         """The runs whose outputs are kept (compare_with can name them), least recently

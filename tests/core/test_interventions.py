@@ -353,3 +353,16 @@ def test_a_failing_edit_is_a_run_error_and_leaves_no_hook(tiny):
     assert not remaining_hooks(tiny.loaded.model)
     assert tiny.run(torch.rand(3, 16, 16)).status == "ok"
     tiny.channel.drain()
+
+
+def test_the_session_checks_edits_against_its_model(demo):
+    (edit,) = demo.check_edits([parse_edit("stage3.1.relu:keep=95")])
+    assert edit == KeepChannels("stage3.1.relu", channels=(95,))
+    with pytest.raises(EditSpecError, match="channels \\[96\\] out of range"):
+        demo.check_edits([KeepChannels("stage3.1.relu", channels=(96,))])
+    empty = Session()
+    try:
+        with pytest.raises(EditSpecError, match="no model is loaded"):
+            empty.check_edits([edit])
+    finally:
+        empty.close()
