@@ -9,7 +9,8 @@ both runs, or whose outputs differ in shape, are left out.
 Cheap on purpose, since the window compares every edited run with its unedited twin:
 - A run keeps references, not copies, to outputs nothing modifies afterwards: the module
   tree's probe says which outputs the model modifies in place (ReLU(inplace) after a
-  BatchNorm, `out += identity`), and only those are copied in the hook. Each reference's
+  BatchNorm, `out += identity`), and only those are copied in the hook (and small views of
+  big tensors, which would keep the whole storage alive). Each reference's
   version counter is read when it is kept and again whenever it is used: an output that
   was modified in place after all is dropped (left out of comparisons), never shown wrong.
 - A compared run measures in its hooks, against the kept output, so it keeps nothing of
@@ -151,7 +152,9 @@ class OutputRecorder:
                     self._sums[name] = _sums(a, output)
             if self.keep:
                 t = output.detach()
-                if copy:
+                # A small view of a big tensor (a class token, one chunk) would keep the
+                # whole storage alive: copied too, so a kept run holds at most twice its size.
+                if copy or t.untyped_storage().nbytes() > 2 * t.numel() * t.element_size():
                     t = t.clone()
                 self._kept[name] = (t, t._version)
             return None

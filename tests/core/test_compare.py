@@ -177,3 +177,38 @@ def test_a_run_that_keeps_and_compares_at_once(session):
     assert np.all(c.divergence.rel_l2[:-1] == 0.0)
     assert c.divergence.rel_l2[-1] == pytest.approx(0.5, rel=1e-6)
     assert b.divergence.rel_l2[-1] == pytest.approx(1.0, rel=1e-6)
+
+
+class Tokens(torch.nn.Module):
+    def forward(self, x):
+        return x.flatten(2).transpose(1, 2)  # (B, 64, 3)
+
+
+class ClassToken(torch.nn.Module):
+    def forward(self, t):
+        return t[:, 0]  # a view of one token: (B, 3)
+
+
+def test_kept_outputs_are_float32_cpu_and_small_views_do_not_hold_their_base():
+    from inspector.core.models import LoadedModel
+    from inspector.core.preprocess import Preprocess
+    from inspector.core.tree import build_tree
+
+    model = torch.nn.Sequential(Tokens(), ClassToken(), torch.nn.Linear(3, 2)).eval()
+    s = Session()
+    pre = Preprocess(crop_size=(8, 8), resize_size=None, mean=(0.5,) * 3, std=(0.5,) * 3)
+    s.loaded = LoadedModel(model, "t", "t", True, ["a", "b"], pre, torch.device("cpu"))
+    s.tree = build_tree(model, torch.zeros(1, 3, 8, 8))
+    try:
+        x = torch.rand(1, 3, 8, 8)
+        run = s.run(x, keep_outputs=True)
+        kept = s.kept_outputs(run.run_id)
+        assert list(kept) == ["0", "1", "2"]
+        assert all(t.dtype == torch.float32 and t.device.type == "cpu" for t in kept.values())
+        assert torch.equal(kept["1"], x.flatten(2).transpose(1, 2)[:, 0])
+        # The class token is 3 values: kept alone, not with the 64 tokens it was a view of.
+        assert kept["1"].untyped_storage().nbytes() == 3 * 4
+        assert torch.equal(kept["2"], run.logits)
+        assert s.kept_outputs(run.run_id + 1) is None
+    finally:
+        s.close()
