@@ -104,7 +104,7 @@ class KeptOutputs:
             return None
         tensor, version = entry
         if tensor._version != version:
-            del self._tensors[module]  # never trusted again
+            self._tensors.pop(module, None)  # never trusted again (pop: read from two threads)
             return None
         return tensor
 
