@@ -4,8 +4,8 @@ It drives the same Session as the desktop app: the model lives on the Session's 
 thread, each image is one run whose capture keeps the whole output and output gradient of
 the chosen layers, and the CAMs come from core.cam. Per image it writes
 
-    DIR/<name>/<name>.npz             input, activation/<module>, gradient/<module>, cam/<method>,
-                                      attr/<method> (input attributions, core.saliency)
+    DIR/<name>/<name>.npz             input, logits, activation/<module>, gradient/<module>,
+                                      cam/<method>, attr/<method> (input attributions)
     DIR/<name>/cam_<method>.png       the CAM over the whole original picture, with its
                                       colour bar and the class and probability explained;
                                       what the centre crop left out is hatched
@@ -14,21 +14,29 @@ the chosen layers, and the CAMs come from core.cam. Per image it writes
 
 and for the run DIR/summary.json and DIR/tensorboard/ (when tensorboard is installed).
 An image that cannot be read or run is reported and skipped; the others are done.
+
+Edits (`--edit`, core.edit_spec) apply to every run, so everything written is the edited
+run's: what the modules after an edit saw. With `compare`, each image is first run without
+the edits (its outputs kept in the Session), then with them, compared with that run:
+DIR/compare.json has per image and captured module the relative L2 distance and cosine
+between the two, and the top predictions before and after.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from inspector.core.edit_spec import format_edit
 from inspector.core.frames import (
     GRAD_OUTPUT,
     OUTPUT,
@@ -37,6 +45,7 @@ from inspector.core.frames import (
     GradientFrame,
     PredictionFrame,
 )
+from inspector.core.interventions import Intervention
 from inspector.core.methods import (
     ATTRIBUTION_METHODS,
     CAM_METHODS,
@@ -63,6 +72,8 @@ class Analysis:
         stretch: bool = False,
         attributions: list[str] = (),
         attribution_options: AttributionOptions | None = None,
+        edits: Sequence[Intervention] = (),
+        compare: bool = False,
         warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     ) -> None:
         self.spec = spec
@@ -78,6 +89,12 @@ class Analysis:
         self.want_tensorboard = tensorboard
         self.progress = progress
         self.stretch = stretch  # high-depth images by their data's range (core.high_depth)
+        self.edits = tuple(edits)  # checked against the model (and completed) in _load
+        if compare and not self.edits:
+            raise ValueError("--compare compares each image with and without the edits: "
+                             "give at least one --edit")
+        self.compare = compare
+        self._baseline_capture = None  # the unedited run's capture (compare only)
         self.warn = warn
         self._names: set[str] = set()
         self.target: Any = None
@@ -97,32 +114,45 @@ class Analysis:
             self.warn(f"skipped {err}")
             entries.append(_entry(err.path, error=str(err)))
 
-        paths = expand_paths(inputs, on_missing=missing)
-        if not paths and not entries:
+        missed: list[ImageLoadError] = []
+        paths = expand_paths(inputs, on_missing=missed.append)
+        if not paths and not missed:
             self.warn(f"no image files found in {', '.join(inputs)}")
             return 1
-        self.out.mkdir(parents=True, exist_ok=True)
         session = loaded = tb = None
+        comparisons: list[dict[str, Any]] = []
         try:
-            session, loaded = self._load()
+            # The model and the options that need it (layers, target, edits) before any
+            # image: options that cannot work are refused without touching the files.
+            session, loaded, refused = self._load()
             if session is None:
-                return 1
+                return refused
+            self.out.mkdir(parents=True, exist_ok=True)
+            for err in missed:
+                missing(err)
+            comparisons.extend(_compared(e.path, error=str(e)) for e in missed if self.compare)
             tb = self._tensorboard()
             bar = tqdm(paths, unit="img", desc="analysing", file=sys.stderr,
                        disable=not self.progress, dynamic_ncols=True)
             for step, path in enumerate(bar):
+                compared = _compared(path) if self.compare else None
                 try:
-                    entry = self._one(session, loaded, path, step, tb)
+                    entry = self._one(session, loaded, path, step, tb, compared)
                 except Exception as e:  # one image's failure must not lose the others
                     entry = _entry(path, error=f"{path}: {type(e).__name__}: {e}")
                 if entry["error"]:
                     bar.write(f"skipped {entry['error']}", file=sys.stderr)
                 entries.append(entry)
+                if compared is not None:
+                    compared["error"] = compared["error"] or entry["error"]
+                    comparisons.append(compared)
             bar.close()
         finally:
             # Also after Ctrl+C: what was done so far is described and the log is complete.
             if loaded is not None:
                 self._summary(loaded, entries)
+                if self.compare:
+                    self._write_json("compare.json", self._comparison(loaded, comparisons))
             if tb is not None:
                 tb.close()
             if session is not None:
@@ -146,7 +176,7 @@ class Analysis:
         except Exception as e:  # every loader failure is reported in words, not a traceback
             self.warn(f"could not load {self.spec.what()}: {e}")
             session.close()
-            return None, None
+            return None, None, 1
         if not loaded.pretrained:
             self.warn(f"warning: {loaded.description}: predictions and maps show an "
                       f"untrained network")
@@ -165,17 +195,20 @@ class Analysis:
             unknown = [n for n in [*layers, self.cam_layer] if n and n not in tree.modules]
             if unknown:
                 raise ValueError(_unknown(unknown, tree))
-        except ValueError as e:
+            self.edits = session.check_edits(self.edits)
+        except ValueError as e:  # options that cannot work with this model: exit status 2
             self.warn(str(e))
             session.close()
-            return None, None
+            return None, None, 2
         self.layers = layers
         self.capture = CaptureSpec(
             modules={n: frozenset({OUTPUT, GRAD_OUTPUT}) for n in layers},
             full=frozenset(layers),
             stats=False,
         )
-        return session, loaded
+        # The unedited twin only needs the outputs compared: no frames' tensors, no backward.
+        self._baseline_capture = CaptureSpec.for_modules(layers, (OUTPUT,), stats=False)
+        return session, loaded, 0
 
     def _tensorboard(self):
         if not self.want_tensorboard:
@@ -190,7 +223,8 @@ class Analysis:
 
     # -- one image --------------------------------------------------------------------------------
 
-    def _one(self, session, loaded, path: Path, step: int, tb) -> dict[str, Any]:
+    def _one(self, session, loaded, path: Path, step: int, tb,
+             compared: dict[str, Any] | None = None) -> dict[str, Any]:
         from inspector.core.images import ImageLoadError, load_image
 
         entry = _entry(path)
@@ -203,32 +237,44 @@ class Analysis:
         except Exception as e:  # an image Pillow reads but the preprocessing cannot use
             entry["error"] = f"{path}: cannot preprocess ({type(e).__name__}: {e})"
             return entry
+        reference = None
+        if compared is not None:
+            # The same image without the edits first; the Session keeps its outputs.
+            before = session.run(x, capture=self._baseline_capture, backward=False,
+                                 topk=self.topk, label=path.name, keep_outputs=True)
+            frames = session.channel.drain()
+            if before.status != "ok":
+                entry["error"] = f"{path} (without the edits): {_failure(before, frames)}"
+                return entry
+            compared["top_before"] = _top(frames)
+            reference = before.run_id
         # Every CAM in the run itself, Score-CAM's masked forwards too (the Session's path).
         wanted = tuple((m, self.cam_layer) for m in self.methods)
         outcome = session.run(
             x, capture=self.capture, target=self.target, cams=wanted, topk=self.topk,
             label=path.name, attributions=tuple(self.attributions),
-            attribution_options=self.attribution_options,
+            attribution_options=self.attribution_options, interventions=self.edits,
+            compare_with=reference,
         )
         frames = session.channel.drain()
+        if reference is not None:
+            session.forget_outputs(reference)  # one image's twin is not needed by the next
         if outcome.status != "ok":
-            errors = [f.message for f in frames if isinstance(f, ErrorFrame)]
-            # The error frame's sentence names the module that failed; the bare exception not.
-            entry["error"] = f"{path}: {errors[0] if errors else outcome.error or outcome.status}"
+            entry["error"] = f"{path}: {_failure(outcome, frames)}"
             return entry
         cams = {m: outcome.cams[(m, layer)] for m, layer in wanted}
         entry["target"] = outcome.target
-        for f in frames:
-            if isinstance(f, PredictionFrame):
-                entry["top"] = [
-                    {"index": p.index, "label": p.label, "prob": round(p.prob, 6)} for p in f.top
-                ]
+        entry["top"] = _top(frames)
+        if compared is not None:
+            compared["top_after"] = entry["top"]
+            compared["modules"] = _divergence(outcome)
+            compared["notes"] = outcome.notes
         arrays = _full_arrays(frames)
         arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
         entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb, outcome)
         return entry
 
-    def _write(self, loaded, path, image, x, arrays, cams, step, tb, outcome=None) -> dict[str, str]:
+    def _write(self, loaded, path, image, x, arrays, cams, step, tb, outcome) -> dict[str, str]:
         import torch
 
         from inspector.core.export import (
@@ -246,7 +292,8 @@ class Analysis:
         folder = self.out / name
         files: dict[str, str] = {}
         input_hw = tuple(x.shape[-2:])
-        npz: dict[str, np.ndarray] = {"input": x[None].numpy().astype(np.float32)}
+        npz: dict[str, np.ndarray] = {"input": x[None].numpy().astype(np.float32),
+                                      "logits": outcome.logits.numpy().astype(np.float32)}
         for (kind, module), array in arrays.items():
             npz[f"{kind}/{module}"] = array.astype(np.float32, copy=False)
         for method, cam in cams.items():
@@ -334,15 +381,72 @@ class Analysis:
             # How 16-bit, 32-bit and float images became the input: their type's range
             # (false), or their own min..max stretched to the full range (true).
             "stretch": self.stretch,
+            # Applied to every image: the NPZs, maps and predictions are the edited runs'.
+            "edits": self._edits(),
+            "compare": "compare.json" if self.compare else None,
             "images": entries,
         }
-        tmp = self.out / "summary.json.part"
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
-        tmp.replace(self.out / "summary.json")
+        self._write_json("summary.json", summary)
+
+    def _edits(self) -> list[dict[str, str]]:
+        return [{"spec": format_edit(e), "description": e.describe()} for e in self.edits]
+
+    def _comparison(self, loaded, images: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "model": loaded.name,
+            "edits": self._edits(),
+            "reference": "each image without the edits",
+            "measures": {
+                "rel_l2": "||after - before|| / ||before|| over the module's whole output "
+                          "(its first call); null where before is all zero and after not",
+                "cosine": "cosine similarity of the two outputs; null where one is all zero",
+            },
+            "layers": self.layers,
+            "images": images,
+        }
+
+    def _write_json(self, name: str, value: Any) -> None:
+        tmp = self.out / f"{name}.part"
+        tmp.write_text(json.dumps(value, indent=2) + "\n")
+        tmp.replace(self.out / name)
 
 
 def _entry(path, error: str | None = None) -> dict[str, Any]:
     return {"path": str(path), "top": [], "files": {}, "error": error}
+
+
+def _compared(path, error: str | None = None) -> dict[str, Any]:
+    """One image's entry in compare.json."""
+    return {"path": str(path), "modules": {}, "top_before": [], "top_after": [], "notes": [],
+            "error": error}
+
+
+def _failure(outcome, frames) -> str:
+    """Why a run failed, in one sentence: the error frame's names the module that failed;
+    the bare exception does not."""
+    errors = [f.message for f in frames if isinstance(f, ErrorFrame)]
+    return errors[0] if errors else outcome.error or outcome.status
+
+
+def _top(frames) -> list[dict[str, Any]]:
+    for f in frames:
+        if isinstance(f, PredictionFrame):
+            return [{"index": p.index, "label": p.label, "prob": round(p.prob, 6)} for p in f.top]
+    return []
+
+
+def _divergence(outcome) -> dict[str, dict[str, float | None]]:
+    """module -> {rel_l2, cosine}, in forward order; non-finite values as null (JSON has
+    no infinity)."""
+    d = outcome.divergence
+    if d is None:
+        return {}
+
+    def finite(v: float) -> float | None:
+        return float(v) if math.isfinite(v) else None
+
+    return {m: {"rel_l2": finite(r), "cosine": finite(c)}
+            for m, r, c in zip(d.modules, d.rel_l2.tolist(), d.cosine.tolist(), strict=True)}
 
 
 def _full_arrays(frames) -> dict[tuple[str, str], np.ndarray]:
