@@ -109,7 +109,7 @@ def test_undo_and_redo_put_back_the_same_edit_in_the_same_row(qtbot):
     history.redo()
     assert list(edits) == [a, c]
     assert len(changes) == 8  # one `changed` for each of 3 adds, delete, switch, 2 undos, redo
-    assert history.undoText() == "delete “clamp b to [0.0, 1.0]”"
+    assert history.undoText() == "delete “clamp b to [0, 1]”"
 
 
 def test_a_box_dragged_on_the_canvas_is_in_the_pictures_own_pixels(qtbot):
