@@ -152,7 +152,11 @@ class RunBuilder(QObject):
                 control.clear_baseline()
             return control.submit(request.with_(compare_with=pinned))
         unedited = request.with_(interventions=(), keep_outputs=True, compare_with=None)
-        if self._baseline_key != unedited or control.baseline_run is None:
+        # The Session keeps the outputs of its last few such runs (core.compare.KEPT_RUNS):
+        # pinning A twice can push a finished baseline out, and it then runs again.
+        evicted = (control.baseline_run is not None and not control.baseline_running
+                   and control.baseline_run not in control.session.kept_runs())
+        if self._baseline_key != unedited or control.baseline_run is None or evicted:
             control.submit_baseline(unedited)
             self._baseline_key = unedited
         reference = pinned if pinned is not None else control.baseline_run
