@@ -38,6 +38,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--weights", help="a checkpoint (state_dict or .safetensors) for --model")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
     parser.add_argument(
+        "--edit", action="append", default=[], metavar="MODULE:OP[=ARGS]",
+        help="start with this edit in the Edits dock (repeatable; the same specs as "
+        "`network-inspector analyse --edit`, e.g. layer4:zero=3,17)",
+    )
+    parser.add_argument(
         "--reset-settings", action="store_true",
         help="forget the saved window layout, recent files and choices, and start with the "
         "defaults (Help > Reset settings does the same from the window)",
@@ -124,7 +129,7 @@ def _run(args: argparse.Namespace, crashes: list[crashlog.CrashReport],
     window.show_crash_notice(crashes)
     # The engine (torch) starts importing on its own thread now, while this thread builds
     # the views (pyqtgraph); frames reach the views only once the event loop runs.
-    window.start(startup_images(args), model_fields(args))
+    window.start(startup_images(args), model_fields(args), edits=args.edit)
     window.build_views()
     app.processEvents()
 

@@ -60,6 +60,7 @@ class MainWindow(QMainWindow):
         self.model_name = ""
         self.last_run: RunFinished | None = None  # the last of our runs that finished
         self._startup_model: dict = {}
+        self._startup_edits: tuple[str, ...] = ()  # --edit specs, added once a model is loaded
         self._gc_freezer = StartupFreezer()
         self._gc_collector = GuiThreadCollector(self)
         self._model_generation = 0  # counts ModelLoaded frames
@@ -144,6 +145,29 @@ class MainWindow(QMainWindow):
         names = ", ".join(sorted({e.module for e in gone}))
         return f"Dropped {len(gone)} edit(s): this model has no module {names}."
 
+    def _add_startup_edits(self) -> None:
+        """The --edit specs, checked against the model just loaded and added to the Edits
+        dock (the run that follows applies them); those that cannot work are reported."""
+        specs, self._startup_edits = self._startup_edits, ()
+        if not specs:
+            return
+        from inspector.core.edit_spec import EditSpecError, parse_edit
+
+        refused = []
+        self._edits_quiet = True  # the model's first run follows
+        try:
+            for spec in specs:
+                try:
+                    (edit,) = self.control.session.check_edits((parse_edit(spec),))
+                except EditSpecError as e:
+                    refused.append(str(e))
+                    continue
+                self.history.add(edit)
+        finally:
+            self._edits_quiet = False
+        if refused:
+            self.reporter.report(" ".join(f"Edit not added: {why}" for why in refused))
+
     @property
     def backward_action(self):
         """Run ▸ Compute gradients."""
@@ -213,10 +237,12 @@ class MainWindow(QMainWindow):
             self._module_selected(module)
 
     # -- starting --------------------------------------------------------------------------
-    def start(self, images=(), model: dict | None = None, session=None) -> None:
+    def start(self, images=(), model: dict | None = None, session=None, edits=()) -> None:
         """List `images`, start the engine (or use `session`) and load `model` (ModelSpec
-        fields as a dict; the demo model when None)."""
+        fields as a dict; the demo model when None); `edits` (specs as `analyse --edit`
+        reads them) go into the Edits dock once the model is loaded."""
         self._startup_model = dict(model or {})
+        self._startup_edits = tuple(edits)
         if images:
             self.images.add_paths(list(images))
         self.overlay.say("Loading PyTorch…")
@@ -283,6 +309,7 @@ class MainWindow(QMainWindow):
         selected = self.settings.value(f"module/{frame.name}", "")
         if not (selected and self.tree.select_module(selected)):
             self.tree.select_module(capture_choice.default_module(frame.tree))
+        self._add_startup_edits()
         self.runs.rerun()
 
     def _set_cam_layers(self, tree, choose: str | None = None) -> None:

@@ -401,3 +401,28 @@ def test_copy_as_python_puts_the_script_on_the_clipboard_or_says_why_not(
     action(window.tree._build_menu("features.0"), "Copy as Python").trigger()  # the tree's menu
     assert "cannot name" in window.reporter.last_message
     assert QGuiApplication.clipboard().text() == "before"
+
+
+def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_path):
+    """`network-inspector-gui --edit SPEC`: the specs the model has go into the Edits dock and
+    reach the first run; one naming a module the model lacks is reported, not added."""
+    from test_main_window import TINY
+
+    from inspector.core.interventions import ZeroChannels
+    from inspector.core.session import Session
+    from inspector.ui.main_window import MainWindow
+    from inspector.ui.settings import AppSettings
+
+    image = write_png(tmp_path / "a.png")
+    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
+    qtbot.addWidget(window)
+    window.build_views()
+    window.show()
+    window.start([str(image)], dict(TINY), session=Session(),
+                 edits=["features.0:zero=1,2", "nosuch:mean"])
+    qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
+    assert [e.intervention for e in window.edits] == [ZeroChannels("features.0", (1, 2))]
+    assert "nosuch" in window.reporter.last_message
+    wait_run(qtbot, window)
+    assert window.control.last_request.interventions == (ZeroChannels("features.0", (1, 2)),)
+    assert window.router.store.edited()
