@@ -82,7 +82,10 @@ class Probe:
             return
         if "first_run_finished" in self.seen:
             return
-        self.record("first_run_finished", regions=window.dock_regions())
+        store = window.router.store
+        self.record("first_run_finished", regions=window.dock_regions(),
+                    edits=[e.intervention.describe() for e in window.edits.enabled()],
+                    edited=store.edited(), reference_run=store.reference_run)
         if self.exit_after_first_run:
             self.poll.stop()
             QTimer.singleShot(0, window.close)

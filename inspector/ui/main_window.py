@@ -114,6 +114,7 @@ class MainWindow(QMainWindow):
         self.tree.menu_extensions.append(self.edit_actions.add_module_actions)
         self.images.occludeRequested.connect(self.edit_actions.add_occlusion)
         self.edits.changed.connect(self._edits_changed)
+        self.edits.added.connect(lambda edit, _row: self.tree.reveal(edit.module))
         self._edits_quiet = False  # True while a model load drops edits (it reruns itself)
 
     def _size_edits_dock(self) -> None:

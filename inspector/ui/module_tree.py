@@ -111,6 +111,13 @@ class ModuleTreeWidget(QWidget):
         self.view.scrollTo(index)
         return True
 
+    def reveal(self, name: str) -> None:
+        """Expand the rows above `name` and scroll to it, leaving the selection alone: a new
+        edit's badge is seen even when its module sat in a collapsed branch."""
+        index = self.model.index_of(name)
+        if index.isValid() and not self.is_filtered_out(name):
+            self.view.scrollTo(index)  # QTreeView expands the collapsed rows above it
+
     def is_filtered_out(self, name: str) -> bool:
         index = self.model.index_of(name)
         while index.isValid():

@@ -106,10 +106,11 @@ EDIT_GLYPH = "\u270e"  # a pencil: the module's output (or gradient) is edited i
 
 
 def edit_badge(n: int) -> str:
-    """What the name cell adds for a module with `n` edits on: " ✎" or " ✎3"."""
+    """What the name cell starts with for a module with `n` edits on: "✎ " or "✎3 " (before
+    the name: a narrow column elides the end of the text, and the badge must stay)."""
     if n <= 0:
         return ""
-    return f"  {EDIT_GLYPH}" if n == 1 else f"  {EDIT_GLYPH}{n}"
+    return f"{EDIT_GLYPH} " if n == 1 else f"{EDIT_GLYPH}{n} "
 
 
 def format_count(n: int) -> str:

@@ -351,7 +351,7 @@ class ModuleTreeModel(QAbstractItemModel):
     def _display(self, name: str, info, col: int):
         if col == COL_NAME:
             text = (self._model_name or "model") if not name else info.short_name
-            return text + edit_badge(len(self.edits.get(name, ())))
+            return edit_badge(len(self.edits.get(name, ()))) + text
         if col == COL_TYPE:
             return info.type_name
         if col == COL_SHAPE:

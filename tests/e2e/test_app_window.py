@@ -90,20 +90,20 @@ def region_is_drawn(image: np.ndarray, key: str, box: list[int]) -> tuple[bool, 
     return drawn, f"{colours} colours, std {spread:.1f}"
 
 
-def test_the_app_opens_on_the_demo_model_and_draws_its_panes(xvfb, tmp_path, demo_samples):
-    samples = demo_samples
+def launch_and_shoot(display: str, tmp_path: Path, app_args: list[str], shot_name: str):
+    """Start the app as `python -m inspector` does with `app_args`, wait for its first run,
+    screenshot the screen into ARTIFACTS/shot_name; returns (events, screenshot, log text)."""
     timing = tmp_path / "timing.jsonl"
     log = tmp_path / "app.log"
     env = {
         **os.environ,
-        "DISPLAY": xvfb,
+        "DISPLAY": display,
         "QT_QPA_PLATFORM": "xcb",
         "INSPECTOR_SETTINGS_FILE": str(tmp_path / "settings.ini"),
     }
     with open(log, "w") as out:
         # The app as `python -m inspector` runs it, watched from outside (tests/app_probe.py).
-        app = subprocess.Popen([sys.executable, str(PROBE), "--events", str(timing),
-                                str(samples[0])],
+        app = subprocess.Popen([sys.executable, str(PROBE), "--events", str(timing), *app_args],
                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + FIRST_RUN_TIMEOUT
@@ -116,8 +116,8 @@ def test_the_app_opens_on_the_demo_model_and_draws_its_panes(xvfb, tmp_path, dem
             time.sleep(0.25)
         time.sleep(2.0)  # the views paint on the next turns of the event loop
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shot = ARTIFACTS / "app_demo.png"
-        subprocess.run(["import", "-display", xvfb, "-window", "root", str(shot)],
+        shot = ARTIFACTS / shot_name
+        subprocess.run(["import", "-display", display, "-window", "root", str(shot)],
                        check=True, timeout=60)
     finally:
         if app.poll() is None:
@@ -128,17 +128,46 @@ def test_the_app_opens_on_the_demo_model_and_draws_its_panes(xvfb, tmp_path, dem
                 app.kill()
                 app.wait()
     assert app.returncode == 0, log.read_text()[-3000:]
-
-    events = read_events(timing)
     image = np.asarray(Image.open(shot).convert("RGB"))
     assert image.shape[:2] == (SCREEN[1], SCREEN[0])
     assert float(image.std()) > 10.0, "the screenshot is blank"
+    return read_events(timing), image, log.read_text()
+
+
+def test_the_app_opens_on_the_demo_model_and_draws_its_panes(xvfb, tmp_path, demo_samples):
+    events, image, log = launch_and_shoot(xvfb, tmp_path, [str(demo_samples[0])],
+                                          "app_demo.png")
     regions = events["first_run_finished"]["regions"]
     for key in ("tree", "images", "activation"):
         assert key in regions, f"the {key} pane is not visible: {sorted(regions)}"
         drawn, why = region_is_drawn(image, key, regions[key])
-        assert drawn, f"the {key} pane looks empty in {shot}: {why}"
+        assert drawn, f"the {key} pane looks empty in app_demo.png: {why}"
     # The window was on screen before torch was imported (that takes seconds).
     assert events["window_shown"]["torch_imported"] is False
     assert events["window_shown"]["t"] < events["engine_ready"]["t"]
-    assert "Traceback" not in log.read_text()
+    assert "Traceback" not in log
+
+
+def test_the_app_started_with_two_edits_shows_them_and_before_and_after(
+    xvfb, tmp_path, demo_samples
+):
+    """Two edits given at start (`--edit`): the Edits dock lists them, the first run is the
+    edited one, compared with the unedited run of the same image (before/after)."""
+    edits = ["stage3.1:zero=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", "input:occlude=30,30,80,80"]
+    args = [a for spec in edits for a in ("--edit", spec)]
+    events, image, log = launch_and_shoot(xvfb, tmp_path, [*args, str(demo_samples[0])],
+                                          "app_edits.png")
+    finished = events["first_run_finished"]
+    assert len(finished["edits"]) == 2, finished["edits"]
+    assert finished["edited"] is True
+    assert finished["reference_run"] is not None, "no unedited run to compare with"
+    regions = finished["regions"]
+    for key in ("tree", "images", "activation"):
+        drawn, why = region_is_drawn(image, key, regions[key])
+        assert drawn, f"the {key} pane looks empty in app_edits.png: {why}"
+    for key in ("edits", "predictions"):
+        assert key in regions, f"the {key} pane is not visible: {sorted(regions)}"
+        x, y, w, h = regions[key]
+        crop = image[y: y + h, x: x + w]
+        assert len(np.unique(crop.reshape(-1, 3), axis=0)) > 20, f"the {key} pane is empty"
+    assert "Traceback" not in log

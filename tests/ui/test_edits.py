@@ -216,14 +216,14 @@ def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_resto
     qtbot.waitUntil(lambda: window.router.store.status(baseline) == "ok", timeout=TIMEOUT)
     np.testing.assert_allclose(logits(window, baseline), before, rtol=1e-6, atol=1e-6)
     assert window.router.store.reference_run == baseline
-    assert badge(window, "features.0").endswith(EDIT_GLYPH)
+    assert badge(window, "features.0").startswith(EDIT_GLYPH)
     tip = window.tree.model.data(window.tree.model.index_of("features.0", COL_NAME),
                                  Qt.ItemDataRole.ToolTipRole)
     assert zero.describe() in tip
 
     window.menus.undo.trigger()  # Ctrl+Z
     restored = wait_run(qtbot, window)
-    assert len(window.edits) == 0 and not badge(window, "features.0").endswith(EDIT_GLYPH)
+    assert len(window.edits) == 0 and not badge(window, "features.0").startswith(EDIT_GLYPH)
     assert submitted[2].interventions == () and submitted[2].compare_with is None
     assert window.router.store.baseline_run is None and window.control.baseline_run is None
     np.testing.assert_allclose(logits(window, restored.run_id), before, rtol=1e-6, atol=1e-6)
@@ -294,7 +294,7 @@ def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
         window.reporter.label.text()
     assert not window.history.canUndo()
     assert submitted[-1].interventions == (ScaleGradient("features.1", 0.25),)
-    assert badge(window, "features.1").endswith(EDIT_GLYPH)
+    assert badge(window, "features.1").startswith(EDIT_GLYPH)
 
     # Bad numbers: a message, no edit, no run.
     runs = len(submitted)
@@ -330,7 +330,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     assert window.edits.interventions() == (occlude,)
     wait_run(qtbot, window)
     assert submitted[-1].interventions == (occlude,)
-    assert badge(window, "").endswith(EDIT_GLYPH)  # the model's own row: its input is edited
+    assert badge(window, "").startswith(EDIT_GLYPH)  # the model's own row: its input is edited
     assert canvas.marks() == [(10, 5, 31, 21)]  # outlined on the model input
 
     window.edit_actions.replace_with_mean("features.3")
@@ -343,20 +343,20 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     rows[0].check.click()  # off: kept in the list, not in the runs
     wait_run(qtbot, window)
     assert submitted[-1].interventions == (ReplaceWithMean("features.3"),)
-    assert not badge(window, "").endswith(EDIT_GLYPH)
+    assert not badge(window, "").startswith(EDIT_GLYPH)
     assert canvas.marks() == [] and len(window.edits) == 2
 
     rows[1].delete.click()
     wait_run(qtbot, window)
     assert submitted[-1].interventions == ()  # the one left is off: a plain run
     assert window.router.store.baseline_run is None
-    assert not badge(window, "features.3").endswith(EDIT_GLYPH)
+    assert not badge(window, "features.3").startswith(EDIT_GLYPH)
     assert len(dock.rows()) == 1 and not dock.rows()[0].check.isChecked()
 
     window.history.undo()  # the deleted edit is back, in its row, with its badge
     wait_run(qtbot, window)
     assert [r.check.text() for r in dock.rows()][1] == ReplaceWithMean("features.3").describe()
-    assert badge(window, "features.3").endswith(EDIT_GLYPH)
+    assert badge(window, "features.3").startswith(EDIT_GLYPH)
     window.history.undo()  # the switch: the checkbox follows
     wait_run(qtbot, window)
     assert dock.rows()[0].check.isChecked()
@@ -423,6 +423,9 @@ def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_p
     qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
     assert [e.intervention for e in window.edits] == [ZeroChannels("features.0", (1, 2))]
     assert "nosuch" in window.reporter.last_message
+    # The edited module's row is shown, its badge before the name (never elided away).
+    assert window.tree.view.isExpanded(window.tree.model.index_of("features"))
+    assert badge(window, "features.0").startswith(EDIT_GLYPH)
     wait_run(qtbot, window)
     assert window.control.last_request.interventions == (ZeroChannels("features.0", (1, 2)),)
     assert window.router.store.edited()
