@@ -62,14 +62,14 @@ def script_for(
         image_hint=" [IMAGE]" if image else " IMAGE",
         grad_words=" (and of the gradient of the score w.r.t. that output)" if backward else "",
         grad_json=', "gradients": {...}' if backward else "",
-        imports="".join(f"{line}\n" for line in sorted(part.imports)),
-        torch_imports="from torch import Tensor, nn\n" if part.inlined else "",
+        imports=_imports(part),
     )]
     if part.safetensors:
         blocks.append(tpl.SAFETENSORS)
     if part.checkpoint:
         blocks.append(tpl.CHECKPOINT)
-    blocks.append(part.code)
+    # isort: one blank line after the imports, PEP 8: two after a function.
+    blocks.append(("\n" if len(blocks) == 1 else "\n\n") + part.code)
     blocks.append(tpl.IMAGE.substitute(
         crop_size=repr(tuple(loaded.preprocess.crop_size)),
         resize_size=repr(loaded.preprocess.resize_size),
@@ -77,6 +77,8 @@ def script_for(
         mean=repr(tuple(loaded.preprocess.mean)),
         std=repr(tuple(loaded.preprocess.std)),
         stretch=repr(bool(request.stretch)),
+        run_image=f"\n# The image of the run: what the script reads without an IMAGE.\n"
+                  f"RUN_IMAGE = {image!r}\n" if image else "",
     ))
     blocks.append(tpl.CAPTURE.substitute(
         captured=_literal(captured),
@@ -94,9 +96,9 @@ def script_for(
         forward=tpl.FORWARD_WITH_GRAD if backward else tpl.FORWARD_NO_GRAD,
     ))
     blocks.append(tpl.MAIN.substitute(
-        image_default=f', nargs="?", default={image!r}' if image else "",
+        image_default=', nargs="?", default=RUN_IMAGE' if image else "",
         show_gradients=tpl.SHOW_GRADIENTS if backward else "",
-        json_gradients=', "gradients": gradients' if backward else "",
+        json_gradients=tpl.JSON_GRADIENTS if backward else "",
     ))
     return "".join(blocks)
 
@@ -153,7 +155,7 @@ def _demo(loaded: LoadedModel, weights: str, checkpoint: bool) -> _ModelPart:
     config = demo_config(folder)
     read = "read_state_dict" if checkpoint else "read_safetensors"
     code = (
-        f"\n\n# -- The model: {DEMO_MODEL}, its architecture as Network Inspector defines it "
+        f"# -- The model: {DEMO_MODEL}, as Network Inspector defines it "
         f"(inspector/demo/model.py) --\n\n\n{source}\n\n"
         f"LABELS = {_literal(loaded.categories)}\n"
         f"WEIGHTS = {weights!r}\n\n\n"
@@ -182,7 +184,7 @@ def _torchvision(loaded: LoadedModel, name: str) -> _ModelPart:
             if getattr(torchvision.models, enum, None) is type(weights)
             else f"torchvision.models.get_model_weights({name!r}).{weights.name}")
     code = (
-        f"\n\n# -- The model: torchvision's {name} with its pretrained weights --\n\n"
+        f"# -- The model: torchvision's {name} with its pretrained weights --\n\n"
         f"WEIGHTS = {expr}\n"
         f'LABELS = WEIGHTS.meta["categories"]\n\n\n'
         f"def load_model():\n"
@@ -204,7 +206,7 @@ def _torchvision_checkpoint(loaded: LoadedModel, arch: str, weights: str) -> _Mo
               if meta and meta == loaded.categories else _literal(loaded.categories))
     classes = len(loaded.categories)  # core.models: the rows of the checkpoint's head
     code = (
-        f"\n\n# -- The model: torchvision's {arch} architecture with a checkpoint's weights --\n\n"
+        f"# -- The model: torchvision's {arch} architecture with a checkpoint's weights --\n\n"
         f"LABELS = {labels}\n"
         f"WEIGHTS = {weights!r}\n\n\n"
         f"def load_model():\n"
@@ -221,7 +223,7 @@ def _factory(loaded: LoadedModel, spec: ModelSpec) -> _ModelPart:
     func = (spec.factory or "").rpartition(":")[2]
     path = _absolute(loaded.source)
     code = (
-        f"\n\n# -- The model: {func}() of {Path(path).name} --\n\n"
+        f"# -- The model: {func}() of {Path(path).name} --\n\n"
         f"LABELS = {_literal(loaded.categories)}\n"
         f"FACTORY_FILE = {path!r}\n\n\n"
         f"def load_model():\n"
@@ -240,7 +242,7 @@ def _pickle(loaded: LoadedModel, spec: ModelSpec) -> _ModelPart:
     _own_classes(loaded.model, "the pickled model")
     path = _absolute(spec.pickle or loaded.source)
     code = (
-        f"\n\n# -- The model: a whole module saved with torch.save(model) --\n\n"
+        f"# -- The model: a whole module saved with torch.save(model) --\n\n"
         f"LABELS = {_literal(loaded.categories)}\n"
         f"PICKLED_MODEL = {path!r}\n\n\n"
         f"def load_model():\n"
@@ -385,6 +387,19 @@ def _registrations(edits: list[_Edit], order: list[str]) -> str:
 
 
 # -- text ---------------------------------------------------------------------------------------
+
+
+def _imports(part: _ModelPart) -> str:
+    """The script's imports, grouped and sorted as isort would."""
+    standard = sorted({"import argparse", "import json"} | {i for i in part.imports
+                                                            if "torchvision" not in i})
+    third = ["import numpy as np", "import torch"]
+    third += sorted(i for i in part.imports if "torchvision" in i)
+    third += ["from PIL import Image, ImageOps"]
+    if part.inlined:
+        third.append("from torch import Tensor, nn")
+    return "\n".join(standard) + "\n\n" + "\n".join(third) + "\n"
+
 
 _RESAMPLE = {
     "nearest": "NEAREST", "nearest-exact": "NEAREST", "bilinear": "BILINEAR",

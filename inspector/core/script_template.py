@@ -22,7 +22,8 @@ Run it:
 
 It prints the top predictions and, per captured module, the mean, std, min and max of its
 output$grad_words, and writes them to OUT.json as
-{"logits": [...], "target": N, "modules": {name: {"mean", "std", "min", "max"}}$grad_json}.
+{"logits": [...], "target": N,
+ "modules": {name: {"mean", "std", "min", "max"}}$grad_json}.
 A module called more than once is described by its first call.
 
 Written by Network Inspector (Copy as Python). It needs torch, torchvision, numpy and Pillow,
@@ -32,13 +33,7 @@ captures, and the 1/2..1/8-scale decoding of JPEGs over Pillow's pixel limit.
 
 from __future__ import annotations
 
-import argparse
-import json
-$imports
-import numpy as np
-import torch
-from PIL import Image, ImageOps
-$torch_imports''')
+$imports''')
 
 SAFETENSORS = '''
 SAFETENSORS_DTYPES = {
@@ -65,8 +60,8 @@ def read_safetensors(path):
         if start == end:
             state[name] = torch.empty(entry["shape"], dtype=dtype)
         else:  # bytearray: a writable copy, which torch.frombuffer wants
-            chunk = bytearray(data[start:end])
-            state[name] = torch.frombuffer(chunk, dtype=dtype).reshape(entry["shape"]).clone()
+            chunk = torch.frombuffer(bytearray(data[start:end]), dtype=dtype)
+            state[name] = chunk.reshape(entry["shape"])
     return state
 '''
 
@@ -109,7 +104,7 @@ STD = $std
 STRETCH = $stretch
 HIGH_DEPTH = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
 BACKGROUND = (255, 255, 255)  # transparent images are shown over white
-
+$run_image
 
 def load_image(path):
     """An upright 8-bit RGB image: EXIF orientation applied, transparency over white,
@@ -144,11 +139,11 @@ def type_range(im):
     bits = bits[0] if isinstance(bits, tuple) and bits else bits
     if not isinstance(bits, int) or not 1 <= bits <= 32:
         return 0.0, 65535.0
-    sample_format = tags.get(339)  # SampleFormat: 2 signed, 3 float
-    sample_format = sample_format[0] if isinstance(sample_format, tuple) and sample_format else sample_format
-    if sample_format == 3:
+    fmt = tags.get(339)  # SampleFormat: 2 signed, 3 float
+    fmt = fmt[0] if isinstance(fmt, tuple) and fmt else fmt
+    if fmt == 3:
         return 0.0, 1.0
-    if sample_format == 2:
+    if fmt == 2:
         return 0.0, float(2 ** (bits - 1) - 1)
     return 0.0, float(2**bits - 1)
 
@@ -354,22 +349,20 @@ def show(title, table):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "image"$image_default)
+    parser.add_argument("image"$image_default)
     parser.add_argument("out", nargs="?", help="write the figures to this JSON file")
     args = parser.parse_args()
     device, logits, target = run(args.image)
     probs = logits.softmax(-1)
     print(f"{args.image} on {device}; top predictions:")
-    for p, i in zip(*probs.topk(min(5, probs.numel()))):
+    for p, i in zip(*probs.topk(min(5, probs.numel())), strict=True):
         print(f"  {p.item():8.4f}  {label(int(i))} ({int(i)})")
     show("output statistics:", outputs)
     missed = [n for n in CAPTURED if not any(k == n or k.startswith(n + ":") for k in outputs)]
     if missed:
-        print(f"never called: {', '.join(missed)}")
-    gradients_in_order = {k: gradients[k] for k in outputs if k in gradients}$show_gradients
+        print(f"never called: {', '.join(missed)}")$show_gradients
     if args.out:
-        result = {"logits": logits.tolist(), "target": target, "modules": outputs$json_gradients}
+        result = {"logits": logits.tolist(), "target": target, "modules": outputs}$json_gradients
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
         print(f"\\nwritten to {args.out}")
@@ -384,5 +377,9 @@ if __name__ == "__main__":
 ''')
 
 SHOW_GRADIENTS = '''
+    gradients_in_order = {k: gradients[k] for k in outputs if k in gradients}
     show(f"gradient of the score of {label(target)} ({target}) w.r.t. each output:",
          gradients_in_order)'''
+
+JSON_GRADIENTS = '''
+        result["gradients"] = gradients'''

@@ -255,6 +255,22 @@ def test_torchvision_pretrained_weights_from_the_hub_cache(tmp_path, monkeypatch
     assert_same(run_in_process(text, image, tmp_path), logits, outputs, gradients)
 
 
+def test_trusted_pickled_module(demo_samples, tmp_path):
+    torch.manual_seed(6)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 5, stride=4), torch.nn.GELU(),
+                                torch.nn.Flatten(), torch.nn.Linear(4 * 55 * 55, 5))
+    path = tmp_path / "whole.pt"
+    torch.save(model, path)
+    spec = ModelSpec(name=None, pickle=str(path), trust_pickle=True, device="cpu")
+    request = RunRequest(image=str(demo_samples[1]), capture=full_capture(["1", "3"]),
+                         interventions=(iv.ZeroChannels("1", (0, 2)),))
+    loaded, logits, outputs, gradients = engine_run(spec, request)
+
+    text = script_for(loaded, request)
+    assert "weights_only=False" in text
+    assert_same(run_in_process(text, demo_samples[1], tmp_path), logits, outputs, gradients)
+
+
 def test_16_bit_image_stretched(demo_samples, tmp_path):
     gray = np.linspace(1000, 5000, 96 * 112).reshape(96, 112).astype(np.uint16)
     image = tmp_path / "deep.png"
@@ -317,6 +333,12 @@ def test_models_a_script_cannot_load(tmp_path, monkeypatch):
     unknown.spec = None  # built by hand, not by load_model
     with pytest.raises(ScriptExportError, match="not loaded by"):
         script_for(unknown, RunRequest(image=None))
+    pickled = tmp_path / "demo.pt"
+    torch.save(load_model(ModelSpec(device="cpu")).model, pickled)
+    with pytest.raises(ScriptExportError, match="pickled model is built from Network Inspector"):
+        script_for(load_model(ModelSpec(name=None, pickle=str(pickled), trust_pickle=True,
+                                        device="cpu")),
+                   RunRequest(image=None))
     ours = tmp_path / "ours.py"
     ours.write_text("from inspector.demo.model import build_model\n\n"
                     "def build():\n    return build_model(3)\n")
