@@ -45,7 +45,9 @@ def script_for(
     part = _model_part(loaded)
     names = dict(loaded.model.named_modules())
     captured = _captured(loaded.model, names, request, modules)
-    edits = [_edit(n, item, names) for n, item in enumerate(request.interventions, 1)]
+    input_size = loaded.preprocess.crop_size
+    edits = [_edit(n, item, names, input_size)
+             for n, item in enumerate(request.interventions, 1)]
     capture = request.capture
     backward = request.backward or bool(request.cams) or capture is None or capture.needs_grad
     target = request.target
@@ -81,15 +83,16 @@ def script_for(
                   f"RUN_IMAGE = {image!r}\n" if image else "",
     ))
     blocks.append(tpl.CAPTURE.substitute(
-        captured=_literal(captured),
+        captured=pprint.pformat(captured, width=96, compact=True),
         target=repr(target),
         grad_registration=tpl.GRAD_REGISTRATION if backward else "",
         grad_hook=tpl.GRAD_HOOK if backward else "",
     ))
     if edits:
+        blocks.append(_EDITS_HEAD)
         if any(e.channels for e in edits):
             blocks.append(tpl.CHANNEL_DIM)
-        blocks.append(_EDITS_HEAD + "".join(e.definition for e in edits))
+        blocks.append("".join(e.definition for e in edits))
     blocks.append(tpl.RUN.substitute(
         device=loaded.device,
         edits=_registrations(edits, list(names)),
@@ -301,7 +304,8 @@ class _Edit:
     channels: bool = False  # needs channel_dim / channel_mask
 
 
-def _edit(n: int, item: iv.Intervention, names: dict[str, nn.Module]) -> _Edit:
+def _edit(n: int, item: iv.Intervention, names: dict[str, nn.Module],
+          input_size: tuple[int, int]) -> _Edit:
     if item.module not in names:
         raise ScriptExportError(f"the edit '{item.describe()}' names module '{item.module}', "
                                 f"which the model does not have")
@@ -312,6 +316,10 @@ def _edit(n: int, item: iv.Intervention, names: dict[str, nn.Module]) -> _Edit:
     fn = f"edit_{n}_{kind}"
     if isinstance(item, iv.Occlude):
         x0, y0, x1, y1 = item.box
+        h, w = input_size
+        if item.module == "" and not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
+            raise ScriptExportError(f"occlusion box {list(item.box)} is not inside the "
+                                    f"{w} x {h} model input")
         body = (f"    x = args[0]\n"
                 f"    keep = torch.ones((1, 1, *x.shape[-2:]), dtype=x.dtype, device=x.device)\n"
                 f"    keep[..., {y0}:{y1}, {x0}:{x1}] = 0\n"

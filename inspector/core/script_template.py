@@ -200,8 +200,12 @@ CHANNEL_DIM = '''
 def channel_dim(x, dim=None):
     """The channel dimension of an output: `dim` when given (a channels-last output says -1),
     else 1 for (B, C) and (B, C, H, W), the last one for (B, tokens, C)."""
+    if x.ndim < 2:
+        raise ValueError(f"output of shape {tuple(x.shape)} has no channel dimension")
     if dim is None:
         dim = -1 if x.ndim == 3 else 1
+    if not -x.ndim <= dim < x.ndim or dim % x.ndim == 0:
+        raise ValueError(f"dim {dim} is not a channel dimension of shape {tuple(x.shape)}")
     return dim % x.ndim
 
 

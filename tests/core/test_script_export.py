@@ -314,6 +314,7 @@ class Invert(iv.Intervention):
         ({"interventions": (iv.Clamp("stem.nope", 0, 1),)}, "stem.nope"),
         ({"capture": CaptureSpec.for_modules(["stage9"])}, "stage9"),
         ({"target": 99}, "target class 99"),
+        ({"interventions": (iv.Occlude("", (0, 0, 200, 10)),)}, "128 x 128 model input"),
     ],
 )
 def test_a_run_that_cannot_be_written_names_the_part(request_args, named):
