@@ -94,7 +94,8 @@ def script_for(
             blocks.append(tpl.CHANNEL_DIM)
         blocks.append("".join(e.definition for e in edits))
     blocks.append(tpl.RUN.substitute(
-        device=loaded.device,
+        device_choice={"cuda": tpl.DEVICE_CUDA, "mps": tpl.DEVICE_MPS}.get(
+            loaded.device.type, tpl.DEVICE_CPU),
         edits=_registrations(edits, list(names)),
         forward=tpl.FORWARD_WITH_GRAD if backward else tpl.FORWARD_NO_GRAD,
     ))

@@ -308,11 +308,10 @@ def capture_gradient(key):
 RUN = Template('''
 
 # -- The run ----------------------------------------------------------------------------------
+$device_choice
 
-
-def run(image_path):
-    # Network Inspector ran this on $device; this script takes a CUDA GPU when there is one.
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def run(image_path, device=DEVICE):
+    device = torch.device(device)
     model = load_model().to(device).eval()
     modules = dict(model.named_modules())  # "" is the model itself
     x = preprocess(load_image(image_path))[None].to(device)
@@ -326,6 +325,24 @@ $forward
         handles.clear()
     return device, logits.detach().float().cpu()[0], target
 ''')
+
+# Where the script runs, by where the run ran: the same kind of device gives the same figures
+# (a GPU's cuDNN and TF32 convolutions differ from the CPU's in the last digits).
+DEVICE_CPU = '''
+# Network Inspector ran this on the CPU; --device cuda runs it on a GPU, where the figures
+# may differ in the last digits (cuDNN and TF32 convolutions).
+DEVICE = "cpu"
+'''
+
+DEVICE_CUDA = '''
+# Network Inspector ran this on a CUDA GPU: so does the script, where there is one.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+'''
+
+DEVICE_MPS = '''
+# Network Inspector ran this on Apple's GPU (MPS): so does the script, where there is one.
+DEVICE = "mps" if torch.backends.mps.is_available() else "cpu"
+'''
 
 FORWARD_WITH_GRAD = '''\
         x.requires_grad_(True)
@@ -355,8 +372,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("image"$image_default)
     parser.add_argument("out", nargs="?", help="write the figures to this JSON file")
+    parser.add_argument("--device", default=DEVICE, help=f"cpu, cuda, ... (default {DEVICE})")
     args = parser.parse_args()
-    device, logits, target = run(args.image)
+    device, logits, target = run(args.image, args.device)
     probs = logits.softmax(-1)
     print(f"{args.image} on {device}; top predictions:")
     for p, i in zip(*probs.topk(min(5, probs.numel())), strict=True):

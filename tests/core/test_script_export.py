@@ -295,6 +295,29 @@ def test_all_leaves_without_a_capture(demo_samples, tmp_path):
     assert "capture_gradient" not in chosen
 
 
+def test_the_script_runs_where_the_run_ran(demo_samples, tmp_path):
+    loaded = load_model(ModelSpec(device="cpu"))
+    request = RunRequest(image=str(demo_samples[0]), capture=full_capture(["head"]))
+    assert 'DEVICE = "cpu"' in script_for(loaded, request)
+    loaded.device = torch.device("cuda")  # what a run on a GPU machine records
+    text = script_for(loaded, request)
+    assert 'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"' in text
+    ns = runpy.run_path(_write(tmp_path, text), run_name="x")
+    assert ns["DEVICE"] == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_demo_on_cuda(demo_samples, tmp_path):
+    image = demo_samples[2]
+    edits = (iv.KeepChannels("stage3.0", (5, 9, 40)), iv.AddNoise("stage1", 0.2, seed=3))
+    request = RunRequest(image=str(image), capture=full_capture(["stage1", "stage3.1", "head"]),
+                         interventions=edits)
+    loaded, logits, outputs, gradients = engine_run(ModelSpec(device="cuda"), request)
+    result, printed = run_script(script_for(loaded, request), image, tmp_path)
+    assert " on cuda" in printed
+    assert_same(result, logits, outputs, gradients)
+
+
 # -- what cannot be written --------------------------------------------------------------------
 
 
