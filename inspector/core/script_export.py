@@ -226,6 +226,7 @@ def _factory(loaded: LoadedModel, spec: ModelSpec) -> _ModelPart:
     _own_classes(loaded.model, "the factory's model")
     func = (spec.factory or "").rpartition(":")[2]
     path = _absolute(loaded.source)
+    call = f"module.{func}" if func.isidentifier() else f"getattr(module, {func!r})"
     code = (
         f"# -- The model: {func}() of {Path(path).name} --\n\n"
         f"LABELS = {_literal(loaded.categories)}\n"
@@ -237,7 +238,7 @@ def _factory(loaded: LoadedModel, spec: ModelSpec) -> _ModelPart:
         f"    module = importlib.util.module_from_spec(spec)\n"
         f"    sys.modules[spec.name] = module  # dataclasses and pickling look it up here\n"
         f"    spec.loader.exec_module(module)\n"
-        f"    return module.{func}()\n"
+        f"    return {call}()\n"
     )
     return _ModelPart(code, path, {"import importlib.util", "import sys"})
 
