@@ -10,15 +10,15 @@ and writes as JSON, the logits and per module the mean, std, min and max of the 
 its first call, and of that output's gradient: the figures of `analyse`'s NPZ for that
 image. A run that a script cannot redo raises ScriptExportError, naming the part.
 
-The script's fixed blocks are in core.script_template; this module picks and fills them.
+The script's fixed blocks are in core.script_template, its model loading is written by
+core.script_models; this module picks and fills them.
 """
 
 from __future__ import annotations
 
-import inspect
 import pprint
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from torch import nn
@@ -26,12 +26,11 @@ from torch import nn
 from . import interventions as iv
 from . import script_template as tpl
 from .capture_spec import leaf_names
-from .models import DEMO_MODEL, LoadedModel, ModelSpec
+from .models import LoadedModel
 from .run import RunRequest
+from .script_models import ModelCode, ScriptExportError, model_code
 
-
-class ScriptExportError(ValueError):
-    """This run cannot be written as a script; the one-line message says which part."""
+__all__ = ["ScriptExportError", "script_for"]  # the error is defined beside the model code
 
 
 def script_for(
@@ -42,7 +41,7 @@ def script_for(
     modules: the modules whose outputs (and gradients) the script records; None: the
     request's captured modules (`capture.modules`), or every leaf without a capture.
     """
-    part = _model_part(loaded)
+    part = model_code(loaded)
     names = dict(loaded.model.named_modules())
     captured = _captured(loaded.model, names, request, modules)
     input_size = loaded.preprocess.crop_size
@@ -105,168 +104,6 @@ def script_for(
         json_gradients=tpl.JSON_GRADIENTS if backward else "",
     ))
     return "".join(blocks)
-
-
-# -- the model --------------------------------------------------------------------------------
-
-
-@dataclass
-class _ModelPart:
-    code: str  # LABELS, any weights path, load_model()
-    weights: str = ""  # the file the weights come from, for the summary
-    imports: set[str] = field(default_factory=set)
-    safetensors: bool = False  # needs read_safetensors
-    checkpoint: bool = False  # needs read_state_dict
-    inlined: bool = False  # model classes pasted in (they use Tensor and nn)
-
-
-def _model_part(loaded: LoadedModel) -> _ModelPart:
-    """How load_model loaded it (the same order of cases), as code."""
-    spec = loaded.spec
-    if spec is None:
-        raise ScriptExportError(f"{loaded.name} was not loaded by core.models.load_model, so "
-                                f"how to load it again is not known")
-    if spec.pickle:
-        return _pickle(loaded, spec)
-    if spec.factory:
-        return _factory(loaded, spec)
-    if spec.checkpoint:
-        arch = spec.name or DEMO_MODEL
-        if arch == DEMO_MODEL:
-            return _demo(loaded, _absolute(spec.checkpoint), checkpoint=True)
-        return _torchvision_checkpoint(loaded, arch, _absolute(spec.checkpoint))
-    if spec.name == DEMO_MODEL:
-        return _demo(loaded, _absolute(loaded.source), checkpoint=False)
-    return _torchvision(loaded, spec.name or "")
-
-
-def _demo(loaded: LoadedModel, weights: str, checkpoint: bool) -> _ModelPart:
-    from inspector.demo import demo_config
-    from inspector.demo import model as demo
-
-    if not isinstance(loaded.model, demo.ShapesCNN):
-        raise ScriptExportError(f"{loaded.name} is not the demo architecture "
-                                f"({type(loaded.model).__name__})")
-    try:
-        source = "\n\n".join(inspect.getsource(o) for o in (demo.ConvBNReLU, demo.ShapesCNN,
-                                                              demo.build_model))
-    except (OSError, TypeError):  # a frozen build without the .py files
-        raise ScriptExportError("the demo model's source code is not part of this "
-                                "installation, so it cannot be pasted into a script") from None
-    # The architecture's size as load_demo_model builds it (a checkpoint for the demo
-    # architecture is loaded into the shipped configuration, as core.models does).
-    folder = None if checkpoint else Path(weights).parent
-    config = demo_config(folder)
-    read = "read_state_dict" if checkpoint else "read_safetensors"
-    code = (
-        f"# -- The model: {DEMO_MODEL}, as Network Inspector defines it "
-        f"(inspector/demo/model.py) --\n\n\n{source}\n\n"
-        f"LABELS = {_literal(loaded.categories)}\n"
-        f"WEIGHTS = {weights!r}\n\n\n"
-        f"def load_model():\n"
-        f"    model = build_model({len(config['classes'])}, {tuple(config['arch']['widths'])!r})\n"
-        f"    model.load_state_dict({read}(WEIGHTS), strict=True)\n"
-        f"    return model\n"
-    )
-    return _ModelPart(code, weights, safetensors=True, checkpoint=checkpoint, inlined=True)
-
-
-def _torchvision(loaded: LoadedModel, name: str) -> _ModelPart:
-    import torchvision
-
-    if name not in torchvision.models.list_models(module=torchvision.models):
-        raise ScriptExportError(f"'{name}' is neither the demo model nor a torchvision model, "
-                                f"so a script cannot load it")
-    if not loaded.pretrained:
-        raise ScriptExportError(
-            f"{name} has random weights (no pretrained file on this machine), which a script "
-            f"cannot draw again: save them with torch.save(model.state_dict(), PATH) and open "
-            f"that file as the checkpoint for {name}")
-    weights = torchvision.models.get_model_weights(name).DEFAULT
-    enum = type(weights).__name__
-    expr = (f"torchvision.models.{enum}.{weights.name}"
-            if getattr(torchvision.models, enum, None) is type(weights)
-            else f"torchvision.models.get_model_weights({name!r}).{weights.name}")
-    code = (
-        f"# -- The model: torchvision's {name} with its pretrained weights --\n\n"
-        f"WEIGHTS = {expr}\n"
-        f'LABELS = WEIGHTS.meta["categories"]\n\n\n'
-        f"def load_model():\n"
-        f"    # torchvision reads the weights from torch hub's cache (Network Inspector used\n"
-        f"    # {loaded.source}) and downloads them there only where they are missing.\n"
-        f"    return torchvision.models.get_model({name!r}, weights=WEIGHTS)\n"
-    )
-    return _ModelPart(code, loaded.source, imports={"import torchvision"})
-
-
-def _torchvision_checkpoint(loaded: LoadedModel, arch: str, weights: str) -> _ModelPart:
-    import torchvision
-
-    if arch not in torchvision.models.list_models(module=torchvision.models):
-        raise ScriptExportError(f"'{arch}' is neither the demo model nor a torchvision "
-                                f"architecture, so a script cannot build it")
-    meta = list(torchvision.models.get_model_weights(arch).DEFAULT.meta.get("categories") or [])
-    labels = (f'torchvision.models.get_model_weights({arch!r}).DEFAULT.meta["categories"]'
-              if meta and meta == loaded.categories else _literal(loaded.categories))
-    classes = len(loaded.categories)  # core.models: the rows of the checkpoint's head
-    code = (
-        f"# -- The model: torchvision's {arch} architecture with a checkpoint's weights --\n\n"
-        f"LABELS = {labels}\n"
-        f"WEIGHTS = {weights!r}\n\n\n"
-        f"def load_model():\n"
-        f"    model = torchvision.models.get_model({arch!r}, weights=None, "
-        f"num_classes={classes})\n"
-        f"    model.load_state_dict(read_state_dict(WEIGHTS), strict=True)\n"
-        f"    return model\n"
-    )
-    return _ModelPart(code, weights, {"import torchvision"}, safetensors=True, checkpoint=True)
-
-
-def _factory(loaded: LoadedModel, spec: ModelSpec) -> _ModelPart:
-    _own_classes(loaded.model, "the factory's model")
-    func = (spec.factory or "").rpartition(":")[2]
-    path = _absolute(loaded.source)
-    call = f"module.{func}" if func.isidentifier() else f"getattr(module, {func!r})"
-    code = (
-        f"# -- The model: {func}() of {Path(path).name} --\n\n"
-        f"LABELS = {_literal(loaded.categories)}\n"
-        f"FACTORY_FILE = {path!r}\n\n\n"
-        f"def load_model():\n"
-        f"    # Import the file as a module and call its factory with no arguments, as\n"
-        f"    # Network Inspector did. This runs the file's code.\n"
-        f'    spec = importlib.util.spec_from_file_location("model_factory", FACTORY_FILE)\n'
-        f"    module = importlib.util.module_from_spec(spec)\n"
-        f"    sys.modules[spec.name] = module  # dataclasses and pickling look it up here\n"
-        f"    spec.loader.exec_module(module)\n"
-        f"    return {call}()\n"
-    )
-    return _ModelPart(code, path, {"import importlib.util", "import sys"})
-
-
-def _pickle(loaded: LoadedModel, spec: ModelSpec) -> _ModelPart:
-    _own_classes(loaded.model, "the pickled model")
-    path = _absolute(spec.pickle or loaded.source)
-    code = (
-        f"# -- The model: a whole module saved with torch.save(model) --\n\n"
-        f"LABELS = {_literal(loaded.categories)}\n"
-        f"PICKLED_MODEL = {path!r}\n\n\n"
-        f"def load_model():\n"
-        f"    # weights_only=False unpickles the whole module, and unpickling runs code from the\n"
-        f"    # file (its classes must be importable here). Network Inspector opened it because\n"
-        f"    # you said you trust the file; do the same here.\n"
-        f'    with open(PICKLED_MODEL, "rb") as f:\n'
-        f'        return torch.load(f, map_location="cpu", weights_only=False)\n'
-    )
-    return _ModelPart(code, path)
-
-
-def _own_classes(model: nn.Module, what: str) -> None:
-    """A model built from inspector's classes cannot be loaded without importing inspector."""
-    ours = sorted({type(m).__module__ for m in model.modules()
-                   if type(m).__module__.split(".")[0] == "inspector"})
-    if ours:
-        raise ScriptExportError(f"{what} is built from Network Inspector's own classes (in "
-                                f"{', '.join(ours)}), so its script would import inspector")
 
 
 # -- what is captured ---------------------------------------------------------------------------
@@ -399,7 +236,7 @@ def _registrations(edits: list[_Edit], order: list[str]) -> str:
 # -- text ---------------------------------------------------------------------------------------
 
 
-def _imports(part: _ModelPart) -> str:
+def _imports(part: ModelCode) -> str:
     """The script's imports, grouped and sorted as isort would."""
     standard = sorted({"import argparse", "import json"} | {i for i in part.imports
                                                             if "torchvision" not in i})
@@ -434,15 +271,3 @@ def _summary(loaded, part, edits, captured, backward, target, image) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _literal(values: Sequence) -> str:
-    """A list as Python source, wrapped; None for the "class i" names load_model made up."""
-    values = list(values)
-    if values and values == [f"class {i}" for i in range(len(values))]:
-        return "None"
-    return pprint.pformat(values, width=96, compact=True)
-
-
-def _absolute(path: str | None) -> str:
-    return str(Path(path or "").expanduser().resolve())
