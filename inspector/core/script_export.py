@@ -167,11 +167,16 @@ def _edit(n: int, item: iv.Intervention, names: dict[str, nn.Module],
                      f"register_forward_pre_hook({fn})")
     channels = False
     if isinstance(item, iv.ScaleGradient):
-        body = ("    if output.requires_grad:\n"
-                "        # Tensor.register_hook: called with this output's gradient during\n"
-                "        # backward; the gradient it returns flows on instead.\n"
-                f"        handles.append(output.register_hook(lambda grad: grad * {item.factor!r}))"
-                "\n")
+        body = ("    if not output.requires_grad:\n"
+                "        return None\n"
+                "    # A copy, hooked and returned in place of the output: the output itself may\n"
+                "    # also be an inner module's (a Sequential returns its last child's), whose\n"
+                "    # hooks on it would see the gradient before the scaling.\n"
+                "    output = output.clone()\n"
+                "    # Tensor.register_hook: called with this tensor's gradient during backward;\n"
+                "    # the gradient it returns flows on instead.\n"
+                f"    handles.append(output.register_hook(lambda grad: grad * {item.factor!r}))\n"
+                "    return output\n")
     elif isinstance(item, iv.Clamp):
         body = f"    return output.clamp({item.min!r}, {item.max!r})\n"
     elif isinstance(item, iv.AddNoise):
