@@ -75,6 +75,7 @@ class Analysis:
         edits: Sequence[Intervention] = (),
         compare: bool = False,
         warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+        emit_script: Path | None = None,
     ) -> None:
         self.spec = spec
         self.out = Path(out)
@@ -96,6 +97,7 @@ class Analysis:
         self.compare = compare
         self._baseline_capture = None  # the unedited run's capture (compare only)
         self.warn = warn
+        self.emit_script = emit_script  # where to write the run as a script (--emit-script)
         self._names: set[str] = set()
         self.target: Any = None
 
@@ -208,7 +210,29 @@ class Analysis:
         )
         # The unedited twin only needs the outputs compared: no frames' tensors, no backward.
         self._baseline_capture = CaptureSpec.for_modules(layers, (OUTPUT,), stats=False)
+        if self.emit_script is not None and not self._write_script(loaded):
+            session.close()
+            return None, None, 2
         return session, loaded, 0
+
+    def _write_script(self, loaded) -> bool:
+        """--emit-script: the standalone script of these runs (core.script_export), before any
+        image is read; False (said on stderr) when it cannot be written."""
+        from inspector.core.run import RunRequest
+        from inspector.core.script_export import ScriptExportError, script_for
+
+        request = RunRequest(image=None, capture=self.capture, target=self.target,
+                             interventions=self.edits, stretch=self.stretch)
+        try:
+            text = script_for(loaded, request)
+            self.emit_script.write_text(text, encoding="utf-8")
+        except ScriptExportError as e:
+            self.warn(f"cannot write the run as a script: {e}")
+            return False
+        except OSError as e:
+            self.warn(f"cannot write {self.emit_script}: {e.strerror or e}")
+            return False
+        return True
 
     def _tensorboard(self):
         if not self.want_tensorboard:

@@ -148,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "per image and captured module the relative L2 distance and cosine "
                         "between the two runs' outputs, and the top predictions before and after")
     a.add_argument("--no-tensorboard", action="store_true", help="do not write a TensorBoard log")
+    a.add_argument("--emit-script", type=Path, default=None, metavar="PATH",
+                   help="also write the run as a standalone Python script (torch, torchvision, "
+                        "numpy, Pillow; no inspector): `python PATH IMAGE OUT.json` prints and "
+                        "writes the logits and the captured modules' statistics")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
     a.set_defaults(func=_analyse)
@@ -296,6 +300,7 @@ def _analyse(args: argparse.Namespace) -> int:
             edits=edits,
             compare=args.compare,
             warn=_error,
+            emit_script=args.emit_script,
         )
     except ValueError as e:
         _error(str(e))

@@ -69,6 +69,9 @@ class LoadedModel:
     device: torch.device
     source: str = ""  # the weights file, when there is one
     notes: list[str] = field(default_factory=list)  # things the user should know
+    # What it was loaded from (load_model fills it in): how Copy as Python
+    # (core.script_export) writes the same load as code.
+    spec: ModelSpec | None = None
 
     def label(self, index: int) -> str:
         return self.categories[index] if 0 <= index < len(self.categories) else f"class {index}"
@@ -327,6 +330,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     else:
         raise ModelLoadError("no model given")
     loaded.model.to(device).eval()
+    loaded.spec = spec
     if not loaded.categories:
         out = _guess_classes(loaded)
         loaded.categories = [f"class {i}" for i in range(out)]
