@@ -429,3 +429,28 @@ def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_p
     wait_run(qtbot, window)
     assert window.control.last_request.interventions == (ZeroChannels("features.0", (1, 2)),)
     assert window.router.store.edited()
+
+
+def test_copy_as_python_gives_a_script_that_reproduces_the_edited_run(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    """The real script on the clipboard, run on its own, prints the logits the window shows
+    for the edited run."""
+    import json
+    import subprocess
+
+    image = write_png(tmp_path / "x.png")
+    window = make_window(images=[image])
+    wait_run(qtbot, window)
+    window.edit_actions.zero_channel("features.0", 2)
+    edited = wait_run(qtbot, window)
+    window.menus.copy_python.trigger()
+    script = tmp_path / "run.py"
+    script.write_text(QGuiApplication.clipboard().text())
+    out = tmp_path / "out.json"
+    done = subprocess.run([sys.executable, str(script), str(image), str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = np.array(json.loads(out.read_text())["logits"]).reshape(-1)
+    shown = logits(window, edited.run_id)
+    assert np.allclose(result, shown, atol=1e-4), (result, shown)
