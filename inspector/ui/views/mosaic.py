@@ -1,11 +1,17 @@
-"""Channels (C, H, W) laid out as tiles of one 2-D image, for a single pyqtgraph ImageItem.
+"""Channels (C, H, W) laid out as tiles of one 2-D image, for a single pyqtgraph ImageItem,
+and the widget that shows one page of them.
 
-Pure numpy, no Qt: the widgets and the benchmark share it. The buffer is reused from frame to
-frame (it is only reallocated when the layout changes) and values are written straight into the
+`Mosaic` is pure numpy (the benchmark shares it). The buffer is reused from frame to frame
+(it is only reallocated when the layout changes) and values are written straight into the
 tiles with ufuncs (`out=` a strided view of the buffer). The one-pixel gaps and unused tiles
 hold 0, and the widget covers them with `gap_rects()` drawn in the background colour. (NaN
 there would draw transparent by itself, but ImageItem then takes a slower path: measured
 8.8 ms instead of 4.6 ms per 64 x 64 x 64 render.)
+
+`ChannelPages` says which channels a page shows: a layer's channels in an order (their own,
+or sorted by a statistic), PAGE_SIZE at a time. `MosaicView` draws one page and maps a
+position on it back to the channel's index in the layer (`channel_at`), whatever the page
+and the order.
 """
 
 from __future__ import annotations
@@ -14,11 +20,16 @@ import math
 import warnings
 
 import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QPainterPath, QPen
+from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsRectItem
 
 PER_CHANNEL = "channel"  # each tile scaled by its own range
 SHARED = "shared"  # all tiles on one scale, so channels can be compared
 
 GAP = 1  # pixels between tiles
+PAGE_SIZE = 64  # channels on one page of the mosaic: tiles big enough to read
 
 
 def grid_shape(channels: int, height: int, width: int) -> tuple[int, int]:
@@ -163,3 +174,155 @@ class Mosaic:
         if k >= self.channels:
             return None
         return k, i, j
+
+
+class ChannelPages:
+    """Which of a layer's channels each page shows: `order` (channel indices, first shown
+    first) cut into pages of `page_size`. Pure Python; the panel keeps one per layer shown."""
+
+    def __init__(self, page_size: int = PAGE_SIZE) -> None:
+        self.page_size = page_size
+        self.order = np.arange(0)
+        self.page = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.order)
+
+    @property
+    def page_count(self) -> int:
+        return max(1, -(-self.count // self.page_size))
+
+    def set_order(self, order: np.ndarray) -> None:
+        """A new order of the channels (the page number stays, within range)."""
+        self.order = np.asarray(order, np.intp)
+        self.page = min(self.page, self.page_count - 1)
+
+    def natural(self) -> bool:
+        """The channels in their own order (a page is a slice of the tensor: no copy)."""
+        return bool(np.array_equal(self.order, np.arange(self.count)))
+
+    def go(self, page: int) -> None:
+        self.page = max(0, min(page, self.page_count - 1))
+
+    def channels(self) -> np.ndarray:
+        """The channel indices on the current page, in the order shown."""
+        start = self.page * self.page_size
+        return self.order[start:start + self.page_size]
+
+    def page_of(self, channel: int) -> int | None:
+        """The page that shows `channel`; None when there is no such channel."""
+        where = np.flatnonzero(self.order == channel)
+        return int(where[0]) // self.page_size if where.size else None
+
+
+def sorted_order(keys: np.ndarray | None, count: int) -> np.ndarray:
+    """Channel indices by `keys`, largest first (ties: lower index first); NaN last.
+    None: the channels' own order."""
+    if keys is None:
+        return np.arange(count)
+    keys = np.asarray(keys, np.float64)[:count]
+    if keys.shape[0] < count:  # keys for fewer channels than shown: keep the rest in order
+        keys = np.concatenate([keys, np.full(count - keys.shape[0], np.nan)])
+    ranked = np.where(np.isnan(keys), -np.inf, keys)
+    return np.argsort(-ranked, kind="stable")
+
+
+class MosaicView(pg.GraphicsLayoutWidget):
+    """One page of a (C, H, W) preview as a mosaic, with a colour bar and a tile outline
+    under the mouse. `channelClicked(channel)` on a left click on a tile, with the channel's
+    index in the layer."""
+
+    channelClicked = Signal(int)  # noqa: N815 (Qt signal naming)
+    hovered = Signal(object)  # (channel, row, column) under the mouse, or None
+
+    def __init__(self, bar: pg.ColorBarItem, parent=None) -> None:
+        super().__init__(parent)
+        self.mosaic = Mosaic()
+        self.channels = np.arange(0)  # the layer's index of each tile shown, in tile order
+        self.box = self.addViewBox(row=0, col=0, lockAspect=True, invertY=True)
+        self.box.setMenuEnabled(False)
+        self.item = pg.ImageItem(axisOrder="row-major")
+        self.box.addItem(self.item)
+        self._outline = QGraphicsRectItem()
+        self._outline.setPen(pg.mkPen("w", width=1.5))
+        self._outline.setZValue(10)
+        self._outline.hide()
+        self.box.addItem(self._outline, ignoreBounds=True)
+        # Gaps between tiles, in the background colour (see the module docstring: not NaN).
+        self._gaps = QGraphicsPathItem()
+        self._gaps.setPen(QPen(Qt.PenStyle.NoPen))
+        self._gaps.setBrush(pg.mkBrush(pg.getConfigOption("background")))
+        self._gaps.setZValue(5)
+        self._gaps_layout: tuple[int, ...] = ()
+        self.box.addItem(self._gaps, ignoreBounds=True)
+        self.bar = bar
+        self.addItem(bar, row=0, col=1)
+        self.scene().sigMouseMoved.connect(self._hover)
+        self.scene().sigMouseClicked.connect(self._click)
+        self.setToolTip("Click a channel to zoom in; scroll to zoom, drag to pan")
+
+    def show_page(self, data: np.ndarray, channels: np.ndarray, mode: str,
+                  symmetric: bool) -> None:
+        """Draw `data` (the page's channels, (n, H, W)); `channels`: their indices in the layer."""
+        self.channels = np.asarray(channels, np.intp)
+        image = self.mosaic.fill(data, mode, symmetric=symmetric)
+        self.item.setImage(image, autoLevels=False, levels=self.mosaic.levels)
+        layout = (self.mosaic.channels, self.mosaic.height, self.mosaic.width)
+        if layout != self._gaps_layout:  # only when the tiling changes
+            self._gaps_layout = layout
+            path = QPainterPath()
+            path.setFillRule(Qt.FillRule.WindingFill)  # where gaps cross, still filled
+            for x, y, w, h in self.mosaic.gap_rects():
+                path.addRect(QRectF(x, y, w, h))
+            self._gaps.setPath(path)
+            self._outline.hide()
+        self.bar.setLevels(self.mosaic.levels)
+
+    def hide_outline(self) -> None:
+        self._outline.hide()
+
+    # -- positions ----------------------------------------------------------------------------
+    def locate_scene(self, scene_pos: QPointF) -> tuple[int, int, int] | None:
+        """(channel in the layer, row, column) under a scene position; None off the tiles."""
+        if self.item.image is None:
+            return None
+        p = self.item.mapFromScene(scene_pos)
+        hit = self.mosaic.locate(p.x(), p.y())
+        if hit is None or hit[0] >= len(self.channels):
+            return None
+        k, i, j = hit
+        return int(self.channels[k]), i, j
+
+    def channel_at(self, pos: QPoint | QPointF) -> int | None:
+        """The index in the layer of the channel whose tile is at widget position `pos`
+        (what a mouse or context-menu event's `pos()` gives), on any page and in any order;
+        None in a gap or off the tiles."""
+        point = pos.toPoint() if isinstance(pos, QPointF) else pos
+        hit = self.locate_scene(self.mapToScene(point))
+        return None if hit is None else hit[0]
+
+    def tile_rect(self, channel: int) -> QRectF | None:
+        """Where `channel`'s tile is, in image pixels; None when it is not on this page."""
+        where = np.flatnonzero(self.channels == channel)
+        if not where.size:
+            return None
+        y0, x0 = self.mosaic.origin(int(where[0]))
+        return QRectF(x0, y0, self.mosaic.width, self.mosaic.height)
+
+    def _hover(self, scene_pos: QPointF) -> None:
+        hit = self.locate_scene(scene_pos)
+        if hit is None:
+            self._outline.hide()
+        else:
+            self._outline.setRect(self.tile_rect(hit[0]))
+            self._outline.show()
+        self.hovered.emit(hit)
+
+    def _click(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        hit = self.locate_scene(event.scenePos())
+        if hit is not None:
+            event.accept()
+            self.channelClicked.emit(hit[0])
