@@ -4,8 +4,8 @@ It drives the same Session as the desktop app: the model lives on the Session's 
 thread, each image is one run whose capture keeps the whole output and output gradient of
 the chosen layers, and the CAMs come from core.cam. Per image it writes
 
-    DIR/<name>/<name>.npz             input, activation/<module>, gradient/<module>, cam/<method>,
-                                      attr/<method> (input attributions, core.saliency)
+    DIR/<name>/<name>.npz             input, logits, activation/<module>, gradient/<module>,
+                                      cam/<method>, attr/<method> (core.run_arrays says how)
     DIR/<name>/cam_<method>.png       the CAM over the original picture
     DIR/<name>/activation_<module>.png  per-channel normalised mosaic
 
@@ -25,15 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from inspector.core.frames import (
-    GRAD_OUTPUT,
-    OUTPUT,
-    ActivationFrame,
-    ErrorFrame,
-    GradientFrame,
-    PredictionFrame,
-)
+from inspector.core.frames import GRAD_OUTPUT, OUTPUT, ErrorFrame, PredictionFrame
 from inspector.core.methods import AttributionOptions, attribution_method, cam_method
+from inspector.core.run_arrays import full_arrays, npz_arrays
 
 MAX_OVERLAY_SIDE = 2048  # overlays of huge photos are written at most this large
 
@@ -213,12 +207,13 @@ class Analysis:
                 entry["top"] = [
                     {"index": p.index, "label": p.label, "prob": round(p.prob, 6)} for p in f.top
                 ]
-        arrays = _full_arrays(frames)
+        arrays = full_arrays(frames)
         arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
-        entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb)
+        entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb,
+                                     outcome.logits)
         return entry
 
-    def _write(self, loaded, path, image, x, arrays, cams, step, tb) -> dict[str, str]:
+    def _write(self, loaded, path, image, x, arrays, cams, step, tb, logits) -> dict[str, str]:
         from inspector.core.export import (
             as_channels,
             fit_size,
@@ -232,11 +227,7 @@ class Analysis:
         folder = self.out / name
         files: dict[str, str] = {}
         input_hw = tuple(x.shape[-2:])
-        npz: dict[str, np.ndarray] = {"input": x[None].numpy().astype(np.float32)}
-        for (kind, module), array in arrays.items():
-            npz[f"{kind}/{module}"] = array.astype(np.float32, copy=False)
-        for method, cam in cams.items():
-            npz[f"cam/{method}"] = cam.astype(np.float32, copy=False)
+        npz = npz_arrays(x, arrays, cams, logits)  # the layout the window saves too
         files["npz"] = self._rel(save_npz(folder / f"{name}.npz", npz))
 
         size = fit_size(image.size, MAX_OVERLAY_SIDE)
@@ -310,24 +301,6 @@ class Analysis:
 
 def _entry(path, error: str | None = None) -> dict[str, Any]:
     return {"path": str(path), "top": [], "files": {}, "error": error}
-
-
-def _full_arrays(frames) -> dict[tuple[str, str], np.ndarray]:
-    """(activation|gradient, module[:path]) -> the whole tensor of the module's last call."""
-    best: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
-    for f in frames:
-        if f.__class__ not in (ActivationFrame, GradientFrame) or f.full is None:
-            continue
-        if f.kind == OUTPUT:
-            kind = "activation"
-        elif f.kind == GRAD_OUTPUT:
-            kind = "gradient"
-        else:
-            continue
-        key = (kind, f.module + (f":{f.path}" if f.path else ""))
-        if key not in best or f.call >= best[key][0]:
-            best[key] = (f.call, f.full)
-    return {k: v for k, (_, v) in best.items()}
 
 
 def _safe(text: str) -> str:
