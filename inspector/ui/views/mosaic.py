@@ -258,7 +258,7 @@ class MosaicView(pg.GraphicsLayoutWidget):
         self.box.addItem(self._gaps, ignoreBounds=True)
         self.bar = bar
         self.addItem(bar, row=0, col=1)
-        self.scene().sigMouseMoved.connect(self._hover)
+        self.scene().sigMouseMoved.connect(self.hover)
         self.scene().sigMouseClicked.connect(self._click)
         self.setToolTip("Click a channel to zoom in; scroll to zoom, drag to pan")
 
@@ -310,7 +310,8 @@ class MosaicView(pg.GraphicsLayoutWidget):
         y0, x0 = self.mosaic.origin(int(where[0]))
         return QRectF(x0, y0, self.mosaic.width, self.mosaic.height)
 
-    def _hover(self, scene_pos: QPointF) -> None:
+    def hover(self, scene_pos: QPointF) -> None:
+        """Outline the tile under `scene_pos` and say which it is (`hovered`)."""
         hit = self.locate_scene(scene_pos)
         if hit is None:
             self._outline.hide()

@@ -80,6 +80,7 @@ class TensorPanel(QWidget):
         self.pages_of_channels = ChannelPages()  # which channels the mosaic's page shows
         self.channel_keys: dict[str, np.ndarray] = {}  # sort key -> a value per channel
         self._default_diverging = diverging
+        self._cmaps_chosen: dict[bool, str] = {}  # diverging or not -> the map last chosen
         self.tokens: TokenPage | None = None  # built when a token output first arrives
         self._grid_allowed = True
         self._cmap = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
@@ -168,7 +169,7 @@ class TensorPanel(QWidget):
         self.jump_spin.setPrefix("channel ")
         self.jump_spin.setKeyboardTracking(False)  # typing 300 jumps once, on Enter
         self.jump_spin.setToolTip("Show this channel alone (type its number, then Enter)")
-        self.jump_spin.valueChanged.connect(self.jump)
+        self.jump_spin.valueChanged.connect(self.zoom)
         for widget in (self.prev_button, self.page_label, self.next_button, self.sort_combo,
                        QLabel("go to"), self.jump_spin):
             row.addWidget(widget)
@@ -266,7 +267,8 @@ class TensorPanel(QWidget):
         self._draw()
 
     def zoom(self, channel: int) -> None:
-        """Show one channel of a (C, H, W) preview alone, with its histogram."""
+        """Show one channel of a (C, H, W) preview alone, with its histogram (a click on its
+        tile, or "go to"); back in the mosaic, the page that holds it is shown."""
         if self.data is None or self.data.ndim != 3 or not 0 <= channel < self.data.shape[0]:
             return
         self.zoomed = channel
@@ -276,10 +278,6 @@ class TensorPanel(QWidget):
         self.zoomed = None
         if self.data is not None:
             self._draw()
-
-    def jump(self, channel: int) -> None:
-        """Show `channel` alone; back in the mosaic, its page is the one shown."""
-        self.zoom(channel)
 
     def step(self, delta: int) -> None:
         """The mosaic: the previous (-1) or next (+1) page. The zoom: the channel before or
@@ -469,7 +467,6 @@ class TensorPanel(QWidget):
         each kind remembers the map last chosen for it."""
         if diverging == self.diverging:
             return
-        self._cmaps_chosen = getattr(self, "_cmaps_chosen", {})
         self._cmaps_chosen[self.diverging] = self._cmap
         self.diverging = diverging
         default = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
@@ -484,7 +481,7 @@ class TensorPanel(QWidget):
     # -- hover and click --------------------------------------------------------------------
     def _mosaic_hover(self, scene_pos: QPointF) -> None:
         """What hovering at `scene_pos` shows (the mosaic view calls it for mouse moves)."""
-        self.mosaic_view._hover(scene_pos)
+        self.mosaic_view.hover(scene_pos)
 
     def _mosaic_hovered(self, hit) -> None:
         if self.mode != MOSAIC or self.data is None or hit is None:
