@@ -5,28 +5,47 @@ thread, each image is one run whose capture keeps the whole output and output gr
 the chosen layers, and the CAMs come from core.cam. Per image it writes
 
     DIR/<name>/<name>.npz             input, logits, activation/<module>, gradient/<module>,
-                                      cam/<method>, attr/<method> (core.run_arrays says how)
-    DIR/<name>/cam_<method>.png       the CAM over the original picture
-    DIR/<name>/activation_<module>.png  per-channel normalised mosaic
+                                      cam/<method>, attr/<method> (the layout: core.run_arrays)
+    DIR/<name>/cam_<method>.png       the CAM over the whole original picture, with its
+                                      colour bar and the class and probability explained;
+                                      what the centre crop left out is hatched
+    DIR/<name>/attr_<method>.png      the same for each input attribution
+    DIR/<name>/activation_<module>.png  per-channel normalised mosaic, with its grey scale
 
 and for the run DIR/summary.json and DIR/tensorboard/ (when tensorboard is installed).
 An image that cannot be read or run is reported and skipped; the others are done.
+
+Edits (`--edit`, core.edit_spec) apply to every run, so everything written is the edited
+run's: what the modules after an edit saw. With `compare`, each image is first run without
+the edits (its outputs kept in the Session), then with them, compared with that run:
+DIR/compare.json has per image and captured module the relative L2 distance and cosine
+between the two, and the top predictions before and after.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
+from inspector.core.edit_spec import format_edit
 from inspector.core.frames import GRAD_OUTPUT, OUTPUT, ErrorFrame, PredictionFrame
-from inspector.core.methods import AttributionOptions, attribution_method, cam_method
+from inspector.core.interventions import Intervention
+from inspector.core.methods import (
+    ATTRIBUTION_METHODS,
+    CAM_METHODS,
+    AttributionOptions,
+    attribution_method,
+    cam_method,
+)
 from inspector.core.run_arrays import full_arrays, npz_arrays
 
 MAX_OVERLAY_SIDE = 2048  # overlays of huge photos are written at most this large
@@ -47,6 +66,8 @@ class Analysis:
         stretch: bool = False,
         attributions: list[str] = (),
         attribution_options: AttributionOptions | None = None,
+        edits: Sequence[Intervention] = (),
+        compare: bool = False,
         warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     ) -> None:
         self.spec = spec
@@ -62,6 +83,12 @@ class Analysis:
         self.want_tensorboard = tensorboard
         self.progress = progress
         self.stretch = stretch  # high-depth images by their data's range (core.high_depth)
+        self.edits = tuple(edits)  # checked against the model (and completed) in _load
+        if compare and not self.edits:
+            raise ValueError("--compare compares each image with and without the edits: "
+                             "give at least one --edit")
+        self.compare = compare
+        self._baseline_capture = None  # the unedited run's capture (compare only)
         self.warn = warn
         self._names: set[str] = set()
         self.target: Any = None
@@ -81,32 +108,45 @@ class Analysis:
             self.warn(f"skipped {err}")
             entries.append(_entry(err.path, error=str(err)))
 
-        paths = expand_paths(inputs, on_missing=missing)
-        if not paths and not entries:
+        missed: list[ImageLoadError] = []
+        paths = expand_paths(inputs, on_missing=missed.append)
+        if not paths and not missed:
             self.warn(f"no image files found in {', '.join(inputs)}")
             return 1
-        self.out.mkdir(parents=True, exist_ok=True)
         session = loaded = tb = None
+        comparisons: list[dict[str, Any]] = []
         try:
-            session, loaded = self._load()
+            # The model and the options that need it (layers, target, edits) before any
+            # image: options that cannot work are refused without touching the files.
+            session, loaded, refused = self._load()
             if session is None:
-                return 1
+                return refused
+            self.out.mkdir(parents=True, exist_ok=True)
+            for err in missed:
+                missing(err)
+            comparisons.extend(_compared(e.path, error=str(e)) for e in missed if self.compare)
             tb = self._tensorboard()
             bar = tqdm(paths, unit="img", desc="analysing", file=sys.stderr,
                        disable=not self.progress, dynamic_ncols=True)
             for step, path in enumerate(bar):
+                compared = _compared(path) if self.compare else None
                 try:
-                    entry = self._one(session, loaded, path, step, tb)
+                    entry = self._one(session, loaded, path, step, tb, compared)
                 except Exception as e:  # one image's failure must not lose the others
                     entry = _entry(path, error=f"{path}: {type(e).__name__}: {e}")
                 if entry["error"]:
                     bar.write(f"skipped {entry['error']}", file=sys.stderr)
                 entries.append(entry)
+                if compared is not None:
+                    compared["error"] = compared["error"] or entry["error"]
+                    comparisons.append(compared)
             bar.close()
         finally:
             # Also after Ctrl+C: what was done so far is described and the log is complete.
             if loaded is not None:
                 self._summary(loaded, entries)
+                if self.compare:
+                    self._write_json("compare.json", self._comparison(loaded, comparisons))
             if tb is not None:
                 tb.close()
             if session is not None:
@@ -130,7 +170,7 @@ class Analysis:
         except Exception as e:  # every loader failure is reported in words, not a traceback
             self.warn(f"could not load {self.spec.what()}: {e}")
             session.close()
-            return None, None
+            return None, None, 1
         if not loaded.pretrained:
             self.warn(f"warning: {loaded.description}: predictions and maps show an "
                       f"untrained network")
@@ -149,17 +189,20 @@ class Analysis:
             unknown = [n for n in [*layers, self.cam_layer] if n and n not in tree.modules]
             if unknown:
                 raise ValueError(_unknown(unknown, tree))
-        except ValueError as e:
+            self.edits = session.check_edits(self.edits)
+        except ValueError as e:  # options that cannot work with this model: exit status 2
             self.warn(str(e))
             session.close()
-            return None, None
+            return None, None, 2
         self.layers = layers
         self.capture = CaptureSpec(
             modules={n: frozenset({OUTPUT, GRAD_OUTPUT}) for n in layers},
             full=frozenset(layers),
             stats=False,
         )
-        return session, loaded
+        # The unedited twin only needs the outputs compared: no frames' tensors, no backward.
+        self._baseline_capture = CaptureSpec.for_modules(layers, (OUTPUT,), stats=False)
+        return session, loaded, 0
 
     def _tensorboard(self):
         if not self.want_tensorboard:
@@ -174,7 +217,8 @@ class Analysis:
 
     # -- one image --------------------------------------------------------------------------------
 
-    def _one(self, session, loaded, path: Path, step: int, tb) -> dict[str, Any]:
+    def _one(self, session, loaded, path: Path, step: int, tb,
+             compared: dict[str, Any] | None = None) -> dict[str, Any]:
         from inspector.core.images import ImageLoadError, load_image
 
         entry = _entry(path)
@@ -187,69 +231,103 @@ class Analysis:
         except Exception as e:  # an image Pillow reads but the preprocessing cannot use
             entry["error"] = f"{path}: cannot preprocess ({type(e).__name__}: {e})"
             return entry
+        reference = None
+        if compared is not None:
+            # The same image without the edits first; the Session keeps its outputs.
+            before = session.run(x, capture=self._baseline_capture, backward=False,
+                                 topk=self.topk, label=path.name, keep_outputs=True)
+            frames = session.channel.drain()
+            if before.status != "ok":
+                entry["error"] = f"{path} (without the edits): {_failure(before, frames)}"
+                return entry
+            compared["top_before"] = _top(frames)
+            reference = before.run_id
         # Every CAM in the run itself, Score-CAM's masked forwards too (the Session's path).
         wanted = tuple((m, self.cam_layer) for m in self.methods)
         outcome = session.run(
             x, capture=self.capture, target=self.target, cams=wanted, topk=self.topk,
             label=path.name, attributions=tuple(self.attributions),
-            attribution_options=self.attribution_options,
+            attribution_options=self.attribution_options, interventions=self.edits,
+            compare_with=reference,
         )
         frames = session.channel.drain()
+        if reference is not None:
+            session.forget_outputs(reference)  # one image's twin is not needed by the next
         if outcome.status != "ok":
-            errors = [f.message for f in frames if isinstance(f, ErrorFrame)]
-            # The error frame's sentence names the module that failed; the bare exception not.
-            entry["error"] = f"{path}: {errors[0] if errors else outcome.error or outcome.status}"
+            entry["error"] = f"{path}: {_failure(outcome, frames)}"
             return entry
         cams = {m: outcome.cams[(m, layer)] for m, layer in wanted}
         entry["target"] = outcome.target
-        for f in frames:
-            if isinstance(f, PredictionFrame):
-                entry["top"] = [
-                    {"index": p.index, "label": p.label, "prob": round(p.prob, 6)} for p in f.top
-                ]
+        entry["top"] = _top(frames)
+        if compared is not None:
+            compared["top_after"] = entry["top"]
+            compared["modules"] = _divergence(outcome)
+            compared["notes"] = outcome.notes
         arrays = full_arrays(frames)
         arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
-        entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb,
-                                     outcome.logits)
+        entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb, outcome)
         return entry
 
-    def _write(self, loaded, path, image, x, arrays, cams, step, tb, logits) -> dict[str, str]:
+    def _write(self, loaded, path, image, x, arrays, cams, step, tb, outcome) -> dict[str, str]:
+        import torch
+
         from inspector.core.export import (
             as_channels,
-            fit_size,
             mosaic,
+            mosaic_channels,
             overlay,
             save_npz,
             save_png,
         )
+        from inspector.core.figures import figure_size, map_figure, mosaic_figure
+        from inspector.core.saliency import display_map
 
         name = self._unique(path)
         folder = self.out / name
         files: dict[str, str] = {}
         input_hw = tuple(x.shape[-2:])
-        npz = npz_arrays(x, arrays, cams, logits)  # the layout the window saves too
+        npz = npz_arrays(x, arrays, cams, outcome.logits)  # the layout the window saves too
         files["npz"] = self._rel(save_npz(folder / f"{name}.npz", npz))
 
-        size = fit_size(image.size, MAX_OVERLAY_SIDE)
-        shown = np.asarray(image if size == image.size else image.resize(size))
-        display = loaded.preprocess.to_display(x)
-        seen = loaded.preprocess.to_original(np.ones(input_hw, np.float32), size)
+        # The maps over the whole original picture (at most MAX_OVERLAY_SIDE, small ones
+        # enlarged so that their legend is legible), what the centre crop left out hatched.
+        pre = loaded.preprocess
+        size = figure_size(image.size, MAX_OVERLAY_SIDE)
+        shown = np.asarray(_picture_at(image, size))
+        display = pre.to_display(x)
+        seen = pre.to_original(np.ones(input_hw, np.float32), size)
+        label = _class_caption(loaded, outcome)
         for method, cam in cams.items():
-            over = overlay(shown, loaded.preprocess.to_original(cam, size), coverage=seen)
-            files[f"cam/{method}"] = self._rel(save_png(folder / f"cam_{_safe(method)}.png", over))
+            caption = [*label, f"{CAM_METHODS[method].title} at {self.cam_layer}"]
+            fig = map_figure(shown, pre.to_original(cam, size), seen, caption)
+            files[f"cam/{method}"] = self._rel(
+                save_png(folder / f"cam_{_safe(method)}.png", fig.image))
             if tb is not None:
                 tb.image(f"cam/{method}", overlay(display, cam), step)
+        for (kind, method), signed in arrays.items():
+            if kind != "attr":
+                continue
+            shown_map = display_map(method, torch.from_numpy(signed)[None])[0]
+            caption = [*label, f"{ATTRIBUTION_METHODS[method].title} (input attribution)"]
+            fig = map_figure(shown, pre.to_original(shown_map, size), seen, caption)
+            files[f"attr/{method}"] = self._rel(
+                save_png(folder / f"attr_{_safe(method)}.png", fig.image))
         for (kind, module), array in arrays.items():
             if tb is not None:
                 tb.histogram(f"{kind}/{module}", array, step)
             if kind != "activation":
-                continue  # gradients and attributions: in the NPZ and TensorBoard only
+                continue  # gradients: in the NPZ and TensorBoard only
             channels = as_channels(array, input_hw)
             if channels is None:
                 continue
             grid = mosaic(channels)
+            count, shown_count = channels.shape[0], mosaic_channels(tuple(channels.shape))
+            which = (f"{count} channels" if shown_count == count
+                     else f"the first {shown_count} of {count} channels")
+            title = f"{module}: {which}, each from its min (black) to its max (white)"
             key = f"mosaic/{module}"
-            files[key] = self._rel(save_png(folder / f"activation_{_safe(module)}.png", grid))
+            files[key] = self._rel(save_png(folder / f"activation_{_safe(module)}.png",
+                                            mosaic_figure(grid, title).image))
             if tb is not None:
                 tb.image(f"activation/{module}", grid, step)
         if tb is not None:
@@ -292,15 +370,89 @@ class Analysis:
             # How 16-bit, 32-bit and float images became the input: their type's range
             # (false), or their own min..max stretched to the full range (true).
             "stretch": self.stretch,
+            # Applied to every image: the NPZs, maps and predictions are the edited runs'.
+            "edits": self._edits(),
+            "compare": "compare.json" if self.compare else None,
             "images": entries,
         }
-        tmp = self.out / "summary.json.part"
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
-        tmp.replace(self.out / "summary.json")
+        self._write_json("summary.json", summary)
+
+    def _edits(self) -> list[dict[str, str]]:
+        return [{"spec": format_edit(e), "description": e.describe()} for e in self.edits]
+
+    def _comparison(self, loaded, images: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "model": loaded.name,
+            "edits": self._edits(),
+            "reference": "each image without the edits",
+            "measures": {
+                "rel_l2": "||after - before|| / ||before|| over the module's whole output "
+                          "(its first call); null where before is all zero and after not",
+                "cosine": "cosine similarity of the two outputs; null where one is all zero",
+            },
+            "layers": self.layers,
+            "images": images,
+        }
+
+    def _write_json(self, name: str, value: Any) -> None:
+        tmp = self.out / f"{name}.part"
+        tmp.write_text(json.dumps(value, indent=2) + "\n")
+        tmp.replace(self.out / name)
 
 
 def _entry(path, error: str | None = None) -> dict[str, Any]:
     return {"path": str(path), "top": [], "files": {}, "error": error}
+
+
+def _compared(path, error: str | None = None) -> dict[str, Any]:
+    """One image's entry in compare.json."""
+    return {"path": str(path), "modules": {}, "top_before": [], "top_after": [], "notes": [],
+            "error": error}
+
+
+def _failure(outcome, frames) -> str:
+    """Why a run failed, in one sentence: the error frame's names the module that failed;
+    the bare exception does not."""
+    errors = [f.message for f in frames if isinstance(f, ErrorFrame)]
+    return errors[0] if errors else outcome.error or outcome.status
+
+
+def _top(frames) -> list[dict[str, Any]]:
+    for f in frames:
+        if isinstance(f, PredictionFrame):
+            return [{"index": p.index, "label": p.label, "prob": round(p.prob, 6)} for p in f.top]
+    return []
+
+
+def _divergence(outcome) -> dict[str, dict[str, float | None]]:
+    """module -> {rel_l2, cosine}, in forward order; non-finite values as null (JSON has
+    no infinity)."""
+    d = outcome.divergence
+    if d is None:
+        return {}
+
+    def finite(v: float) -> float | None:
+        return float(v) if math.isfinite(v) else None
+
+    return {m: {"rel_l2": finite(r), "cosine": finite(c)}
+            for m, r, c in zip(d.modules, d.rel_l2.tolist(), d.cosine.tolist(), strict=True)}
+
+
+def _picture_at(image, size: tuple[int, int]):
+    """The original picture at a figure's size: each pixel repeated when it is enlarged by a
+    whole factor (a 64-pixel image stays sharp), resampled when it is shrunk."""
+    if size == image.size:
+        return image
+    enlarged = size[0] % image.size[0] == 0 and size[1] % image.size[1] == 0
+    return image.resize(size, Image.Resampling.NEAREST if enlarged else Image.Resampling.BICUBIC)
+
+
+def _class_caption(loaded, outcome) -> list[str]:
+    """["circle 93.1%"]: the class the maps explain and the model's probability for it."""
+    if outcome is None or outcome.target is None or outcome.logits is None:
+        return []
+    probs = outcome.logits.detach().float().reshape(-1).softmax(0)
+    return [f"{loaded.label(outcome.target)} {float(probs[outcome.target]):.1%}"]
 
 
 def _safe(text: str) -> str:

@@ -138,6 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="16-bit, 32-bit and float images: stretch each image's own min..max to "
                         "the full range (default: scale by the type's range, as "
                         "torchvision's ToDtype(scale=True) does)")
+    a.add_argument("--edit", action="append", default=[], metavar="SPEC",
+                   help="edit every run, MODULE:OP[=ARGS] (repeatable): zero=3,17 | keep=3 | "
+                        "scale=0.5[,CHANNELS] | clamp=-1,1 | noise=STD[,SEED] | mean | "
+                        "grad-scale=0.5 | input:occlude=X0,Y0,X1,Y1. Everything written is "
+                        "the edited run's; the NPZ's logits too")
+    a.add_argument("--compare", action="store_true",
+                   help="also run each image without the edits and write DIR/compare.json: "
+                        "per image and captured module the relative L2 distance and cosine "
+                        "between the two runs' outputs, and the top predictions before and after")
     a.add_argument("--no-tensorboard", action="store_true", help="do not write a TensorBoard log")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
@@ -209,6 +218,13 @@ def _attribution_options(p: argparse.ArgumentParser) -> None:
                         f"image's value range (default {d.smoothgrad_sigma})")
     p.add_argument("--seed", type=int, default=d.seed,
                    help=f"SmoothGrad's noise seed: the same seed, the same result (default {d.seed})")
+    p.add_argument("--occlusion-patch", type=int, default=d.occlusion_patch,
+                   help="occlusion: the side of the square patch, filled with the data set's "
+                        "mean colour (0 after normalisation), in model-input pixels "
+                        f"(default {d.occlusion_patch})")
+    p.add_argument("--occlusion-stride", type=int, default=d.occlusion_stride,
+                   help="occlusion: the step between patch positions, in model-input pixels "
+                        f"(default {d.occlusion_stride})")
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -248,9 +264,14 @@ def _split(text: str) -> list[str]:
 
 
 def _analyse(args: argparse.Namespace) -> int:
+    from inspector.core.edit_spec import parse_edit
+
     from .analyse import Analysis
 
     try:
+        # Read before the model loads: a mistyped spec is refused at once (exit status 2);
+        # what needs the model (module names, channel counts) is checked once it is loaded.
+        edits = [parse_edit(spec) for spec in args.edit]
         methods = [] if args.cam.strip().lower() == "none" else _split(args.cam)
         analysis = Analysis(
             spec=_model_spec(args),
@@ -269,7 +290,11 @@ def _analyse(args: argparse.Namespace) -> int:
                 smoothgrad_samples=args.smoothgrad_samples,
                 smoothgrad_sigma=args.smoothgrad_sigma,
                 seed=args.seed,
+                occlusion_patch=args.occlusion_patch,
+                occlusion_stride=args.occlusion_stride,
             ),
+            edits=edits,
+            compare=args.compare,
             warn=_error,
         )
     except ValueError as e:

@@ -75,30 +75,17 @@ def colorize(m: np.ndarray) -> np.ndarray:
     return _LUT[np.clip(np.rint(m * 255), 0, 255).astype(np.uint8)]
 
 
-def overlay(
-    image: np.ndarray, cam: np.ndarray, alpha: float = 0.5, coverage: np.ndarray | None = None
-) -> np.ndarray:
+def overlay(image: np.ndarray, cam: np.ndarray, alpha: float = 0.5) -> np.ndarray:
     """The CAM (H x W in [0, 1], the image's size) coloured and blended over the image.
-
-    coverage (H x W in [0, 1]) scales the blend per pixel: 0 where the model saw nothing
-    (outside the center crop) leaves the picture untinted there.
-    """
+    (The PNGs analyse writes, with their legend: core.figures.map_figure.)"""
     image = np.asarray(image)
     if image.ndim == 2:
         image = np.repeat(image[:, :, None], 3, axis=2)
     if cam.shape != image.shape[:2]:
         raise ValueError(f"CAM of {cam.shape} for an image of {image.shape[:2]}")
     heat = colorize(cam).astype(np.float32)
-    a = np.float32(alpha) if coverage is None else (alpha * coverage.astype(np.float32))[..., None]
-    out = image[:, :, :3].astype(np.float32) * (1.0 - a) + heat * a
+    out = image[:, :, :3].astype(np.float32) * (1.0 - alpha) + heat * alpha
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
-
-
-def fit_size(size: tuple[int, int], max_side: int) -> tuple[int, int]:
-    """(w, h) scaled down to fit max_side, aspect kept (a 20000-pixel photo's overlay)."""
-    w, h = size
-    scale = min(1.0, max_side / max(w, h))
-    return max(1, round(w * scale)), max(1, round(h * scale))
 
 
 # -- mosaics --------------------------------------------------------------------------------------
@@ -118,14 +105,20 @@ def as_channels(t: torch.Tensor | np.ndarray, input_hw: tuple[int, int] | None) 
     return to_spatial(t[:1], layout)[0]
 
 
+def mosaic_channels(shape: tuple[int, int, int], padding: int = 1) -> int:
+    """How many of the channels of a (C, h, w) activation its mosaic shows: the first ones
+    that fit MAX_MOSAIC_SIDE."""
+    c, h, w = shape
+    per_side = max(1, (MAX_MOSAIC_SIDE + padding) // (max(h, w) + padding))
+    return min(c, per_side * per_side)
+
+
 def mosaic(channels: torch.Tensor, padding: int = 1, nrow: int | None = None) -> np.ndarray:
     """(C, h, w) -> a grayscale uint8 grid, each channel scaled to its own [min, max] (a
     constant channel is black), laid out by torchvision.utils.make_grid."""
     from torchvision.utils import make_grid
 
-    c, h, w = channels.shape
-    per_side = max(1, (MAX_MOSAIC_SIDE + padding) // (max(h, w) + padding))
-    c = min(c, per_side * per_side)
+    c = mosaic_channels(tuple(channels.shape), padding)
     x = channels[:c].detach().float().cpu()
     x = torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
     lo = x.amin(dim=(1, 2), keepdim=True)

@@ -37,6 +37,11 @@ class Intervention:
         return None
 
     @property
+    def where(self) -> str:
+        """The module in words, for descriptions: "" is the model's own output."""
+        return self.module or "the model output"
+
+    @property
     def edits_input(self) -> bool:
         return type(self).edit_input is not Intervention.edit_input
 
@@ -94,7 +99,7 @@ class ZeroChannels(Intervention):
     dim: int | None = None  # see channel_dim
 
     def describe(self) -> str:
-        return f"zero channels {list(self.channels)} of {self.module}"
+        return f"zero channels {list(self.channels)} of {self.where}"
 
     def edit_output(self, output, run_id):
         return output * _channel_mask(output, self.channels, 0.0, self.dim)
@@ -108,7 +113,7 @@ class KeepChannels(Intervention):
     dim: int | None = None
 
     def describe(self) -> str:
-        return f"keep only channels {list(self.channels)} of {self.module}"
+        return f"keep only channels {list(self.channels)} of {self.where}"
 
     def edit_output(self, output, run_id):
         return output * _channel_mask(output, self.channels, 0.0, self.dim, keep=True)
@@ -124,8 +129,8 @@ class ScaleChannels(Intervention):
 
     def describe(self) -> str:
         if not self.channels:
-            return f"scale {self.module} by {self.factor:g}"
-        return f"scale channels {list(self.channels)} of {self.module} by {self.factor:g}"
+            return f"scale {self.where} by {self.factor:g}"
+        return f"scale channels {list(self.channels)} of {self.where} by {self.factor:g}"
 
     def edit_output(self, output, run_id):
         if not self.channels:
@@ -139,7 +144,11 @@ class Clamp(Intervention):
     max: float | None = None
 
     def describe(self) -> str:
-        return f"clamp {self.module} to [{self.min}, {self.max}]"
+        if self.max is None:
+            return f"clamp {self.where} to at least {self.min:g}"
+        if self.min is None:
+            return f"clamp {self.where} to at most {self.max:g}"
+        return f"clamp {self.where} to [{self.min:g}, {self.max:g}]"
 
     def edit_output(self, output, run_id):
         return output.clamp(self.min, self.max)
@@ -152,7 +161,7 @@ class AddNoise(Intervention):
 
     def describe(self) -> str:
         seed = "" if self.seed is None else f", seed {self.seed}"
-        return f"add Gaussian noise (std {self.std:g}{seed}) to {self.module}"
+        return f"add Gaussian noise (std {self.std:g}{seed}) to {self.where}"
 
     def edit_output(self, output, run_id):
         # Drawn on the CPU, so that a seed gives the same noise on every device.
@@ -171,7 +180,7 @@ class ReplaceWithMean(Intervention):
     dim: int | None = None
 
     def describe(self) -> str:
-        return f"replace {self.module} by its mean"
+        return f"replace {self.where} by its mean"
 
     def edit_output(self, output, run_id):
         d = channel_dim(output.shape, self.dim)
@@ -184,7 +193,15 @@ class ScaleGradient(Intervention):
     factor: float = 1.0
 
     def describe(self) -> str:
-        return f"scale the gradient into {self.module} by {self.factor:g}"
+        return f"scale the gradient into {self.where} by {self.factor:g}"
+
+    def edit_output(self, output, run_id):
+        # The gradient hook goes on a copy, not on the module's own output: that tensor may
+        # also be the output of modules inside this one (a Sequential returns its last
+        # child's), whose capture hooks on it were registered first and so would see the
+        # gradient before the scaling. Through the copy, every module upstream, inner ones
+        # too, sees the scaled gradient.
+        return output.clone() if output.requires_grad else None
 
     def edit_gradient(self, grad):
         return grad * self.factor

@@ -46,7 +46,9 @@ KIND_INFO: dict[str, KindInfo] = {
 # -- explanation methods ------------------------------------------------------------------------
 
 CAM = "cam"  # a map at a layer's resolution, from its activations (and their gradients)
-ATTRIBUTION = "attribution"  # a value per input pixel and channel, from the input gradient
+# A value per input pixel and channel: from the input gradient, or (occlusion) from forwards
+# of occluded copies of the input.
+ATTRIBUTION = "attribution"
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,12 @@ class Method:
     name: str  # what the CLI, frames and NPZ keys use: "gradcam++", "ig"
     title: str  # what the window shows: "Grad-CAM++", "Integrated Gradients"
     family: str  # CAM or ATTRIBUTION
-    needs_grad: bool  # needs a backward pass (EigenCAM and Score-CAM do not)
+    needs_grad: bool  # needs a backward pass (EigenCAM, Score-CAM and occlusion do not)
+    # How an attribution's channels become the [0, 1] map the window and the PNGs show
+    # (core.saliency.attribution_map): "abs_max" for gradients, whose sign says which way a
+    # pixel would push the score; "sum" (positive part) for occlusion, whose sign says
+    # whether covering the patch lowers the score (evidence) or raises it (counter-evidence).
+    display: str = "abs_max"
 
 
 _TABLE = (
@@ -69,6 +76,7 @@ _TABLE = (
     Method("gxi", "Gradient × Input", ATTRIBUTION, True),
     Method("smoothgrad", "SmoothGrad", ATTRIBUTION, True),
     Method("ig", "Integrated Gradients", ATTRIBUTION, True),
+    Method("occlusion", "Occlusion", ATTRIBUTION, False, display="sum"),
 )
 METHODS: dict[str, Method] = {m.name: m for m in _TABLE}
 CAM_METHODS: dict[str, Method] = {n: m for n, m in METHODS.items() if m.family == CAM}
@@ -88,6 +96,7 @@ _ALIASES = {
     "gradientxinput": "gxi",
     "inputxgradient": "gxi",
     "integratedgradients": "ig",
+    "occlusionsensitivity": "occlusion",
 }
 
 
@@ -124,7 +133,11 @@ class AttributionOptions:
     smoothgrad_sigma: their noise's standard deviation, as a fraction of each image's value
         range (Smilkov et al. found 10-20% works best).
     seed: SmoothGrad's noise generator: the same seed gives the same attribution.
-    batch_size: inputs per forward for SmoothGrad and IG (bounds their memory).
+    batch_size: inputs per forward for SmoothGrad, IG and occlusion (bounds their memory).
+    occlusion_patch: the side, in model-input pixels, of the square patch occlusion slides
+        over the input (clipped to the input's size).
+    occlusion_stride: the step between two patch positions, in model-input pixels. A stride
+        under the patch size makes patches overlap, and each pixel's value an average.
     """
 
     ig_steps: int = 50
@@ -132,9 +145,12 @@ class AttributionOptions:
     smoothgrad_sigma: float = 0.15
     seed: int = 0
     batch_size: int = 16
+    occlusion_patch: int = 32
+    occlusion_stride: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("ig_steps", "smoothgrad_samples", "batch_size"):
+        for name in ("ig_steps", "smoothgrad_samples", "batch_size", "occlusion_patch",
+                     "occlusion_stride"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be at least 1, "
                                  f"got {getattr(self, name)}")

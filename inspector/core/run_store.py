@@ -4,18 +4,22 @@ the keys they show and read what they show from here (napari's split of model an
 that no view keeps its own cache of frames or works out on its own which run is current.
 
 A key says what a frame is about: ("tensor", module, kind, call, path) for activations and
-gradients, ("cam", method, layer), ("predictions",). The last `keep_runs` runs are kept,
-and the pinned run (run A, for comparisons) whatever comes after it. A view shows, for the
-kinds it shows, the newest run that produced such frames or failed (`shown_run`): it keeps
-the previous run's picture until the new run's first frame of its kinds arrives, and shows
-nothing (but says so) when a newer run failed before producing any.
+gradients, ("cam", method, layer), ("predictions",), ("divergence",). The last `keep_runs`
+runs are kept, and, whatever comes after them, the pinned run (run A, for comparisons) and
+the baseline (the unedited run of the edited ones). The baseline is never the current run
+nor the run a view shows: views read it, and run A, as `reference_run`, the run the current
+one is compared with (before/after, A/B). A view shows, for the kinds it shows, the newest
+run that produced such frames or failed (`shown_run`): it keeps the previous run's picture
+until the new run's first frame of its kinds arrives, and shows nothing (but says so) when
+a newer run failed before producing any.
 
 Questions about runs are answered here once: a frame of a run older than the newest one is
-late (from a cancelled run) and is dropped; a new model empties the store. Subscribers are
-told about the frames they want, each RunStarted and RunFinished (so every view learns of a
-failed run exactly once) and each clearing. Notifications wait in the subscription until
-`notify` delivers them: at once, or, when `deferred`, when the frame router hands them out
-(one subscriber per display tick).
+late (from a cancelled run) and is dropped, unless it belongs to the baseline or run A; a
+new model empties the store, but for run A when the new model has the same modules (other
+weights: A/B across weights files). Subscribers are told about the frames they want, each
+RunStarted and RunFinished (so every view learns of a failed run exactly once) and each
+clearing. Notifications wait in the subscription until `notify` delivers them: at once, or,
+when `deferred`, when the frame router hands them out (one subscriber per display tick).
 
 No Qt and no torch: the store is plain Python, tested on its own.
 """
@@ -55,6 +59,15 @@ def key_of(frame: Any) -> Key | None:
     if isinstance(frame, DivergenceFrame):
         return ("divergence",)
     return None
+
+
+def _architecture(tree: Any) -> tuple | None:
+    """(name, type) of each module of a loaded model's tree (core.tree.ModuleTree); None
+    when there is no tree to tell."""
+    modules = getattr(tree, "modules", None)
+    if not isinstance(modules, dict):
+        return None
+    return tuple((name, getattr(info, "type_name", "")) for name, info in modules.items())
 
 
 def what_of(key: Key) -> str:
@@ -126,6 +139,11 @@ class RunStore:
         self.current_run: int | None = None  # the newest run seen
         self.pinned_run: int | None = None  # run A, kept for comparisons
         self.baseline_run: int | None = None  # the unedited run of the edited ones
+        # Run A kept over the load of the same architecture (other weights): a reference
+        # only, never shown as a run of the model now loaded. The architecture is the
+        # loaded tree's (name, type) per module.
+        self._carried: int | None = None
+        self._architecture: tuple | None = None
         self._subs: list[Subscription] = []
         # True: put() only queues notifications, and notify() delivers them.
         self.deferred = False
@@ -136,17 +154,23 @@ class RunStore:
     # -- writing (the frame router) -----------------------------------------------------------
     def put(self, frame: Any) -> None:
         if isinstance(frame, ModelLoaded):
-            self.clear()
+            # Other weights for the same modules (A/B across weights files): run A stays.
+            architecture = _architecture(frame.tree)
+            same = architecture is not None and architecture == self._architecture
+            self._architecture = architecture
+            self.clear(keep_pinned=same)
             return
         run_id = getattr(frame, "run_id", None)
         key = key_of(frame)
         control = isinstance(frame, (RunStarted, RunFinished))
         if run_id is None or not (control or key is not None):
             return  # errors and progress are for the status bar, not the views
-        if run_id == self.baseline_run:
-            pass  # the unedited run: kept beside the current one, never made current
+        if run_id in (self.baseline_run, self._carried):
+            pass  # the unedited run, or A of other weights: kept, never made current
         elif key is not None and self.current_run is not None and run_id < self.current_run:
-            return  # late data of a run that a newer one replaced
+            if run_id != self.pinned_run:
+                return  # late data of a run that a newer one replaced
+            # Run A's last frames after B started: kept, since A is what B is compared with.
         else:
             self.current_run = max(run_id, self.current_run or 0)
         run = self._run(run_id)
@@ -162,10 +186,13 @@ class RunStore:
         if not self.deferred:
             self.notify()
 
-    def clear(self) -> None:
-        """A new model: every key named the old one's modules."""
-        self._runs.clear()
-        self.current_run = self.pinned_run = self.baseline_run = None
+    def clear(self, keep_pinned: bool = False) -> None:
+        """A new model: every key named the old one's modules. With `keep_pinned` (the new
+        model has the same modules), run A stays, as a reference only."""
+        pinned = self.pinned_run if keep_pinned and self.pinned_run in self._runs else None
+        self._runs = {pinned: self._runs[pinned]} if pinned is not None else {}
+        self.current_run = self.baseline_run = None
+        self.pinned_run = self._carried = pinned
         self._queue(lambda sub: sub.listens("clear"), "clear", ())
         if not self.deferred:
             self.notify()
@@ -173,6 +200,9 @@ class RunStore:
     def pin(self, run_id: int | None) -> None:
         """Keep `run_id` (run A) whatever runs come after it; None lets it go."""
         self.pinned_run = run_id
+        if self._carried is not None and self._carried != run_id:
+            self._runs.pop(self._carried, None)  # of another model's weights: nothing shows it
+            self._carried = None
 
     def set_baseline(self, run_id: int | None) -> None:
         """`run_id` is the unedited run that edited runs are compared with (before/after):
@@ -187,13 +217,25 @@ class RunStore:
 
     @property
     def reference_run(self) -> int | None:
-        """What the current run is compared with: run A when one is pinned, else the
-        unedited run when the current run is edited; None when there is nothing to compare."""
-        if self.pinned_run is not None and self.pinned_run in self._runs:
-            return self.pinned_run
-        if self.baseline_run in self._runs and self.edited():
-            return self.baseline_run
+        """What the current run is compared with: run A when one is pinned (and the current
+        run is not A itself), else the unedited run when the current run is edited; None when
+        there is nothing to compare."""
+        pinned = self.pinned_run
+        if pinned is not None and pinned in self._runs and pinned != self.current_run:
+            return pinned
+        baseline = self.baseline_run
+        if baseline in self._runs and baseline != self.current_run and self.edited():
+            return baseline
         return None
+
+    def reference_names(self) -> tuple[str, str] | None:
+        """What the views call the reference and the current run: ("before", "after") for
+        the unedited and the edited run, ("A", "B") for a pinned run and a later one; None
+        when there is nothing to compare."""
+        reference = self.reference_run
+        if reference is None:
+            return None
+        return ("A", "B") if reference == self.pinned_run else ("before", "after")
 
     def notify(self, subscriptions: Iterable[Subscription] | None = None) -> None:
         """Deliver what is pending, in order: to `subscriptions`, or to every subscriber."""
@@ -248,13 +290,14 @@ class RunStore:
         return self.started(self.current_run) is not None and self.status(self.current_run) is None
 
     def last_finished(self) -> int | None:
-        """The newest run that finished, whatever its status."""
-        return next((r for r in sorted(self._runs, reverse=True) if self._runs[r].status), None)
+        """The newest run that finished, whatever its status (not the unedited run kept
+        beside the current one: see `_newest_first`)."""
+        return next((r for r in self._newest_first() if self._runs[r].status), None)
 
     def latest_run(self, kinds: Iterable[str]) -> int | None:
         """The newest run with a frame of one of `kinds` (tensor kinds, "cam", ...)."""
         kinds = frozenset(kinds)
-        for run_id in sorted(self._runs, reverse=True):
+        for run_id in self._newest_first():
             if any(self._runs[run_id].whats[k] for k in kinds):
                 return run_id
         return None
@@ -263,7 +306,7 @@ class RunStore:
         """The run a view of `kinds` shows: the newest with such frames, or that failed
         (then the view shows none of an earlier run's: it may have been another image)."""
         kinds = frozenset(kinds)
-        for run_id in sorted(self._runs, reverse=True):
+        for run_id in self._newest_first():
             run = self._runs[run_id]
             if run.status == "error" or any(run.whats[k] for k in kinds):
                 return run_id
@@ -289,7 +332,7 @@ class RunStore:
     def latest_tensor(self, module: str, kind: str, call: int = 0) -> TensorFrame | None:
         """The newest frame of `module`'s `kind` at `call`, of any run kept; of a tuple
         output, its first tensor."""
-        for run_id in sorted(self._runs, reverse=True):
+        for run_id in self._newest_first():
             for (k, c, _path), frame in self._runs[run_id].modules.get(module, {}).items():
                 if k == kind and c == call:
                     return frame
@@ -309,6 +352,15 @@ class RunStore:
         return dict(run.order) if run is not None else {}
 
     # -- internals ------------------------------------------------------------------------------
+    def _newest_first(self) -> list[int]:
+        """The runs a view may show, newest first: not the unedited run while another run is
+        current (it may be newer than the edited run it belongs to, yet views show the
+        edited run and read the unedited one only as the reference), nor run A of the
+        weights loaded before these."""
+        baseline = self.baseline_run if self.baseline_run != self.current_run else None
+        hidden = (baseline, self._carried)
+        return [r for r in sorted(self._runs, reverse=True) if r not in hidden]
+
     def _run(self, run_id: int) -> _Run:
         run = self._runs.get(run_id)
         if run is None:

@@ -2,10 +2,11 @@
 
 Saliency, the absolute input gradient (Simonyan et al. 2014, as Captum's `Saliency` with
 abs=True), the signed vanilla gradient, Gradient x Input (Shrikumar et al. 2016),
-SmoothGrad (Smilkov et al. 2017) and Integrated Gradients (Sundararajan et al. 2017).
+SmoothGrad (Smilkov et al. 2017), Integrated Gradients (Sundararajan et al. 2017), and
+occlusion sensitivity (Zeiler & Fergus 2014; core.occlusion), which needs no gradient.
 `attribute(model, x, target, method, options)` runs any of those named in
 `core.methods.ATTRIBUTION_METHODS` and returns the attribution as a numpy array.
-Each takes the gradient of the score with respect to the input only
+The gradient methods take the gradient of the score with respect to the input only
 (`torch.autograd.grad(score, x)`): no parameter gradient is computed or accumulated, and
 the model's own `.grad` fields are left alone. The model runs in eval mode and its
 train/eval flags are restored afterwards.
@@ -28,7 +29,8 @@ from torch import nn
 
 from .cam import Target, class_scores, logits_of, normalize_maps
 from .hookset import ModelState
-from .methods import AttributionOptions, attribution_method
+from .methods import ATTRIBUTION_METHODS, AttributionOptions, attribution_method
+from .occlusion import occlusion_sensitivity
 
 Progress = Callable[[int, int], None]
 
@@ -62,6 +64,13 @@ def attribution_map(attributions: torch.Tensor, reduce: str = "abs_max") -> np.n
     else:
         raise ValueError(f"unknown reduction '{reduce}': abs_max, abs_sum or sum")
     return normalize_maps(m, tuple(m.shape[-2:])).cpu().numpy()
+
+
+def display_map(method: str, attributions: torch.Tensor) -> np.ndarray:
+    """The [0, 1] map of `method`'s (B, C, H, W) attributions the views and PNGs show: the
+    reduction its entry in core.methods names (gradients: largest |value|; occlusion: the
+    positive part, where covering the pixel lowers the score)."""
+    return attribution_map(attributions, ATTRIBUTION_METHODS[attribution_method(method)].display)
 
 
 @contextmanager
@@ -195,6 +204,25 @@ def integrated_gradients(
     )
 
 
+def occlusion(
+    model: nn.Module,
+    x: torch.Tensor,
+    target: Target = None,
+    patch: int = 32,
+    stride: int = 16,
+    fill: float = 0.0,
+    batch_size: int = 16,
+    progress: Progress | None = None,
+) -> Attribution:
+    """The fall of the class logit when a patch of `fill` (0: the data set's mean colour)
+    covers each pixel, averaged over the patches covering it: see core.occlusion. Forwards
+    only, under torch.no_grad."""
+    attr, scores, idx = occlusion_sensitivity(model, x, target, patch=patch, stride=stride,
+                                              fill=fill, batch_size=batch_size,
+                                              progress=progress)
+    return Attribution("occlusion", attr, idx, scores)
+
+
 def _indices(fixed) -> list[int] | None:
     if fixed is None or callable(fixed):
         return None
@@ -208,6 +236,7 @@ METHODS: dict[str, Callable[..., Attribution]] = {
     "gxi": gradient_x_input,
     "smoothgrad": smoothgrad,
     "ig": integrated_gradients,
+    "occlusion": occlusion,
 }
 
 
@@ -221,10 +250,12 @@ def attribute(
 ) -> np.ndarray:
     """The `method` attribution of x for `target`, float32 like x: (C, H, W) for one image
     (C, H, W), (B, C, H, W) for a batch. Signed (saliency: absolute), at the model input's
-    resolution, before any scaling for display (see attribution_map).
+    resolution, before any scaling for display (see display_map).
 
-    method: a name in core.methods.ATTRIBUTION_METHODS (saliency, gxi, smoothgrad, ig);
-    options: IG's steps, SmoothGrad's samples, noise and seed. IG's baseline is all zeros.
+    method: a name in core.methods.ATTRIBUTION_METHODS (saliency, gxi, smoothgrad, ig,
+    occlusion); options: IG's steps, SmoothGrad's samples, noise and seed, occlusion's patch
+    and stride, the batch size of the many-forward methods. IG's baseline and occlusion's
+    patch are all zeros (the data set's mean colour of a normalised input).
     Raises ValueError for an unknown method or bad options.
     """
     name = attribution_method(method)
@@ -238,6 +269,10 @@ def attribute(
     elif name == "ig":
         result = integrated_gradients(model, batch, target, steps=opts.ig_steps,
                                       batch_size=opts.batch_size, progress=progress)
+    elif name == "occlusion":
+        result = occlusion(model, batch, target, patch=opts.occlusion_patch,
+                           stride=opts.occlusion_stride, batch_size=opts.batch_size,
+                           progress=progress)
     else:
         result = METHODS[name](model, batch, target)
     out = result.attributions.detach().float().numpy()

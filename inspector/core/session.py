@@ -2,8 +2,9 @@
 
 It owns the model (through the worker thread, which alone touches it), the worker and the
 frame channel, and runs the values it is given (core.run.RunRequest: the capture, target,
-CAM methods, edits of one run); nothing about a run stays here between runs. Calls return
-at once; results arrive as frames on `session.channel` (and as futures for model loads).
+CAM methods, edits of one run); nothing about a run stays here between runs but the outputs
+of the last runs that asked to keep them, for comparisons (core.compare). Calls return at
+once; results arrive as frames on `session.channel` (and as futures for model loads).
 """
 
 from __future__ import annotations
@@ -11,20 +12,26 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from collections import OrderedDict
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from PIL import Image
 
 from . import fused_stats
 from .cam import logits_of
 from .channel import FrameChannel
+from .compare import KEPT_RUNS, KeptOutputs, OutputRecorder
+from .edit_spec import EditSpecError, check_edits
 from .frames import (
     CamFrame,
+    DivergenceFrame,
     ErrorFrame,
     ModelLoaded,
     Prediction,
@@ -34,12 +41,14 @@ from .frames import (
     RunStarted,
 )
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
+from .hookset import HookSet
 from .images import ImageLoadError, as_rgb, load_image
+from .interventions import Intervention
 from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model, probe_tree
 from .run import RunRequest
 from .runtime import apply_thread_setting
-from .tree import ModuleTree
+from .tree import OUTPUT_MODIFIED_INPLACE, ModuleTree
 from .worker import InferenceWorker
 
 PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
@@ -57,6 +66,11 @@ class RunOutcome:
     # method -> signed (C, H, W) float32 attribution at the model input, as core.saliency gives
     attributions: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    # The comparison with RunRequest.compare_with's run (also sent on the channel).
+    divergence: DivergenceFrame | None = None
+    # What the caller should know about a run that went fine: a comparison that could not
+    # be made. One line each.
+    notes: list[str] = field(default_factory=list)
 
 
 class Session:
@@ -70,6 +84,12 @@ class Session:
         self._open_runs: set[int] = set()  # submitted, not finished
         self._run_channels: dict[int, FrameChannel] = {}  # runs whose frames go elsewhere
         self._cam_layer: tuple[ModuleTree, str] | None = None  # (tree it was found for, layer)
+        # Outputs of the last `keep_runs` runs that asked to keep them (keep_outputs), least
+        # recently used first: a run compared with counts as used. They outlive a model load
+        # (run B may be another weights file), and are float32 CPU tensors: one kept run of
+        # resnet18 at 224 x 224, every leaf, is about 26 MB.
+        self.keep_runs = KEPT_RUNS
+        self._kept: OrderedDict[int, KeptOutputs] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- model -----------------------------------------------------------------------------
@@ -149,6 +169,49 @@ class Session:
             self._channel_of(run).cancel_run(run)
         self.worker.cancel(run_id)
 
+    def check_edits(self, edits: Iterable[Intervention]) -> tuple[Intervention, ...]:
+        """The edits checked against the loaded model and completed (core.edit_spec
+        .check_edits: the channel dim of channels-last outputs); EditSpecError, one line
+        naming the edit, for one that cannot work. Checked before a run, not in it."""
+        loaded, tree = self.loaded, self.tree
+        if loaded is None or tree is None:
+            raise EditSpecError("no model is loaded yet: edits are checked against one")
+        return check_edits(edits, tree, loaded.preprocess.crop_size)
+
+    def kept_runs(self) -> tuple[int, ...]:
+        """The runs whose outputs are kept (compare_with can name them), least recently
+        used first: the first goes when another run keeps its outputs."""
+        with self._lock:
+            return tuple(self._kept)
+
+    def kept_outputs(self, run_id: int) -> dict[str, torch.Tensor] | None:
+        """A kept run's outputs (module -> float32 CPU tensor, forward order; read them, do
+        not modify them), or None when that run's are not kept."""
+        with self._lock:
+            kept = self._kept.get(run_id)
+        return None if kept is None else kept.as_dict()
+
+    def forget_outputs(self, run_id: int | None = None) -> None:
+        """Drop a run's kept outputs (None: every run's)."""
+        with self._lock:
+            if run_id is None:
+                self._kept.clear()
+            else:
+                self._kept.pop(run_id, None)
+
+    def _kept_outputs(self, run_id: int) -> KeptOutputs | None:
+        with self._lock:
+            kept = self._kept.get(run_id)
+            if kept is not None:
+                self._kept.move_to_end(run_id)
+            return kept
+
+    def _keep(self, kept: KeptOutputs) -> None:
+        with self._lock:
+            self._kept[kept.run_id] = kept
+            while len(self._kept) > max(self.keep_runs, 0):
+                self._kept.popitem(last=False)
+
     def close(self, timeout: float = 2.0) -> bool:
         stopped = self.worker.close(timeout)
         self.channel.close()
@@ -191,9 +254,12 @@ class Session:
 
         cams, spec = self._cam_plan(req.cams, spec)
         need_grad = req.backward or spec.needs_grad
+        recorder = self._recorder(req, spec, outcome)
         cap = Capture(model, spec, put, run_id, req.interventions, cancel)
         try:
-            with cap, torch.set_grad_enabled(need_grad):
+            with cap, HookSet() as extra, torch.set_grad_enabled(need_grad):
+                if recorder is not None:  # after the Capture's hooks: sees the edited output
+                    recorder.install(model, extra)
                 model.eval()
                 t = time.perf_counter()
                 x = x.to(device)
@@ -205,6 +271,12 @@ class Session:
                 put(PredictionFrame(run_id, preds, target if need_grad else None))
                 outcome.logits = logits.detach().to("cpu", copy=True)
                 outcome.target = target
+                if recorder is not None and recorder.reference is not None:
+                    modules, rel, cos = recorder.divergence()
+                    outcome.divergence = DivergenceFrame(
+                        run_id, req.compare_with, modules,
+                        np.asarray(rel, np.float64), np.asarray(cos, np.float64))
+                    put(outcome.divergence)
                 if need_grad:
                     t = time.perf_counter()
                     # Gradients w.r.t. the input only: every hooked activation lies on the way,
@@ -234,8 +306,31 @@ class Session:
             return self._finish(run_id, "error", outcome, timings, described, never_called, cap)
         finally:
             cap.kept.clear()  # nothing of this run's tensors outlives it
+        if recorder is not None and recorder.keep:
+            self._keep(recorder.kept(run_id))
         timings["total"] = time.perf_counter() - t0
         return self._finish(run_id, "ok", outcome, timings, described, never_called, cap)
+
+    def _recorder(self, req: RunRequest, spec: CaptureSpec, outcome: RunOutcome):
+        """The hooks that keep this run's outputs and/or compare them with a kept run's
+        (core.compare); None when the run asks for neither."""
+        reference = None
+        if req.compare_with is not None:
+            reference = self._kept_outputs(req.compare_with)
+            if reference is None:
+                # Not an error: the run itself is fine, only the comparison cannot be made.
+                outcome.notes.append(
+                    f"no comparison with run {req.compare_with}: its outputs are not kept "
+                    f"(only the last {self.keep_runs} runs that keep outputs are)")
+        if not req.keep_outputs and reference is None:
+            return None
+        tree = self.tree
+        modules = spec.names()
+        # Outputs the model modifies in place later in the forward are copied in the hook;
+        # the others are kept by reference (see core.compare). Without a tree, copy all.
+        copy = modules if tree is None else {
+            m for m in modules if m not in tree or OUTPUT_MODIFIED_INPLACE in tree[m].hazards}
+        return OutputRecorder(modules, keep=req.keep_outputs, copy=copy, reference=reference)
 
     def _finish(
         self, run_id, status, outcome, timings, described, never_called, cap=None
@@ -307,10 +402,10 @@ class Session:
 
     def _attributions(self, run_id, req: RunRequest, model, target, x, cancel, outcome) -> None:
         """Input attributions, after the capture's hooks are gone: the signed arrays go to the
-        outcome, and a [0, 1] map of each (largest |value| over channels) to the views as a
-        CamFrame at the layer ATTRIBUTION_LAYER."""
+        outcome, and a [0, 1] map of each (as saliency.display_map shows that method) to the
+        views as a CamFrame at the layer ATTRIBUTION_LAYER."""
         from .methods import ATTRIBUTION_METHODS, attribution_method
-        from .saliency import attribute, attribution_map
+        from .saliency import attribute, display_map
 
         for method in req.attributions:
             name = attribution_method(method)
@@ -319,7 +414,7 @@ class Session:
             signed = attribute(model, x, target, name, req.attribution_options,
                                progress=progress)[0]  # x is a batch of one
             outcome.attributions[name] = signed
-            shown = attribution_map(torch.from_numpy(signed)[None])[0]
+            shown = display_map(name, torch.from_numpy(signed)[None])[0]
             self._channel_of(run_id).put(CamFrame(run_id, name, ATTRIBUTION_LAYER, target, shown))
 
 

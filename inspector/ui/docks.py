@@ -3,8 +3,8 @@
 Every pane is a QDockWidget, so a user can move, tab, float or close it; View ▸ Reset
 layout brings back the layout made here. The default puts what is read together side by
 side: the module tree on the left; the image and its predictions in the middle; the
-selected module's activations (tabbed with gradients and input statistics) above the class
-activation map on the right.
+selected module's activations (tabbed with gradients, input statistics and the divergence
+of two runs) above the class activation map on the right.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ DOCKS: dict[str, tuple[str, tuple[str, str] | None]] = {
     "activation": ("Activations", ("activation_view", "ActivationView")),
     "gradient": ("Gradients", ("gradient_view", "GradientView")),
     "input_stats": ("Input statistics", ("input_stats_view", "InputStatsView")),
+    "divergence": ("Divergence", ("divergence_view", "DivergenceView")),
     "predictions": ("Predictions", ("predictions_view", "PredictionsView")),
     "cam": ("Class activation map", ("cam_view", "CamView")),
 }
@@ -66,6 +67,7 @@ def default_layout(window: QMainWindow, docks: dict[str, Dock]) -> None:
     window.splitDockWidget(d["activation"], d["cam"], Qt.Orientation.Vertical)
     window.tabifyDockWidget(d["activation"], d["gradient"])
     window.tabifyDockWidget(d["gradient"], d["input_stats"])
+    window.tabifyDockWidget(d["input_stats"], d["divergence"])
     d["activation"].raise_()
     default_sizes(window, docks)
 

@@ -7,6 +7,9 @@ on. Here, on the UI thread, a timer takes what is pending sixty times a second (
 `max_frames` a tick, so a burst cannot freeze the window; if the UI falls further behind,
 the channel keeps the newest frame per tensor and counts the others).
 
+Frames of runs older than the newest are stale and skipped, except those of the runs the
+store keeps for comparisons (run A, and the unedited run beside an edited one).
+
 What is taken is handed to the views in batches: a finished run at once, a run still
 arriving every `batch_s` (layers appear as the passes reach them), but not more often than
 every `min_interval_s`. A batch that holds several runs (a small model runs ten or more
@@ -175,6 +178,7 @@ class FrameRouter(QObject):
                 and run_id is not None
                 and run_id < newest
                 and not isinstance(frame, ErrorFrame)
+                and not self._kept(run_id)
             )
             if obsolete:
                 skipped.add(run_id)
@@ -219,7 +223,8 @@ class FrameRouter(QObject):
         """The signals and counters of a frame about to be shown; False: a stale frame."""
         run_id = getattr(frame, "run_id", None)
         control = isinstance(frame, (RunStarted, RunFinished, ErrorFrame, ModelLoaded))
-        if not control and run_id is not None and run_id < self._min_run_id:
+        if (not control and run_id is not None and run_id < self._min_run_id
+                and not self._kept(run_id)):
             return False
         if isinstance(frame, ProgressFrame):
             self.progress.emit(frame)
@@ -236,6 +241,11 @@ class FrameRouter(QObject):
             if self.first_frame_time is None:
                 self.first_frame_time = time.time()
         return True
+
+    def _kept(self, run_id: int) -> bool:
+        """Run A and the unedited run of an edited one are wanted whatever runs after them
+        (the window submits the unedited run just before or after the edited one)."""
+        return run_id in (self.store.baseline_run, self.store.pinned_run)
 
     def _listener_failed(self, listener: Callable, error: Exception) -> None:
         """A view raised on a notification: say so once per view and error type; the other

@@ -1,12 +1,21 @@
 """Showing a picture in a widget: an image scaled to fit, and the conversions between
-numpy arrays, PIL images and QImages that every picture in the window goes through."""
+numpy arrays, PIL images and QImages that every picture in the window goes through.
+
+The canvas also lets the user drag a rectangle on the picture (the occlusion edit): while
+`box_mode` is on, or with Shift held, a left drag draws a box, and `boxDrawn` gives it in the
+picture's own pixels, whatever size the picture is shown at.
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QImage, QPainter, QPalette
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
+
+MIN_DRAG = 3  # widget pixels: a shorter drag is a click, not a box
 
 
 def qimage_from_rgb(array: np.ndarray) -> QImage:
@@ -29,22 +38,115 @@ def pil_from_qimage(qimage: QImage):
     return Image.fromarray(buffer.reshape(h, stride)[:, : 3 * w].reshape(h, w, 3).copy())
 
 
+def box_in_pixels(a: QPointF, b: QPointF, width: int, height: int) -> tuple[int, int, int, int] | None:
+    """The pixels a drag from `a` to `b` (picture coordinates, pixel k spans k..k+1) touches,
+    as (x0, y0, x1, y1) with x1, y1 exclusive, inside a width x height picture; None when
+    the drag misses the picture."""
+    x0 = max(0, math.floor(min(a.x(), b.x())))
+    y0 = max(0, math.floor(min(a.y(), b.y())))
+    x1 = min(width, math.ceil(max(a.x(), b.x())))
+    y1 = min(height, math.ceil(max(a.y(), b.y())))
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return x0, y0, x1, y1
+
+
 class ImageCanvas(QWidget):
     """Paints one image scaled to fit, centred; a hint when there is none."""
+
+    boxDrawn = Signal(tuple)  # (x0, y0, x1, y1) in the image's pixels, x1 and y1 exclusive
 
     def __init__(self, hint: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._image: QImage | None = None
         self.hint = hint
+        self.box_mode = False  # a left drag draws a box (otherwise only with Shift)
+        self.boxes_allowed = False  # whether the picture shown takes boxes at all
+        self._drag: tuple[QPointF, QPointF] | None = None  # widget positions
+        self._marks: list[tuple[int, int, int, int]] = []  # boxes outlined on the image
         self.setMinimumSize(120, 90)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     def set_image(self, image: QImage | None) -> None:
         self._image = image
+        self._drag = None
         self.update()
 
     def image(self) -> QImage | None:
         return self._image
+
+    def set_marks(self, boxes) -> None:
+        """Outline these (x0, y0, x1, y1) boxes, in image pixels, over the image."""
+        self._marks = [tuple(b) for b in boxes]
+        self.update()
+
+    def marks(self) -> list[tuple[int, int, int, int]]:
+        return list(self._marks)
+
+    def set_box_mode(self, on: bool) -> None:
+        self.box_mode = on
+        self.setCursor(Qt.CursorShape.CrossCursor if on else Qt.CursorShape.ArrowCursor)
+
+    # -- geometry ------------------------------------------------------------------------------
+    def image_rect(self) -> QRectF | None:
+        """Where the image is painted, in widget coordinates (scaled to fit, centred)."""
+        if self._image is None or self._image.isNull():
+            return None
+        size = self._image.size().scaled(self.size(), Qt.AspectRatioMode.KeepAspectRatio)
+        x = (self.width() - size.width()) / 2
+        y = (self.height() - size.height()) / 2
+        return QRectF(x, y, size.width(), size.height())
+
+    def to_image(self, pos: QPointF) -> QPointF | None:
+        """A widget position in the image's pixel coordinates (pixel k spans k..k+1)."""
+        rect = self.image_rect()
+        if rect is None or rect.width() <= 0 or rect.height() <= 0:
+            return None
+        return QPointF((pos.x() - rect.x()) * self._image.width() / rect.width(),
+                       (pos.y() - rect.y()) * self._image.height() / rect.height())
+
+    def from_image(self, point: QPointF) -> QPointF | None:
+        """An image pixel coordinate in widget coordinates (the inverse of to_image)."""
+        rect = self.image_rect()
+        if rect is None:
+            return None
+        return QPointF(rect.x() + point.x() * rect.width() / self._image.width(),
+                       rect.y() + point.y() * rect.height() / self._image.height())
+
+    # -- drawing a box -------------------------------------------------------------------------
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        shift = bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+        if (event.button() == Qt.MouseButton.LeftButton and self.boxes_allowed
+                and (self.box_mode or shift) and self.image_rect() is not None):
+            self._drag = (event.position(), event.position())
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802
+        if self._drag is not None:
+            self._drag = (self._drag[0], event.position())
+            self.update()
+            event.accept()
+            return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event) -> None:  # noqa: N802
+        if self._drag is None or event.button() != Qt.MouseButton.LeftButton:
+            super().mouseReleaseEvent(event)
+            return
+        start, end = self._drag[0], event.position()
+        self._drag = None
+        self.update()
+        event.accept()
+        if (end - start).manhattanLength() < MIN_DRAG:
+            return
+        a, b = self.to_image(start), self.to_image(end)
+        if a is None or b is None:
+            return
+        box = box_in_pixels(a, b, self._image.width(), self._image.height())
+        if box is not None:
+            self.boxDrawn.emit(box)
 
     def paintEvent(self, _event) -> None:  # noqa: N802
         p = QPainter(self)
@@ -54,9 +156,17 @@ class ImageCanvas(QWidget):
             p.drawText(self.rect().adjusted(12, 12, -12, -12),
                        Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.hint)
             return
-        size = self._image.size().scaled(self.size(), Qt.AspectRatioMode.KeepAspectRatio)
-        x = (self.width() - size.width()) / 2
-        y = (self.height() - size.height()) / 2
+        rect = self.image_rect()
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform,
-                        size.width() < self._image.width())
-        p.drawImage(QRectF(x, y, size.width(), size.height()), self._image)
+                        rect.width() < self._image.width())
+        p.drawImage(rect, self._image)
+        if self._marks:
+            p.setPen(QPen(QColor("#ffd54f"), 1.5))
+            p.setBrush(QColor(0, 0, 0, 140))
+            for x0, y0, x1, y1 in self._marks:
+                p.drawRect(QRectF(self.from_image(QPointF(x0, y0)),
+                                  self.from_image(QPointF(x1, y1))))
+        if self._drag is not None:
+            p.setPen(QPen(QColor("#ffd54f"), 1.5, Qt.PenStyle.DashLine))
+            p.setBrush(QColor(0, 0, 0, 90))
+            p.drawRect(QRectF(self._drag[0], self._drag[1]).normalized())

@@ -13,6 +13,11 @@ made of it: resized, cropped, un-normalised), which comes with each run's RunSta
 scaled by their type's range (a dark 12-bit image stays dark, and a 16-bit file gives the same
 input as its 8-bit twin); on, each image's own min..max fills the range. The window puts the
 choice into every run it submits (RunRequest.stretch), and the large view follows it.
+
+"Occlude" (or Shift+drag) lets the user drag a rectangle on the model input: the pane says
+which pixels of the model input it covers (`occludeRequested`), and the window makes it an
+edit of the next runs. Boxes are drawn on the model input only: that is where their pixels
+are, whatever the resize and crop did to the original.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QIcon, QImage, QKeySequence, QPixmap, QShortcut
+from PySide6.QtGui import QAction, QIcon, QImage, QKeySequence, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QButtonGroup,
     QHBoxLayout,
@@ -76,6 +81,7 @@ class ImagePane(QWidget):
     failed = Signal(str, str)  # message, details: files that could not be opened
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
     stretchChanged = Signal(bool)  # "Stretch levels" was toggled: run again with it
+    occludeRequested = Signal(tuple)  # (x0, y0, x1, y1) of the model input, x1/y1 exclusive
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -87,9 +93,22 @@ class ImagePane(QWidget):
         self._original: QImage | None = None
         self._model_input: QImage | None = None
         self.mode = ORIGINAL
+        self._occlusions: list[tuple[int, int, int, int]] = []  # boxes the next runs occlude
 
         self.canvas = ImageCanvas("Drop images or folders anywhere on the window,\n"
                                   "or press Ctrl+O to open, Ctrl+V to paste")
+        # Checkable, shared with Edit ▸ Occlude region: the button shows the same action.
+        self.occlude_action = QAction("Occlude region", self)
+        self.occlude_action.setIconText("Occlude")  # the button's text: the pane is narrow
+        self.occlude_action.setCheckable(True)
+        self.occlude_action.setToolTip(
+            "Drag a rectangle on the model input to occlude it in the next runs "
+            "(Shift+drag does it without this button)")
+        self.occlude_action.toggled.connect(self._occlude_toggled)
+        self.occlude_button = QToolButton()
+        self.occlude_button.setDefaultAction(self.occlude_action)
+        self.occlude_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.canvas.boxDrawn.connect(self._box_drawn)
         self.caption = QLabel()
         self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -136,6 +155,7 @@ class ImagePane(QWidget):
         bar.addWidget(self.original_button)
         bar.addWidget(self.input_button)
         bar.addStretch(1)
+        bar.addWidget(self.occlude_button)
         bar.addWidget(self.stretch_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
@@ -162,6 +182,21 @@ class ImagePane(QWidget):
     def stretch(self) -> bool:
         """Whether high-depth images are stretched to their data's range (see the docstring)."""
         return self.stretch_button.isChecked()
+
+    def _occlude_toggled(self, on: bool) -> None:
+        self.canvas.set_box_mode(on)
+        if on:
+            self.set_mode(MODEL_INPUT)  # boxes are in model-input pixels
+
+    def set_occlusions(self, boxes) -> None:
+        """The boxes of the model input that the next runs occlude: outlined on it (the
+        model input shown is the one before the edits)."""
+        self._occlusions = [tuple(b) for b in boxes]
+        self._refresh()
+
+    def _box_drawn(self, box: tuple) -> None:
+        if self.mode == MODEL_INPUT and self._model_input is not None:
+            self.occludeRequested.emit(box)
 
     def _stretch_toggled(self, on: bool) -> None:
         self._show_original(self.current())
@@ -346,6 +381,8 @@ class ImagePane(QWidget):
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
+        if mode == ORIGINAL:
+            self.occlude_action.setChecked(False)  # boxes are drawn on the model input only
         button = self.original_button if mode == ORIGINAL else self.input_button
         if not button.isChecked():
             button.setChecked(True)
@@ -358,6 +395,8 @@ class ImagePane(QWidget):
         return self.canvas.image()
 
     def _refresh(self) -> None:
+        self.canvas.boxes_allowed = self.mode == MODEL_INPUT and self._model_input is not None
+        self.canvas.set_marks(self._occlusions if self.mode == MODEL_INPUT else [])
         if self.mode == MODEL_INPUT:
             self.canvas.hint = "The model's input appears here after a run"
             self.canvas.set_image(self._model_input)

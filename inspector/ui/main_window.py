@@ -9,7 +9,9 @@ Frames flow one way: core's worker -> channel -> FrameRouter (a timer on this th
 its run store, which tells the tree and the views what changed in what they show; the
 router's signals tell the image pane and the status bar. User actions flow the other way:
 RunBuilder makes each run a value from the widgets, and SessionControl queues it for the
-worker. The menus (menus.py), image sources and drops (image_sources.py), recent files
+worker. Edits (what the next runs change: edits.py, their undo stack edit_commands.py, the
+Edits dock edits_dock.py, and edit_actions.py where they are made) rerun on every change.
+The menus (menus.py), image sources and drops (image_sources.py), recent files
 (recent_files.py) and saved settings (window_settings.py) live in their own modules.
 """
 
@@ -20,8 +22,12 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.core.methods import METHODS
-from inspector.ui import capture_choice, menus
+from inspector.ui import capture_choice, compare_actions, menus
 from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
+from inspector.ui.edit_actions import EditActions
+from inspector.ui.edit_commands import EditHistory
+from inspector.ui.edits import EditList
+from inspector.ui.edits_dock import make_edits_dock
 from inspector.ui.errors import ErrorReporter
 from inspector.ui.frame_router import FrameRouter
 from inspector.ui.gc_freeze import StartupFreezer
@@ -66,13 +72,15 @@ class MainWindow(QMainWindow):
         self.docks = make_docks(self, self._initial_widget)
         self.resize(*DEFAULT_SIZE)
         default_layout(self, self.docks)
-        self._default_state = self.saveState()
         self.status = StatusPanel(self.statusBar())
         self.run_progress = RunProgress(self.status, self)
         self.sources = ImageSources(self, self.images, self.settings, self.reporter)
         self.runs = RunBuilder(self.control, self.tree, self.images, None, self)
+        self._build_edits()
+        self._default_state = self.saveState()  # after every dock is placed
         self.menus = menus.build_menus(self, self.settings.value("backward", True))
         self.runs.backward_action = self.backward_action
+        self.compare = compare_actions.install(self)  # Compare ▸ Pin as A / Unpin A
         self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
                                   self.settings, self.images, self.control)
         self.overlay = LoadingOverlay(self, self.tree.view)
@@ -87,6 +95,54 @@ class MainWindow(QMainWindow):
         placeholder = QLabel("Loading…")  # build_views puts the view here
         placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         return placeholder
+
+    def _build_edits(self) -> None:
+        """The edits of the next runs: their list and undo stack (Edit ▸ Undo), the Edits
+        dock under the tree, and where they are made (the tree's and the mosaic's context
+        menus, a box on the image); each change reruns."""
+        self.edits = EditList(self)
+        self.history = EditHistory(self.edits, self)
+        self.runs.edits = self.edits
+        self.edit_actions = EditActions(self.history, self.reporter, self.control, self.runs,
+                                        self)
+        dock = make_edits_dock(self, self.history)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        self.splitDockWidget(self.docks["tree"], dock, Qt.Orientation.Vertical)
+        self.docks["edits"] = dock
+        self._size_edits_dock()
+        self.tree.menu_extensions.append(self.edit_actions.add_module_actions)
+        self.images.occludeRequested.connect(self.edit_actions.add_occlusion)
+        self.edits.changed.connect(self._edits_changed)
+        self._edits_quiet = False  # True while a model load drops edits (it reruns itself)
+
+    def _size_edits_dock(self) -> None:
+        # A few rows under the tree; the tree keeps most of the height.
+        self.resizeDocks([self.docks["tree"], self.docks["edits"]], [700, 160],
+                         Qt.Orientation.Vertical)
+
+    def _edits_changed(self) -> None:
+        from inspector.core.interventions import Occlude  # loaded: edits exist
+
+        self.tree.model.set_edits({name: tuple(e.describe() for e in edits)
+                                   for name, edits in self.edits.by_module().items()})
+        self.images.set_occlusions(e.intervention.box for e in self.edits.enabled()
+                                   if isinstance(e.intervention, Occlude))
+        if not self._edits_quiet:
+            self.runs.rerun()
+
+    def _keep_edits_for(self, tree) -> str:
+        """A new model: edits of modules it does not have are dropped (the model runs
+        after this anyway); returns a note saying so, or ""."""
+        gone = [e for e in self.edits if e.module not in tree.modules]
+        if not gone:
+            return ""
+        self._edits_quiet = True
+        try:
+            self.history.forget(gone)
+        finally:
+            self._edits_quiet = False
+        names = ", ".join(sorted({e.module for e in gone}))
+        return f"Dropped {len(gone)} edit(s): this model has no module {names}."
 
     @property
     def backward_action(self):
@@ -141,6 +197,8 @@ class MainWindow(QMainWindow):
             # pauses instead of one long one that the user would feel.
             self.views[key] = view
             self.docks[key].setWidget(view)
+        if "activation" in self.views:
+            self.edit_actions.attach_mosaic(self.views["activation"])
         if "predictions" in self.views:
             self.views["predictions"].targetChosen.connect(self.runs.set_target)
         if "cam" in self.views:
@@ -149,6 +207,7 @@ class MainWindow(QMainWindow):
             self.runs.cam_view = cam
             cam.methodChanged.connect(self._cam_method_changed)
             cam.layerChanged.connect(self.runs.rerun)
+        self.compare.views_ready()  # the divergence plot selects modules in the tree
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)
@@ -209,9 +268,11 @@ class MainWindow(QMainWindow):
         self.model_name = frame.name
         self.overlay.hide()
         self.status.busy.hide()
-        # Notes (random weights, statistics on a slower path) stay longer: they matter.
-        message = " ".join([f"Loaded {frame.description}.", *frame.notes])
-        self.reporter.info(message, timeout_ms=20000 if frame.notes else 6000)
+        # Notes (random weights, statistics on a slower path, edits dropped) stay longer.
+        notes = [*frame.notes, self._keep_edits_for(frame.tree)]
+        notes = [n for n in notes if n]
+        message = " ".join([f"Loaded {frame.description}.", *notes])
+        self.reporter.info(message, timeout_ms=20000 if notes else 6000)
         self.tree.set_tree(frame.tree, frame.name)
         self.status.show_model(frame)
         menus.check_device(self.menus, self.control.model_spec_device())
@@ -299,7 +360,10 @@ class MainWindow(QMainWindow):
         # A model-load failure (no run id) is something the user is waiting on: open the
         # details at once. Run failures stay in the status bar (stepping through a folder of
         # broken files must not pile up dialogs).
-        self.reporter.report(frame.message, frame.details, popup=frame.run_id is None)
+        message = frame.message
+        if frame.run_id is not None and frame.run_id == self.control.baseline_run:
+            message = f"The unedited run (before the edits) failed: {message}"
+        self.reporter.report(message, frame.details, popup=frame.run_id is None)
 
     def _update_frames_label(self) -> None:
         self.status.show_frames(self.router.frames_shown, self.router.frames_dropped)
@@ -353,6 +417,7 @@ class MainWindow(QMainWindow):
             self._shown_once = True
             if not self._restored:
                 default_sizes(self, self.docks)
+                self._size_edits_dock()
             self.overlay.place()
 
     def resizeEvent(self, event) -> None:  # noqa: N802

@@ -15,6 +15,8 @@ SHORTCUTS_HTML = """<table cellpadding=3>
 <tr><td><b>Ctrl+O</b></td><td>Open images</td></tr>
 <tr><td><b>Ctrl+Shift+O</b></td><td>Open a model</td></tr>
 <tr><td><b>Ctrl+V</b></td><td>Paste an image</td></tr>
+<tr><td><b>Ctrl+Z / Ctrl+Shift+Z</b></td><td>Undo / redo an edit</td></tr>
+<tr><td><b>Shift+drag</b></td><td>Occlude a region of the model input</td></tr>
 <tr><td><b>← / →</b></td><td>Previous / next image</td></tr>
 <tr><td><b>Ctrl+I</b></td><td>Original image / model input</td></tr>
 <tr><td><b>F5</b></td><td>Run again</td></tr>
@@ -30,6 +32,9 @@ class Menus:
     open_model: QAction
     rerun: QAction
     backward: QAction  # "Compute gradients", checkable
+    undo: QAction  # Edit ▸ Undo (the edits' undo stack)
+    redo: QAction
+    copy_python: QAction  # Edit ▸ Copy as Python
     recent_images: QMenu
     recent_models: QMenu
     device: QMenu
@@ -49,8 +54,8 @@ def add_action(window: QMainWindow, menu, text: str, slot, shortcut=None, tip: s
 
 
 def build_menus(window, backward: bool) -> Menus:
-    """File, Run, Device, View and Help for `window` (a MainWindow); `backward`: whether
-    "Compute gradients" starts checked."""
+    """File, Edit, Run, Device, View and Help for `window` (a MainWindow); `backward`:
+    whether "Compute gradients" starts checked."""
     bar = window.menuBar()
     file = bar.addMenu("&File")
     add_action(window, file, "Open &images…", window.sources.open_images,
@@ -66,6 +71,17 @@ def build_menus(window, backward: bool) -> Menus:
     recent_models = file.addMenu("Recent models")
     file.addSeparator()
     add_action(window, file, "&Quit", window.close, QKeySequence.StandardKey.Quit)
+
+    edit = bar.addMenu("&Edit")
+    undo, redo = window.history.undo_redo_actions(window)
+    edit.addAction(undo)
+    edit.addAction(redo)
+    edit.addSeparator()
+    edit.addAction(window.images.occlude_action)
+    edit.addSeparator()
+    copy_python = add_action(
+        window, edit, "Copy as &Python", window.edit_actions.copy_as_python,
+        tip="Copy a standalone script that reproduces the current run with its hooks and edits")
 
     run = bar.addMenu("&Run")
     rerun = add_action(window, run, "&Run again", window.runs.rerun, "F5")
@@ -98,8 +114,8 @@ def build_menus(window, backward: bool) -> Menus:
                tip="Forget the saved layout, recent files and choices")
     help_menu.addSeparator()
     add_action(window, help_menu, "About", window.show_about)
-    return Menus(open_model, rerun, backward_action, recent_images, recent_models, device,
-                 QActionGroup(window))
+    return Menus(open_model, rerun, backward_action, undo, redo, copy_python, recent_images,
+                 recent_models, device, QActionGroup(window))
 
 
 def fill_device_menu(menus: Menus, devices: list[str], chosen) -> None:

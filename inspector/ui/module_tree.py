@@ -1,10 +1,13 @@
 """The module tree pane: a filter box over a tree view of ModuleTreeModel, with a context
 menu for the hook kinds of a module and its sub-modules, and a header menu for columns.
 
-Selecting a module shows it in the views (`moduleSelected`).
+Selecting a module shows it in the views (`moduleSelected`). Other parts of the window add
+their entries to a module's context menu through `menu_extensions` (the edits do).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtCore import QByteArray, QEvent, QModelIndex, QPoint, Qt, Signal
 from PySide6.QtGui import QGuiApplication
@@ -51,6 +54,8 @@ class ModuleTreeWidget(QWidget):
     def __init__(self, parent: QWidget | None = None, store=None) -> None:
         super().__init__(parent)
         self.model = ModuleTreeModel(self, store)
+        # Called as extension(menu, name, info) at the end of a module's context menu.
+        self.menu_extensions: list[Callable] = []
         self.filter = QLineEdit()
         self.filter.setPlaceholderText("Filter modules by name or type…")
         self.filter.setClearButtonEnabled(True)
@@ -210,5 +215,7 @@ class ModuleTreeWidget(QWidget):
                 lambda: self.view.expandRecursively(
                     self.model.index_of(name))
             )
+        for extend in self.menu_extensions:
+            extend(menu, name, info)
         return menu
 

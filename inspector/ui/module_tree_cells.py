@@ -102,6 +102,16 @@ def hazard_icon(hazards: frozenset[str]) -> QIcon | None:
     return None
 
 
+EDIT_GLYPH = "\u270e"  # a pencil: the module's output (or gradient) is edited in the runs
+
+
+def edit_badge(n: int) -> str:
+    """What the name cell adds for a module with `n` edits on: " ✎" or " ✎3"."""
+    if n <= 0:
+        return ""
+    return f"  {EDIT_GLYPH}" if n == 1 else f"  {EDIT_GLYPH}{n}"
+
+
 def format_count(n: int) -> str:
     if n <= 0:
         return ""

@@ -9,11 +9,13 @@ scrolling never jump.
 Columns (module_tree_cells): the module, its type, output shape, parameters; the last run's
 output mean, std and fraction of zeros with a health badge (dead or exploding values); then
 one checkbox per hook kind (input, output, output gradient, input gradient), which is what
-the next run captures.
+the next run captures. A module that the next runs edit (the window's Edits) has a pencil
+badge after its name, and its tooltip lists the edits (`set_edits`).
 """
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Iterable
 
@@ -44,6 +46,7 @@ from inspector.ui.module_tree_cells import (
     STATS_COLUMNS,
     WHITE_BRUSH,
     compact,
+    edit_badge,
     format_count,
     format_shape,
     hazard_icon,
@@ -91,6 +94,7 @@ class ModuleTreeModel(QAbstractItemModel):
         self._id: dict[str, int] = {}
         self._row: dict[str, int] = {}
         self.kinds: dict[str, frozenset[str]] = {}
+        self.edits: dict[str, tuple[str, ...]] = {}  # module -> descriptions of its edits on
         self._dirty: set[str] = set()
         self._rows: dict[str, tuple[list, list, list]] = {}  # see _cells
         self._rows_run: int | None = None  # the statistics run the cached rows were made for
@@ -164,6 +168,19 @@ class ModuleTreeModel(QAbstractItemModel):
             out.append(n)
             stack.extend(reversed(self._tree.modules[n].children))
         return out
+
+    def set_edits(self, edits: dict[str, tuple[str, ...]]) -> None:
+        """The edits the next runs apply, as descriptions per module: the badge and the
+        tooltip of each module whose edits changed are redrawn."""
+        edits = {name: tuple(d) for name, d in edits.items() if d}
+        changed = {n for n in set(edits) | set(self.edits) if edits.get(n) != self.edits.get(n)}
+        self.edits = edits
+        for name in changed:
+            self._rows.pop(name, None)
+            index = self.index_of(name, COL_NAME)
+            if index.isValid():
+                self.dataChanged.emit(index, index, [Qt.ItemDataRole.DisplayRole,
+                                                     Qt.ItemDataRole.ToolTipRole])
 
     # -- live statistics -------------------------------------------------------------------
     def _stats_stored(self, frame: TensorFrame) -> None:
@@ -333,7 +350,8 @@ class ModuleTreeModel(QAbstractItemModel):
 
     def _display(self, name: str, info, col: int):
         if col == COL_NAME:
-            return (self._model_name or "model") if not name else info.short_name
+            text = (self._model_name or "model") if not name else info.short_name
+            return text + edit_badge(len(self.edits.get(name, ())))
         if col == COL_TYPE:
             return info.type_name
         if col == COL_SHAPE:
@@ -365,6 +383,10 @@ class ModuleTreeModel(QAbstractItemModel):
             for hazard in sorted(info.hazards):
                 lines.append(f"• {HAZARD_LABELS.get(hazard, hazard)}: "
                              f"{hazard_text(hazard)}")
+            edits = self.edits.get(name, ())
+            if edits:
+                lines.append("<b>Edited in the next runs:</b>")
+                lines.extend(f"✎ {html.escape(d)}" for d in edits)
             return "<br>".join(lines)
         if col == COL_PARAMS:
             return (f"{info.params_total:,} parameters ({info.params_own:,} in this module, "

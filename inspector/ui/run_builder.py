@@ -9,6 +9,15 @@ into a new value.
 Runs follow the user: a new image, a different target or CAM layer runs at once; module
 selection and checkbox changes are coalesced by a short timer, so arrowing through the tree
 does not queue a run per row.
+
+Edits (the window's EditList) go into the request as its interventions. While one is on,
+the unedited run of the same image is kept beside the edited ones, for before/after: it
+runs once, first, with keep_outputs (the edited run is compared with it), and is reused
+while only the edits change. Its cache key is the request without its edits, together
+with the model load: the image, stretch, capture (modules, kinds and previews), target,
+gradients, CAM methods and layers, attributions and top-k. Any of those changing, a new
+model (model_changed) or a new image (show) runs it again; so does its failing or being
+cancelled. With no edit on, the baseline is let go and plain runs go alone.
 """
 
 from __future__ import annotations
@@ -38,17 +47,24 @@ class RunBuilder(QObject):
         self.default_cam_layer: str | None = None  # of the loaded model (ModelLoaded.cam_layer)
         self.entry = None  # the ImageEntry being shown
         self.target: int | None = None  # class to explain; None: the top-1 prediction
+        self.edits = None  # EditList: the interventions of the next runs
+        # Whether each run keeps its captured outputs in the Session (to be pinned as run A
+        # and compared with later); the unedited baseline always does.
+        self.keep_outputs = False
+        self._baseline_key = None  # the request (without edits) the cached baseline ran
         self.cams_available = importlib.util.find_spec("inspector.core.cam") is not None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(RERUN_DELAY_MS)
         self._timer.timeout.connect(self.rerun)
+        control.router.runFinished.connect(self._run_finished)
 
     # -- what the user changes ---------------------------------------------------------------
     def show(self, entry) -> None:
         """Make `entry` the current image and run it (now, or once a model is loaded)."""
         if entry is not self.entry:
             self.target = None  # a class chosen for another image
+            self._baseline_key = None
         self.entry = entry
         self.rerun()
 
@@ -60,6 +76,7 @@ class RunBuilder(QObject):
         """A new model: class indices belonged to the old one."""
         self.target = None
         self.default_cam_layer = cam_layer
+        self._baseline_key = None
 
     # -- the value -----------------------------------------------------------------------------
     def request(self):
@@ -82,6 +99,8 @@ class RunBuilder(QObject):
             attributions=self._attributions(),
             label=self.entry.name,
             stretch=self.images.stretch,
+            interventions=self.edits.interventions() if self.edits is not None else (),
+            keep_outputs=self.keep_outputs,
         )
 
     def _method(self) -> str:
@@ -117,12 +136,31 @@ class RunBuilder(QObject):
         self._timer.start()
 
     def rerun(self) -> int | None:
-        """Cancel what runs and run the current image as the widgets now say."""
+        """Cancel what runs and run the current image as the widgets now say (with the
+        unedited run first when edits are on and it is not cached); the current run's id."""
         self._timer.stop()
         if not self.control.ready or self.control.loaded is None:
             return None
         request = self.request()
-        return None if request is None else self.control.submit(request)
+        if request is None:
+            return None
+        control = self.control
+        pinned = control.router.store.pinned_run
+        if not request.interventions:
+            self._baseline_key = None
+            if control.baseline_run is not None:
+                control.clear_baseline()
+            return control.submit(request.with_(compare_with=pinned))
+        unedited = request.with_(interventions=(), keep_outputs=True, compare_with=None)
+        if self._baseline_key != unedited or control.baseline_run is None:
+            control.submit_baseline(unedited)
+            self._baseline_key = unedited
+        reference = pinned if pinned is not None else control.baseline_run
+        return control.submit(request.with_(compare_with=reference))
+
+    def _run_finished(self, frame) -> None:
+        if frame.run_id == self.control.baseline_run and frame.status != "ok":
+            self._baseline_key = None  # cancelled or failed: run it again next time
 
     def cancel(self) -> None:
         self._timer.stop()

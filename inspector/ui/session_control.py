@@ -6,6 +6,10 @@ the same thread while the first model loads on the worker. Everything else happe
 UI thread but never runs the model: `submit` queues a run (a core RunRequest, which the
 window's RunBuilder makes from its widgets) for core's worker, after cancelling the one
 running; the results come back as frames through the FrameRouter.
+
+While edits are on, the window also runs the unedited image once (`submit_baseline`): that
+run is not the current run, so the edited run submitted right after it does not cancel it,
+and the run store keeps its frames beside the current run's (RunStore.set_baseline).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class SessionControl(QObject):
     modelLoading = Signal(str)  # what is being loaded
     modelLoadDone = Signal(bool)  # whether it worked (the ModelLoaded frame has the rest)
     runSubmitted = Signal(int)
+    baselineSubmitted = Signal(int)  # the unedited run that the edited runs are compared with
 
     def __init__(self, router: FrameRouter, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -73,6 +78,8 @@ class SessionControl(QObject):
         self.current_run: int | None = None
         self.running = False
         self.last_request = None  # the RunRequest of current_run
+        self.baseline_run: int | None = None  # the unedited run kept beside the edited ones
+        self.baseline_running = False
         router.runFinished.connect(self._run_finished)
 
     # -- engine ----------------------------------------------------------------------------
@@ -168,6 +175,7 @@ class SessionControl(QObject):
         """A ModelLoaded frame arrived (it may come before the load's future is done)."""
         if self._loading_spec is not None:
             self.model_spec = self._loading_spec
+        self.baseline_run, self.baseline_running = None, False  # the store forgot it too
 
     def model_spec_device(self) -> str | None:
         return self.model_spec.device if self.model_spec is not None else None
@@ -178,11 +186,11 @@ class SessionControl(QObject):
 
     # -- runs ------------------------------------------------------------------------------
     def submit(self, request) -> int:
-        """Cancel the run in progress and queue `request` (core.run.RunRequest)."""
+        """Cancel the run in progress and queue `request` (core.run.RunRequest). A baseline
+        run (submit_baseline) is not cancelled: it is not the run in progress."""
         if self.session is None:
             raise RuntimeError("the engine is not started")
-        if self.running and self.current_run is not None:
-            self.session.cancel(self.current_run)
+        self._cancel_current()
         run_id, _future = self.session.submit_request(request)
         self.current_run, self.last_request = run_id, request
         self.running = True
@@ -190,14 +198,49 @@ class SessionControl(QObject):
         self.runSubmitted.emit(run_id)
         return run_id
 
-    def cancel(self) -> None:
-        if self.session is not None and self.running:
+    def submit_baseline(self, request) -> int:
+        """Queue the unedited run of the image (with keep_outputs, so that edited runs can be
+        compared with it) before the edited run: it cancels the run in progress and an
+        earlier baseline still running (the user moved on), and becomes the run store's
+        baseline now, before any of its frames can arrive."""
+        if self.session is None:
+            raise RuntimeError("the engine is not started")
+        self._cancel_current()
+        if self.baseline_running and self.baseline_run is not None:
+            self.session.cancel(self.baseline_run)
+        run_id, _future = self.session.submit_request(request)
+        self.baseline_run, self.baseline_running = run_id, True
+        self.router.store.set_baseline(run_id)
+        self.router.expect_run(run_id)
+        self.baselineSubmitted.emit(run_id)
+        return run_id
+
+    def clear_baseline(self) -> None:
+        """No edit is on: no unedited run to keep (one still running is cancelled)."""
+        if self.baseline_running and self.baseline_run is not None and self.session is not None:
+            self.session.cancel(self.baseline_run)
+        self.baseline_run, self.baseline_running = None, False
+        self.router.store.set_baseline(None)
+
+    def _cancel_current(self) -> None:
+        if self.running and self.current_run is not None:
             self.session.cancel(self.current_run)
+
+    def cancel(self) -> None:
+        """Cancel the run in progress, and the unedited run it waits for."""
+        if self.session is None:
+            return
+        if self.running:
+            self.session.cancel(self.current_run)
+        if self.baseline_running:
+            self.session.cancel(self.baseline_run)
 
     def _run_finished(self, frame) -> None:
         self._catalog_go.set()
         if frame.run_id == self.current_run:
             self.running = False
+        if frame.run_id == self.baseline_run:
+            self.baseline_running = False
 
     # -- shutting down -----------------------------------------------------------------------
     def close(self, wait: float = 2.0) -> bool:

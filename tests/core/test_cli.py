@@ -66,6 +66,8 @@ def test_analyse_writes_the_documented_files(images: Path, tmp_path: Path, capsy
     pytest.importorskip("tensorboard", reason="tensorboard is an optional extra (in dev)")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    from inspector.core.figures import figure_size
+
     out = tmp_path / "out"
     rc = cli.main([
         "analyse", "--model", "resnet18", "--device", "cpu", "--layers", "conv1,layer4",
@@ -83,7 +85,7 @@ def test_analyse_writes_the_documented_files(images: Path, tmp_path: Path, capsy
     assert set(by_name) == {"a.png", "b.jpg", "broken.png"}
     broken = by_name["broken.png"]
     assert "not an image" in broken["error"] and broken["files"] == {} and broken["top"] == []
-    for name, size in (("a.png", (80, 60)), ("b.jpg", (50, 90))):
+    for name, size, k in (("a.png", (80, 60), 5), ("b.jpg", (50, 90), 6)):
         entry = by_name[name]
         assert entry["error"] is None
         assert len(entry["top"]) == 5
@@ -102,9 +104,11 @@ def test_analyse_writes_the_documented_files(images: Path, tmp_path: Path, capsy
                 assert cam.shape == (224, 224) and cam.dtype == np.float32
                 assert cam.min() >= 0 and cam.max() == pytest.approx(1.0)
         with Image.open(out / files["cam/gradcam"]) as overlay:
-            assert overlay.size == size  # drawn over the original picture
+            # Over the whole original picture, enlarged 5 (6) times to fit a legible legend.
+            assert overlay.size == figure_size(size, 2048) == (size[0] * k, size[1] * k)
         with Image.open(out / files["mosaic/conv1"]) as mosaic:
-            assert mosaic.size == (8 * 113 + 1, 8 * 113 + 1)  # make_grid: 8 x 8, padding 1
+            grid = 8 * 113 + 1  # make_grid: 8 x 8, padding 1
+            assert mosaic.size[0] > grid and mosaic.size[1] > grid  # a title and a grey scale
 
     acc = EventAccumulator(str(out / "tensorboard"), size_guidance={"images": 0, "histograms": 0})
     acc.Reload()
@@ -205,14 +209,18 @@ def test_analyse_writes_input_attributions(images, factory, tmp_path, capsys):
 
 def test_analyse_reports_bad_attribution_options(images, factory, tmp_path, capsys):
     out = tmp_path / "out"
-    assert cli.main(["analyse", "--model", factory, "--attr", "saliency,occlusion",
+    assert cli.main(["analyse", "--model", factory, "--attr", "saliency,lime",
                      "--out", str(out), str(images)]) == 2
     err = capsys.readouterr().err
-    assert "unknown attribution method 'occlusion'; known: saliency, gxi, smoothgrad, ig" in err
+    assert "unknown attribution method 'lime'; known: saliency, gxi, smoothgrad, ig, " \
+           "occlusion" in err
     assert "Traceback" not in err
     assert cli.main(["analyse", "--model", factory, "--attr", "ig", "--ig-steps", "0",
                      "--out", str(out), str(images)]) == 2
     assert "ig-steps must be at least 1" in capsys.readouterr().err
+    assert cli.main(["analyse", "--model", factory, "--attr", "occlusion",
+                     "--occlusion-stride", "0", "--out", str(out), str(images)]) == 2
+    assert "occlusion-stride must be at least 1" in capsys.readouterr().err
     assert not out.exists()  # nothing was run
 
 

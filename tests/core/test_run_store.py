@@ -10,8 +10,10 @@ from inspector.core.frames import (
     OUTPUT,
     ActivationFrame,
     CamFrame,
+    DivergenceFrame,
     GradientFrame,
     ModelLoaded,
+    Prediction,
     PredictionFrame,
     RunFinished,
     RunStarted,
@@ -189,3 +191,125 @@ def test_a_subscription_does_not_keep_its_view_alive():
     gc.collect()
     store.put(act(1, "fc"))  # the view is gone: its subscription ends
     assert store.subscriptions == []
+
+
+# -- comparisons: the unedited run (baseline) and run A -----------------------------------------
+
+
+def edited_start(run, edits=("zero conv[3]",)):
+    return RunStarted(run, "a.png", "m", "cpu", edits=edits)
+
+
+def preds(run, prob):
+    return PredictionFrame(run, (Prediction(7, "seven", prob, 0.0),), 7)
+
+
+def test_the_unedited_run_is_kept_beside_the_edited_one_in_either_order():
+    for baseline, edited in ((5, 6), (6, 5)):  # submitted before, or after, the edited run
+        store = RunStore()
+        store.set_baseline(baseline)
+        frames = {baseline: [RunStarted(baseline, "a.png", "m", "cpu"), act(baseline, "conv", 1.0),
+                             preds(baseline, 0.9), RunFinished(baseline, "ok")],
+                  edited: [edited_start(edited), act(edited, "conv", 0.5), preds(edited, 0.4),
+                           RunFinished(edited, "ok")]}
+        # Interleaved as the channel may deliver them: neither run's frames are late.
+        for pair in zip(frames[5], frames[6], strict=True):
+            for f in pair:
+                store.put(f)
+        assert store.current_run == edited, (baseline, edited)
+        assert store.get(("predictions",), baseline).top[0].prob == 0.9
+        assert store.get(("tensor", "conv", OUTPUT, 0, ""), baseline).stats.mean == 1.0
+        # Views show the edited run, never the unedited one, even when it is newer.
+        assert store.shown_run(("predictions",)) == edited
+        assert store.latest_run((OUTPUT,)) == edited and store.last_finished() == edited
+        assert store.latest_tensor("conv", OUTPUT).stats.mean == 0.5
+        assert store.edited() and not store.edited(baseline)
+        assert store.reference_run == baseline
+        assert store.reference_names() == ("before", "after")
+
+
+def test_the_reference_is_run_a_when_pinned_else_the_baseline_only_for_an_edited_run():
+    store = RunStore()
+    store.put(RunStarted(1, "a.png", "m", "cpu"))
+    store.set_baseline(1)
+    assert store.reference_run is None  # the current run is the unedited one itself
+    store.put(RunStarted(2, "a.png", "m", "cpu"))  # not edited: nothing to compare
+    assert store.reference_run is None and store.reference_names() is None
+    store.put(edited_start(3))
+    assert store.reference_run == 1
+    store.pin(4)  # submitted, nothing of it arrived yet: not a reference yet
+    assert store.reference_run == 1
+    store.put(edited_start(4))  # run A is current: it is not compared with itself
+    assert store.current_run == 4 and store.reference_run == 1
+    store.put(RunStarted(5, "b.png", "m", "cpu"))  # run B, another image, no edits
+    assert store.reference_run == 4 and store.reference_names() == ("A", "B")
+    store.pin(None)
+    assert store.reference_run is None  # B is not edited: no before/after either
+
+
+def test_late_frames_of_run_a_are_kept_but_do_not_make_it_current():
+    store = RunStore()
+    store.pin(1)
+    store.put(RunStarted(1, "a.png", "m", "cpu"))
+    store.put(RunStarted(2, "b.png", "m", "cpu"))
+    store.put(preds(1, 0.3))  # A's last frame, after B started
+    store.put(preds(0, 0.3))  # an older run's: late, dropped
+    assert store.current_run == 2 and store.get(("predictions",), 1) is not None
+    assert 0 not in store.runs() and store.shown_run(("predictions",)) == 1
+
+
+def test_the_baseline_and_run_a_survive_eviction_and_a_new_model_forgets_both():
+    store = RunStore(keep_runs=2)
+    store.set_baseline(1)
+    store.put(RunStarted(1, "a.png", "m", "cpu"))
+    store.pin(2)
+    store.put(edited_start(2))
+    for run in range(3, 9):
+        store.put(edited_start(run))
+        store.put(act(run, "conv"))
+    assert store.runs() == [1, 2, 7, 8]
+    assert store.reference_run == 2
+    store.pin(None)
+    store.put(edited_start(9))  # unpinned: run 2 is an ordinary old run now
+    assert store.runs() == [1, 8, 9] and store.reference_run == 1
+    store.put(ModelLoaded("m", "", False, "cpu", None))
+    assert store.runs() == [] and store.baseline_run is None and store.pinned_run is None
+    assert store.reference_run is None
+
+
+def test_divergence_frames_are_stored_under_their_key():
+    store = RunStore()
+    told = []
+    store.subscribe(told.append, kinds=("divergence",))
+    frame = DivergenceFrame(3, 2, ("conv", "fc"), np.array([0.0, 0.5]), np.array([1.0, 0.9]))
+    store.put(frame)
+    assert key_of(frame) == ("divergence",) and store.get(("divergence",)) is frame
+    assert told == [frame]
+
+
+def test_run_a_stays_over_other_weights_of_the_same_modules_as_a_reference_only():
+    from types import SimpleNamespace
+
+    def loaded(*modules):
+        tree = SimpleNamespace(modules={m: SimpleNamespace(type_name="Conv2d") for m in modules})
+        return ModelLoaded("m", "", True, "cpu", tree)
+
+    store = RunStore()
+    store.put(loaded("", "conv"))
+    store.pin(1)
+    store.put(RunStarted(1, "a.png", "m", "cpu"))
+    store.put(preds(1, 0.9))
+    store.put(RunStarted(2, "b.png", "m", "cpu"))
+    store.put(loaded("", "conv"))  # another weights file for the same model
+    assert store.runs() == [1] and store.pinned_run == 1 and store.current_run is None
+    assert store.shown_run(("predictions",)) is None  # A is not a run of these weights
+    store.put(preds(1, 0.8))  # a late frame of A: kept, still not shown
+    assert store.current_run is None and store.get(("predictions",), 1).top[0].prob == 0.8
+    store.put(RunStarted(3, "a.png", "m", "cpu"))
+    store.put(preds(3, 0.4))
+    assert store.reference_run == 1 and store.reference_names() == ("A", "B")
+    assert store.shown_run(("predictions",)) == 3
+    store.pin(3)  # a new A: the old one, of the other weights, is of no use any more
+    assert store.runs() == [3] and store.reference_run is None
+    store.put(loaded("", "conv", "fc"))  # another model: A goes
+    assert store.runs() == [] and store.pinned_run is None

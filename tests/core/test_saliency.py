@@ -149,11 +149,12 @@ def smooth_cnn(seed: int = 0) -> nn.Module:
     ).eval()
 
 
-@pytest.mark.parametrize("method", ["saliency", "gxi", "smoothgrad", "ig"])
+@pytest.mark.parametrize("method", ["saliency", "gxi", "smoothgrad", "ig", "occlusion"])
 def test_attribute_shapes_and_types(method):
     model = small_cnn()
     x = torch.randn(3, 12, 10)
-    opts = AttributionOptions(ig_steps=4, smoothgrad_samples=3)
+    opts = AttributionOptions(ig_steps=4, smoothgrad_samples=3, occlusion_patch=4,
+                              occlusion_stride=3)
     one = attribute(model, x, None, method, opts)
     assert one.shape == (3, 12, 10) and one.dtype == np.float32
     assert np.abs(one).max() > 0
@@ -209,9 +210,9 @@ def test_smoothgrad_is_reproducible_with_its_seed():
 def test_unknown_method_and_bad_options_are_clear_errors():
     model = small_cnn()
     x = torch.randn(3, 8, 8)
-    with pytest.raises(ValueError, match="unknown attribution method 'occlusion'; known: "
-                                         "saliency, gxi, smoothgrad, ig"):
-        attribute(model, x, None, "occlusion")
+    with pytest.raises(ValueError, match="unknown attribution method 'lime'; known: "
+                                         "saliency, gxi, smoothgrad, ig, occlusion"):
+        attribute(model, x, None, "lime")
     assert attribute(model, x, None, "Integrated-Gradients",
                      AttributionOptions(ig_steps=2)).shape == (3, 8, 8)
     with pytest.raises(ValueError, match="ig-steps must be at least 1"):

@@ -174,6 +174,7 @@ def test_b_minus_a_shows_the_difference_of_two_runs_previews_in_diverging_colour
     two_runs(view, a, b)
     view.reference_changed()
     assert view.compare_combo.isVisible() and view.compare == SHOW_B
+    assert view.compare_combo.itemText(2) == "after \u2212 before"
     assert view.edited_label.isVisible() and "zero channels 3" in view.edited_label.toolTip()
     panel = view.panel
     assert not panel.diverging
@@ -189,7 +190,7 @@ def test_b_minus_a_shows_the_difference_of_two_runs_previews_in_diverging_colour
     view.set_compare(SHOW_A)
     np.testing.assert_array_equal(panel.data, a)
     assert not panel.diverging and not view.edited_label.isVisible()  # run A had no edits
-    assert "run A" in view.header.text()
+    assert "<b>before</b> (run 1)" in view.header.text()  # the unedited run's name
     view.set_compare(SHOW_B)
     np.testing.assert_array_equal(panel.data, b)
 
@@ -204,6 +205,23 @@ def test_no_selector_without_a_reference_and_b_minus_a_needs_equal_shapes(qtbot)
     view.store.put(grad(2, "layer4", RNG.normal(size=(4, 6, 6))))
     view.set_compare(SHOW_DIFF)
     assert view.panel.mode == "message" and "same shape" in view.panel.message.text()
+
+
+def test_pinning_run_a_shows_the_selector_when_the_compare_actions_ask_for_a_paint(qtbot):
+    view = shown(qtbot, GradientView())
+    view.set_module("layer4")
+    a, b = RNG.normal(size=(2, 4, 3, 3))
+    view.store.put(grad(1, "layer4", a))
+    view.store.put(grad(2, "layer4", b))
+    assert not view.compare_combo.isVisible()
+    view.store.pin(1)  # no frame arrives: Compare ▸ Pin as A asks every view to paint
+    view.request_paint()
+    assert view.compare_combo.isVisible() and view.compare_combo.itemText(1) == "A"
+    view.set_compare(SHOW_DIFF)
+    np.testing.assert_allclose(view.panel.data, b - a, rtol=1e-6)
+    view.store.pin(None)
+    view.request_paint()
+    assert not view.compare_combo.isVisible() and view.compare == SHOW_B
 
 
 # -- saving and copying ---------------------------------------------------------------------------

@@ -5,6 +5,11 @@ Gradients): a map per input pixel, chosen from the same list below the CAMs.
 
 The composite is blended in numpy into reused buffers (image + alpha * (heat - image)), so the
 alpha slider only costs one multiply-add over the image, and is drawn by one ImageItem.
+
+When the run shown is compared with another (the store's `reference_run`: the unedited run,
+or a pinned run A) that has a map of the same method and layer, a selector shows either
+run's map or the difference (current minus reference) in a diverging colour map centred on
+0, over the current run's image, with its range on the colour bar.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QSizePolicy,
     QSlider,
     QStackedWidget,
     QVBoxLayout,
@@ -31,6 +37,9 @@ from inspector.ui.views.base import FrameView, hint_label
 
 METHODS = {name: m.title for name, m in (*CAM_METHODS.items(), *ATTRIBUTION_METHODS.items())}
 DEFAULT_ALPHA = 0.5
+# What the compare selector shows: the current run's map, the reference run's, or their
+# difference. Its entries are named per comparison ("after", "before", "after - before").
+CURRENT, REFERENCE, DIFFERENCE = "current", "reference", "difference"
 EMPTY_TEXT = "Drop an image on the window to see where the model looked (class activation map)."
 FAILED_TEXT = "The last run failed before the class activation map was computed: the status " \
               "bar says why."
@@ -40,6 +49,12 @@ def heat_rgb(cam: np.ndarray, cmap: str = colormaps.DEFAULT_OVERLAY) -> np.ndarr
     """(H, W) in [0, 1] -> (H, W, 3) float32 colours of the overlay map."""
     index = np.clip(np.nan_to_num(cam, nan=0.0) * 255.0 + 0.5, 0, 255).astype(np.uint8)
     return colormaps.lut(cmap)[index].astype(np.float32)
+
+
+def difference_rgb(diff: np.ndarray, extent: float) -> np.ndarray:
+    """(H, W) in [-extent, extent] -> (H, W, 3) float32 colours of the diverging map, 0 in
+    its middle colour."""
+    return heat_rgb(0.5 + 0.5 * np.asarray(diff, np.float32) / extent, colormaps.DEFAULT_DIVERGING)
 
 
 class CamView(FrameView):
@@ -56,9 +71,18 @@ class CamView(FrameView):
         self._blend: np.ndarray | None = None  # the reused uint8 blend buffer
         self._image_f: np.ndarray | None = None
         self._diff: np.ndarray | None = None  # heat - image, float32
+        self._prepared: tuple = (None, None, None)  # what _prepare last prepared
         self._scratch: np.ndarray | None = None
         self._same_for: tuple | None = None  # the runs (and display known) _same compares
         self._same = False  # whether those two runs saw the same image
+        # A comparison with the reference run: its map of the same method and layer, what is
+        # shown (CURRENT, REFERENCE or DIFFERENCE), and the difference current - reference
+        # with the largest |value| the colours span.
+        self.reference_cam: CamFrame | None = None
+        self.mode = CURRENT
+        self.difference: np.ndarray | None = None
+        self.extent = 0.0
+        self._scale: tuple = (colormaps.DEFAULT_OVERLAY, 0.0, 1.0, "importance")  # the bar's
 
         self.method_combo = QComboBox()
         for key, method in CAM_METHODS.items():
@@ -83,6 +107,18 @@ class CamView(FrameView):
         self.alpha_slider.setToolTip("Opacity of the map over the image")
         self.alpha_label = QLabel()
         self.alpha_slider.valueChanged.connect(self._alpha_changed)
+        self.compare_combo = QComboBox()
+        for mode in (CURRENT, REFERENCE, DIFFERENCE):
+            self.compare_combo.addItem(mode, mode)
+        self.compare_combo.setToolTip(
+            "The map of this run, of the run it is compared with, or their difference "
+            "(maps of the same method and layer, each scaled to 0..1)"
+        )
+        self.compare_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        # Never narrower than its text ("after − before"): the layer list gives way instead.
+        self.compare_combo.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Fixed)
+        self.compare_combo.hide()  # until a compared run has a map to compare with
+        self.compare_combo.currentIndexChanged.connect(self.request_paint)
         controls = QHBoxLayout()
         controls.addWidget(self.method_combo)
         controls.addWidget(QLabel("at"))
@@ -104,6 +140,7 @@ class CamView(FrameView):
             interactive=False, width=14, colorMapMenu=False,
         )
         self.bar.axis.setLabel("importance")
+        self.bar.axis.enableAutoSIPrefix(False)  # a difference of 0.3 is not "300 (x0.001)"
         view.addItem(self.bar, row=0, col=1)
         self.view = view
         self.empty = hint_label(EMPTY_TEXT)
@@ -113,7 +150,12 @@ class CamView(FrameView):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(controls)
-        layout.addWidget(self.header)
+        # The compare selector beside the header that names what it shows: the controls'
+        # row is as wide as the narrowest dock already.
+        header_row = QHBoxLayout()
+        header_row.addWidget(self.header, 1)
+        header_row.addWidget(self.compare_combo, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(header_row)
         layout.addWidget(self.stack, 1)
         self._alpha_changed(self.alpha_slider.value())
         self.subscribe(self._cam_stored, self.kinds)
@@ -196,6 +238,14 @@ class CamView(FrameView):
             best = same_method[-1] if same_method else list(cams.values())[-1]
         return best
 
+    def compared(self, cam: CamFrame | None) -> CamFrame | None:
+        """The reference run's map of the same method and layer as `cam` (None: no
+        reference run, or it has no such map)."""
+        reference = self.store.reference_run
+        if cam is None or reference is None or reference == cam.run_id:
+            return None
+        return self.store.get(("cam", cam.method, cam.layer), reference)
+
     def _label(self, index: int) -> str | None:
         """The class name of `index`, from the predictions of the runs kept."""
         for run_id in reversed(self.store.runs()):
@@ -206,16 +256,26 @@ class CamView(FrameView):
         return None
 
     # -- compositing ------------------------------------------------------------------------
-    def _prepare(self, cam: CamFrame | None, display: np.ndarray | None) -> None:
-        """The float image and (heat - image) the blend needs, when what is drawn changed."""
-        if cam is self.drawn[0] and display is self.drawn[1]:
+    def _prepare(self, cam: CamFrame | None, display: np.ndarray | None,
+                 reference: CamFrame | None = None) -> None:
+        """The float image and (heat - image) the blend needs, when what is drawn changed:
+        `cam` over `display`, or with `reference`, the difference cam - reference."""
+        if all(a is b for a, b in zip(self._prepared, (cam, display, reference), strict=True)):
             return
+        self._prepared = (cam, display, reference)
         self.drawn = (cam, display)
         self._image_f = None if display is None else display.astype(np.float32)
         self._diff = None
+        self.difference, self.extent = None, 0.0
         if cam is None:
             return
-        heat = heat_rgb(cam.cam)
+        if reference is None:
+            heat = heat_rgb(cam.cam)
+        else:
+            self.difference = np.nan_to_num(cam.cam - reference.cam, nan=0.0)
+            self.extent = float(np.abs(self.difference).max(initial=0.0))
+            # Equal maps: every pixel gets the middle colour (no division by zero).
+            heat = difference_rgb(self.difference, self.extent or 1.0)
         if self._image_f is not None and self._image_f.shape == heat.shape:
             self._diff = heat - self._image_f
         else:
@@ -257,7 +317,16 @@ class CamView(FrameView):
 
     # -- painting ---------------------------------------------------------------------------
     def _paint(self) -> None:
-        self._prepare(*self.choice())
+        cam, display = self.choice()
+        self.reference_cam = self.compared(cam)
+        self.mode = self._compare_mode(cam)
+        if self.mode == REFERENCE:
+            self._prepare(self.reference_cam, _display(self.store, self.reference_cam.run_id))
+        elif self.mode == DIFFERENCE:
+            self._prepare(cam, display, self.reference_cam)
+        else:
+            self._prepare(cam, display)
+        self._show_scale()
         image = self._compose()
         if image is None:
             self.header.setText("")
@@ -270,6 +339,43 @@ class CamView(FrameView):
         self.bar.setOpacity(1.0 if self.drawn[0] is not None else 0.0)
         self.header.setText(self._header_text())
         self.stack.setCurrentWidget(self.view)
+
+    def _compare_mode(self, cam: CamFrame | None) -> str:
+        """The selector's choice, after naming its entries for this comparison (hidden when
+        there is nothing to compare with; no difference between maps of different sizes)."""
+        combo, ref = self.compare_combo, self.reference_cam
+        names = self.store.reference_names() if ref is not None else None
+        combo.setVisible(names is not None)
+        if names is None:
+            return CURRENT
+        first, second = names
+        combo.blockSignals(True)
+        combo.setItemText(0, second)
+        combo.setItemText(1, first)
+        combo.setItemText(2, f"{second} \u2212 {first}")
+        model = combo.model()
+        same_size = ref.cam.shape == cam.cam.shape
+        model.item(2).setEnabled(same_size)
+        if not same_size and combo.currentData() == DIFFERENCE:
+            combo.setCurrentIndex(0)
+        combo.blockSignals(False)
+        return combo.currentData()
+
+    def _show_scale(self) -> None:
+        """The colour bar: importance 0..1, or the difference's range, centred on 0."""
+        if self.mode == DIFFERENCE:
+            extent = self.extent or 1.0
+            names = self.store.reference_names() or ("reference", "current")
+            scale = (colormaps.DEFAULT_DIVERGING, -extent, extent, f"{names[1]} \u2212 {names[0]}")
+        else:
+            scale = (colormaps.DEFAULT_OVERLAY, 0.0, 1.0, "importance")
+        if scale == self._scale:
+            return  # not on every tick of the alpha slider
+        self._scale = scale
+        cmap, low, high, label = scale
+        self.bar.setColorMap(colormaps.get(cmap))
+        self.bar.setLevels(low=low, high=high)
+        self.bar.axis.setLabel(label)
 
     def _header_text(self) -> str:
         f = self.drawn[0]
@@ -291,6 +397,19 @@ class CamView(FrameView):
             text += f" \u00b7 <i>{html.escape(wanted)} not computed yet</i>"
         if self._image_f is None:
             text += " \u00b7 the map alone (no image of the same size)"
+        names = self.store.reference_names() if self.reference_cam is not None else None
+        if names is not None:
+            first, second = names
+            ref_run = self.reference_cam.run_id
+            if self.mode == REFERENCE:
+                text += f" \u00b7 <b>{first}</b> (run {ref_run})"
+            elif self.mode == DIFFERENCE:
+                extent = f"{self.extent:.3g}"
+                text += (f" \u00b7 <b>{second} \u2212 {first}</b> (run {f.run_id} \u2212 run "
+                         f"{ref_run}), range \u00b1{extent}"
+                         + (": the maps are equal" if self.extent == 0 else ""))
+            else:
+                text += f" \u00b7 <b>{second}</b> (run {f.run_id})"
         return text
 
 

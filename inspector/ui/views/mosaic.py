@@ -77,6 +77,8 @@ class Mosaic:
         self.image: np.ndarray | None = None  # the part shown: _padded without the last gap
         self.channels = self.height = self.width = self.rows = self.cols = 0
         self.levels: tuple[float, float] = (0.0, 1.0)
+        # The layer's index of each tile's channel (a page of a sorted order is not 0..n-1).
+        self.indices = np.arange(0)
         # Per-channel affine map applied to the raw values: shown = (raw - offset) * scale.
         self.offset = np.zeros(0, np.float32)
         self.scale = np.ones(0, np.float32)
@@ -89,15 +91,20 @@ class Mosaic:
         self.image = self._padded[: rows * (h + GAP) - GAP, : cols * (w + GAP) - GAP]
         self.channels, self.height, self.width, self.rows, self.cols = c, h, w, rows, cols
 
-    def fill(self, data: np.ndarray, mode: str = PER_CHANNEL, symmetric: bool = False) -> np.ndarray:
+    def fill(self, data: np.ndarray, mode: str = PER_CHANNEL, symmetric: bool = False,
+             indices: np.ndarray | None = None) -> np.ndarray:
         """Write (C, H, W) `data` into the tiles and set `levels`; returns the mosaic image.
 
         PER_CHANNEL maps each channel to [0, 1] (or to [-1, 1] by its max |value| when
         `symmetric`, so zero stays zero); SHARED keeps raw values and puts the range in levels.
+        `indices`: the layer's channel index of each of data's channels (default 0..C-1).
         """
         if data.ndim != 3:
             raise ValueError(f"a mosaic needs (channels, height, width), got shape {data.shape}")
         c, h, w = data.shape
+        if indices is not None and len(indices) != c:
+            raise ValueError(f"{len(indices)} channel indices for {c} channels")
+        self.indices = np.arange(c) if indices is None else np.asarray(indices, np.intp)
         self._layout(c, h, w)
         lo, hi = channel_ranges(data)
         if mode == SHARED:
@@ -175,6 +182,13 @@ class Mosaic:
             return None
         return k, i, j
 
+    def channel_at(self, x: float, y: float) -> int | None:
+        """The layer's index of the channel whose tile is under image position (x, y) (what
+        a right-click on it edits), whatever page or order is shown; None in a gap or off
+        the tiles."""
+        hit = self.locate(x, y)
+        return None if hit is None or hit[0] >= len(self.indices) else int(self.indices[hit[0]])
+
 
 class ChannelPages:
     """Which of a layer's channels each page shows: `order` (channel indices, first shown
@@ -239,7 +253,6 @@ class MosaicView(pg.GraphicsLayoutWidget):
     def __init__(self, bar: pg.ColorBarItem, parent=None) -> None:
         super().__init__(parent)
         self.mosaic = Mosaic()
-        self.channels = np.arange(0)  # the layer's index of each tile shown, in tile order
         self.box = self.addViewBox(row=0, col=0, lockAspect=True, invertY=True)
         self.box.setMenuEnabled(False)
         self.item = pg.ImageItem(axisOrder="row-major")
@@ -265,8 +278,7 @@ class MosaicView(pg.GraphicsLayoutWidget):
     def show_page(self, data: np.ndarray, channels: np.ndarray, mode: str,
                   symmetric: bool) -> None:
         """Draw `data` (the page's channels, (n, H, W)); `channels`: their indices in the layer."""
-        self.channels = np.asarray(channels, np.intp)
-        image = self.mosaic.fill(data, mode, symmetric=symmetric)
+        image = self.mosaic.fill(data, mode, symmetric=symmetric, indices=channels)
         self.item.setImage(image, autoLevels=False, levels=self.mosaic.levels)
         layout = (self.mosaic.channels, self.mosaic.height, self.mosaic.width)
         if layout != self._gaps_layout:  # only when the tiling changes
@@ -279,6 +291,11 @@ class MosaicView(pg.GraphicsLayoutWidget):
             self._outline.hide()
         self.bar.setLevels(self.mosaic.levels)
 
+    @property
+    def channels(self) -> np.ndarray:
+        """The layer's index of each tile shown, in tile order."""
+        return self.mosaic.indices
+
     def hide_outline(self) -> None:
         self._outline.hide()
 
@@ -289,10 +306,8 @@ class MosaicView(pg.GraphicsLayoutWidget):
             return None
         p = self.item.mapFromScene(scene_pos)
         hit = self.mosaic.locate(p.x(), p.y())
-        if hit is None or hit[0] >= len(self.channels):
-            return None
-        k, i, j = hit
-        return int(self.channels[k]), i, j
+        channel = self.mosaic.channel_at(p.x(), p.y())
+        return None if hit is None or channel is None else (channel, hit[1], hit[2])
 
     def channel_at(self, pos: QPoint | QPointF) -> int | None:
         """The index in the layer of the channel whose tile is at widget position `pos`

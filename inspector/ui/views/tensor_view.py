@@ -120,6 +120,7 @@ class TensorView(FrameView):
         self.module: str | None = None
         self._part: tuple[int, str] | None = None  # (call, path) the user chose
         self._panel_dirty = True
+        self._painted_reference: int | None = None  # the store's reference_run when painted
 
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
@@ -284,13 +285,27 @@ class TensorView(FrameView):
             "or check that the module is called."
         )
 
+    def _names(self) -> tuple[str, str]:
+        """What the reference run and the run shown are called: ("A", "B") for a pinned run,
+        ("before", "after") for the unedited and the edited run (RunStore.reference_names)."""
+        names = self.store.reference_names() if self.reference_run is not None else None
+        return names or ("A", "B")
+
     def _sync_compare(self) -> None:
         has_reference = self.reference_run is not None
         self.compare_combo.setVisible(has_reference)
         if has_reference:
-            pinned = self.store.pinned_run == self.reference_run
-            self.compare_combo.setItemText(
-                1, "A: pinned run" if pinned else "A: without the edits")
+            first, second = self._names()
+            for index, text in enumerate((f"{second} (this run)", first,
+                                          f"{second} \u2212 {first}")):
+                self.compare_combo.setItemText(index, text)
+
+    def request_paint(self) -> None:
+        # Pinning run A changes what the panel shows without a frame arriving (the compare
+        # actions then ask every view to paint): draw the panel again too.
+        if self.store.reference_run != self._painted_reference:
+            self._panel_dirty = True
+        super().request_paint()
 
     def _sync_edited(self, frame: TensorFrame | None) -> None:
         started = self.store.started(frame.run_id) if frame is not None else None
@@ -300,6 +315,7 @@ class TensorView(FrameView):
 
     def _paint(self) -> None:
         self._panel_dirty = False
+        self._painted_reference = self.store.reference_run
         self._sync_part_combo()
         self._sync_compare()
         frame = self.current_frame()
@@ -313,26 +329,30 @@ class TensorView(FrameView):
             else:
                 self.header.setText(f"<b>{html.escape(module_label(self.module))}</b>")
             text = self._empty_text() if frame is None else (
-                f"Run A has no {KIND_NOUNS[self.kind]} of this module to compare with.")
+                f"The {self._names()[0]} run has no {KIND_NOUNS[self.kind]} of this module "
+                "to compare with.")
             self.panel.show_message(text)
             return
         name = f"<b>{html.escape(module_label(shown.module))}</b> {KIND_NOUNS[shown.kind]}"
         # Tokens pooled by core no longer form their patch grid: no grid then.
         pooled = shown.preview is not None and tuple(shown.preview.shape) != tuple(shown.shape[1:])
         keys = channel_keys(shown, reference if compare != SHOW_A else frame)
+        first, second = self._names()
         if compare == SHOW_DIFF:
             diff = preview_difference(frame, reference)
+            difference = f"{second} \u2212 {first}"
             if diff is None:
                 self.header.setText(name)
                 self.panel.show_message(
-                    "B \u2212 A needs both runs' previews of the same shape: "
-                    f"B {_shape_text(frame)}, A {_shape_text(reference)}.")
+                    f"{difference} needs both runs' previews of the same shape: "
+                    f"{second} {_shape_text(frame)}, {first} {_shape_text(reference)}.")
                 return
-            self.header.setText(f"{name} \u00b7 <b>B \u2212 A</b> \u00b7 {diff_html(diff)}")
+            self.header.setText(f"{name} \u00b7 <b>{difference}</b> (run {frame.run_id} "
+                                f"\u2212 run {reference.run_id}) \u00b7 {diff_html(diff)}")
             self.panel.show_tensor(diff, tokens_are_patches=not pooled, channel_keys=keys,
                                    diverging=True)
             return
-        what = " \u00b7 <b>run A</b>" if compare == SHOW_A else ""
+        what = f" \u00b7 <b>{first}</b> (run {shown.run_id})" if compare == SHOW_A else ""
         text = f"{name}{what} \u00b7 {stats_html(shown)}"
         finished = self.store.last_finished()
         if compare == SHOW_B and finished is not None and frame.run_id < finished:
@@ -342,8 +362,9 @@ class TensorView(FrameView):
 
 
 def diff_html(diff: np.ndarray) -> str:
-    """One line about B - A of two previews: how large, and how many channels it touches."""
-    parts = [f"largest |B \u2212 A| {fmt(float(np.abs(diff).max()) if diff.size else 0.0)}"]
+    """One line about the difference of two previews: how large, how many channels it
+    touches."""
+    parts = [f"largest |difference| {fmt(float(np.abs(diff).max()) if diff.size else 0.0)}"]
     if diff.ndim == 3:
         changed = int(np.count_nonzero(np.abs(diff).reshape(diff.shape[0], -1).max(1) > 0))
         parts.append(f"{changed} of {diff.shape[0]} channels changed")
