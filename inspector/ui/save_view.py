@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 from inspector.core.frames import GRAD_OUTPUT, INPUT, OUTPUT, ActivationFrame, ErrorFrame
 
 # Dock keys of the views a PNG can be saved of, in menu order.
-SAVABLE_VIEWS = ("activation", "gradient", "cam", "predictions", "input_stats")
+SAVABLE_VIEWS = ("activation", "gradient", "cam", "predictions", "input_stats", "divergence")
 EXPORT_CHANNEL_CAPACITY = 1 << 20  # frames of the export run: none may be dropped
 
 
@@ -235,9 +235,13 @@ class SaveActions(QObject):
 
 
 def install_save_actions(window) -> SaveActions:
-    """Add the save actions to `window`'s File menu, above Quit (call after build_views)."""
+    """Add the save actions to `window`'s File menu, above Quit (call after build_views;
+    once: a second call returns the actions already there)."""
+    if getattr(window, "save_actions", None) is not None:
+        return window.save_actions
     actions = SaveActions(window)
-    file_menu = next(a.menu() for a in window.menuBar().actions() if a.menu() is not None)
+    menus = [a for a in window.menuBar().actions() if a.menu() is not None]
+    file_menu = next((a.menu() for a in menus if a.text() == "&File"), menus[0].menu())
     quit_action = next((a for a in file_menu.actions() if a.text() == "&Quit"), None)
     if quit_action is None:
         file_menu.addSeparator()

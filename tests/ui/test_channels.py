@@ -89,6 +89,9 @@ def test_a_512_channel_layer_pages_to_channel_300_and_the_zoom_says_of_512(qtbot
                                (data[300] - lo) / (hi - lo), atol=1e-5)
     pos = tile_center(panel, k)
     assert panel.mosaic_view.channel_at(pos) == 300
+    # What the edits' right-click menu reads (image coordinates of the mosaic) agrees.
+    y0, x0 = panel.mosaic.origin(k)
+    assert panel.mosaic.channel_at(x0 + 1, y0 + 1) == 300
     panel._mosaic_clicked(panel.mosaic_view.channel_at(pos))
     assert panel.mode == ZOOM and panel.zoomed == 300
     assert panel.zoom_plot.titleLabel.text == "channel 300 of 512"

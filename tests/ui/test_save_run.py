@@ -18,6 +18,7 @@ def test_the_file_menu_saves_each_view_as_png_and_says_what_it_could_not(
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     actions = install_save_actions(window)
+    assert install_save_actions(window) is actions  # once
     file_menu = window.menuBar().actions()[0].menu()
     assert actions.png_menu.menuAction() in file_menu.actions()
     assert actions.npz_action in file_menu.actions()
