@@ -5,7 +5,7 @@ thread, each image is one run whose capture keeps the whole output and output gr
 the chosen layers, and the CAMs come from core.cam. Per image it writes
 
     DIR/<name>/<name>.npz             input, logits, activation/<module>, gradient/<module>,
-                                      cam/<method>, attr/<method> (input attributions)
+                                      cam/<method>, attr/<method> (the layout: core.run_arrays)
     DIR/<name>/cam_<method>.png       the CAM over the whole original picture, with its
                                       colour bar and the class and probability explained;
                                       what the centre crop left out is hatched
@@ -37,14 +37,7 @@ import numpy as np
 from PIL import Image
 
 from inspector.core.edit_spec import format_edit
-from inspector.core.frames import (
-    GRAD_OUTPUT,
-    OUTPUT,
-    ActivationFrame,
-    ErrorFrame,
-    GradientFrame,
-    PredictionFrame,
-)
+from inspector.core.frames import GRAD_OUTPUT, OUTPUT, ErrorFrame, PredictionFrame
 from inspector.core.interventions import Intervention
 from inspector.core.methods import (
     ATTRIBUTION_METHODS,
@@ -53,6 +46,7 @@ from inspector.core.methods import (
     attribution_method,
     cam_method,
 )
+from inspector.core.run_arrays import full_arrays, npz_arrays
 
 MAX_OVERLAY_SIDE = 2048  # overlays of huge photos are written at most this large
 
@@ -293,7 +287,7 @@ class Analysis:
             compared["top_after"] = entry["top"]
             compared["modules"] = _divergence(outcome)
             compared["notes"] = outcome.notes
-        arrays = _full_arrays(frames)
+        arrays = full_arrays(frames)
         arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
         entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb, outcome)
         return entry
@@ -316,12 +310,7 @@ class Analysis:
         folder = self.out / name
         files: dict[str, str] = {}
         input_hw = tuple(x.shape[-2:])
-        npz: dict[str, np.ndarray] = {"input": x[None].numpy().astype(np.float32),
-                                      "logits": outcome.logits.numpy().astype(np.float32)}
-        for (kind, module), array in arrays.items():
-            npz[f"{kind}/{module}"] = array.astype(np.float32, copy=False)
-        for method, cam in cams.items():
-            npz[f"cam/{method}"] = cam.astype(np.float32, copy=False)
+        npz = npz_arrays(x, arrays, cams, outcome.logits)  # the layout the window saves too
         files["npz"] = self._rel(save_npz(folder / f"{name}.npz", npz))
 
         # The maps over the whole original picture (at most MAX_OVERLAY_SIDE, small ones
@@ -471,24 +460,6 @@ def _divergence(outcome) -> dict[str, dict[str, float | None]]:
 
     return {m: {"rel_l2": finite(r), "cosine": finite(c)}
             for m, r, c in zip(d.modules, d.rel_l2.tolist(), d.cosine.tolist(), strict=True)}
-
-
-def _full_arrays(frames) -> dict[tuple[str, str], np.ndarray]:
-    """(activation|gradient, module[:path]) -> the whole tensor of the module's last call."""
-    best: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
-    for f in frames:
-        if f.__class__ not in (ActivationFrame, GradientFrame) or f.full is None:
-            continue
-        if f.kind == OUTPUT:
-            kind = "activation"
-        elif f.kind == GRAD_OUTPUT:
-            kind = "gradient"
-        else:
-            continue
-        key = (kind, f.module + (f":{f.path}" if f.path else ""))
-        if key not in best or f.call >= best[key][0]:
-            best[key] = (f.call, f.full)
-    return {k: v for k, (_, v) in best.items()}
 
 
 def _picture_at(image, size: tuple[int, int]):

@@ -9,6 +9,7 @@ from typing import Any
 from torch import nn
 
 from .methods import GRADIENT_KINDS, KINDS, OUTPUT
+from .previews import PREVIEW_ELEMENTS, PREVIEW_SIZE
 
 
 @dataclass(frozen=True)
@@ -20,14 +21,19 @@ class CaptureSpec:
     keep: modules whose output and output gradient are kept (detached device copies) in
           `Capture.kept` after the run: what a CAM method needs.
     full: modules whose whole tensors travel in the frames (export).
+    preview_channels, preview_size, preview_elements: how previews are reduced (see
+          core.previews): the first `preview_channels` channels (None: all of them), each
+          averaged down to a side of at most `preview_size` so that all hold about
+          `preview_elements` values.
     """
 
     modules: Mapping[str, frozenset[str]] = field(default_factory=dict)
     preview: frozenset[str] = frozenset()
     keep: frozenset[str] = frozenset()
     full: frozenset[str] = frozenset()
-    preview_channels: int = 64
-    preview_size: int = 64
+    preview_channels: int | None = None
+    preview_size: int = PREVIEW_SIZE
+    preview_elements: int = PREVIEW_ELEMENTS
     stats: bool = True
 
     def __post_init__(self) -> None:

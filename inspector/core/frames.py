@@ -77,7 +77,7 @@ class TensorFrame:
     shape: tuple[int, ...]
     dtype: str
     stats: TensorStats
-    preview: np.ndarray | None = None  # float32, first item of the batch, reduced (see hooks.PreviewSpec)
+    preview: np.ndarray | None = None  # float32, first item of the batch, reduced (see core.previews)
     full: np.ndarray | None = None  # the whole tensor, only when asked for (export)
 
     @property

@@ -346,7 +346,7 @@ class Capture:
         if deferred is not None:
             deferred.poll()  # between modules: the moment to check and send finished ones
         prev = (
-            _stats.preview(t, spec.preview_channels, spec.preview_size)
+            _stats.preview(t, spec.preview_channels, spec.preview_size, spec.preview_elements)
             if name in spec.preview
             else None
         )

@@ -82,6 +82,7 @@ class Session:
         self.tree: ModuleTree | None = None
         self._run_ids = count(1)
         self._open_runs: set[int] = set()  # submitted, not finished
+        self._run_channels: dict[int, FrameChannel] = {}  # runs whose frames go elsewhere
         self._cam_layer: tuple[ModuleTree, str] | None = None  # (tree it was found for, layer)
         # Outputs of the last `keep_runs` runs that asked to keep them (keep_outputs), least
         # recently used first: a run compared with counts as used. They outlive a model load
@@ -142,10 +143,15 @@ class Session:
         run_id, _ = self.submit_request(RunRequest(image=image, **options))
         return run_id
 
-    def submit_request(self, request: RunRequest) -> tuple[int, Future]:
+    def submit_request(self, request: RunRequest,
+                       channel: FrameChannel | None = None) -> tuple[int, Future]:
+        """Queue a run; its frames go to `channel` instead of the session's own when given
+        (a run nobody watches: the window saving a run's whole tensors)."""
         run_id = next(self._run_ids)
         with self._lock:
             self._open_runs.add(run_id)
+            if channel is not None:
+                self._run_channels[run_id] = channel
         future = self.worker.submit(lambda cancel: self._run(run_id, request, cancel), tag=run_id)
         return run_id, future
 
@@ -160,7 +166,7 @@ class Session:
             runs = list(self._open_runs) if run_id is None else [run_id]
         for run in runs:
             # At once, so that a consumer draining right now sees none of its frames.
-            self.channel.cancel_run(run)
+            self._channel_of(run).cancel_run(run)
         self.worker.cancel(run_id)
 
     def check_edits(self, edits: Iterable[Intervention]) -> tuple[Intervention, ...]:
@@ -211,10 +217,15 @@ class Session:
         self.channel.close()
         return stopped
 
+    def _channel_of(self, run_id: int) -> FrameChannel:
+        """Where the frames of `run_id` go (see submit_request)."""
+        with self._lock:
+            return self._run_channels.get(run_id, self.channel)
+
     # -- on the worker thread ----------------------------------------------------------------
 
     def _run(self, run_id: int, req: RunRequest, cancel: threading.Event) -> RunOutcome:
-        put = self.channel.put
+        put = self._channel_of(run_id).put
         timings: dict[str, float] = {}
         outcome = RunOutcome(run_id, "ok")
         loaded = self.loaded
@@ -282,7 +293,7 @@ class Session:
                 self._attributions(run_id, req, model, target, x.detach(), cancel, outcome)
                 timings["attributions"] = time.perf_counter() - t
         except RunCancelled:
-            self.channel.cancel_run(run_id)
+            self._channel_of(run_id).cancel_run(run_id)
             return self._finish(
                 run_id, "cancelled", outcome, timings, described, never_called, cap
             )
@@ -326,10 +337,11 @@ class Session:
     ) -> RunOutcome:
         with self._lock:
             self._open_runs.discard(run_id)
+            channel = self._run_channels.pop(run_id, self.channel)
         # Frames whose statistics an in-place op invalidated (core.deferred_stats) count as
         # dropped, like those the channel drops; the channel adds its own.
         dropped = cap.stats_dropped if cap is not None else 0
-        self.channel.put(
+        channel.put(
             RunFinished(run_id, status, dict(timings), described, tuple(never_called), dropped)
         )
         outcome.status = status
@@ -378,14 +390,14 @@ class Session:
                                  "from: choose a CAM layer")
             # Only Score-CAM calls it (once per batch of masked forwards): the one CAM step
             # that can take long enough to be worth reporting.
-            progress = _progress_reporter(self.channel.put, run_id,
+            progress = _progress_reporter(self._channel_of(run_id).put, run_id,
                                           CAM_METHODS[cam_method(method)].title, cancel)
             cam = cam_from_capture(
                 method, cap, layer, tuple(x.shape[-2:]), model_input=x, target=target,
                 progress=progress,
             )
             outcome.cams[(method, layer)] = cam
-            self.channel.put(CamFrame(run_id, method, layer, target, cam))
+            self._channel_of(run_id).put(CamFrame(run_id, method, layer, target, cam))
 
 
     def _attributions(self, run_id, req: RunRequest, model, target, x, cancel, outcome) -> None:
@@ -397,13 +409,13 @@ class Session:
 
         for method in req.attributions:
             name = attribution_method(method)
-            progress = _progress_reporter(self.channel.put, run_id,
+            progress = _progress_reporter(self._channel_of(run_id).put, run_id,
                                           ATTRIBUTION_METHODS[name].title, cancel)
             signed = attribute(model, x, target, name, req.attribution_options,
                                progress=progress)[0]  # x is a batch of one
             outcome.attributions[name] = signed
             shown = display_map(name, torch.from_numpy(signed)[None])[0]
-            self.channel.put(CamFrame(run_id, name, ATTRIBUTION_LAYER, target, shown))
+            self._channel_of(run_id).put(CamFrame(run_id, name, ATTRIBUTION_LAYER, target, shown))
 
 
 def _progress_reporter(put, run_id: int, step: str, cancel: threading.Event):

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from . import fused_stats
 from .frames import TensorStats
+from .previews import PREVIEW_ELEMENTS, PREVIEW_SIZE, pool_factor
 
 
 def _bcr_view(x: torch.Tensor) -> torch.Tensor:
@@ -159,13 +160,15 @@ def _torch_stats(x: torch.Tensor, v: torch.Tensor, abs_mean: bool) -> TensorStat
         )
 
 
-def preview(x: torch.Tensor, channels: int = 64, size: int = 64) -> np.ndarray:
+def preview(x: torch.Tensor, channels: int | None = None, size: int = PREVIEW_SIZE,
+            elements: int = PREVIEW_ELEMENTS) -> np.ndarray:
     """A small float32 copy of the first batch item, for display.
 
-    (B, C, H, W) -> (min(C, channels), <=size, <=size) by averaging f x f cells, f the
-    smallest whole factor that fits; (B, N, D) tokens -> at most (4*size, 4*size); (B, F)
-    -> at most 64*size values; higher ranks keep their middle slices. Always a copy: the
-    caller may overwrite x in place afterwards.
+    (B, C, H, W) -> every channel (or the first `channels`), each averaged over f x f cells
+    so that all of them hold about `elements` values, a side at most `size` (see
+    previews.pool_factor); (B, N, D) tokens -> at most (4*size, 4*size); (B, F) -> at most
+    64*size values; higher ranks keep their middle slices. Always a copy: the caller may
+    overwrite x in place afterwards.
     """
     x = x.detach()
     if not x.is_floating_point():
@@ -174,12 +177,13 @@ def preview(x: torch.Tensor, channels: int = 64, size: int = 64) -> np.ndarray:
     while item.ndim > 3:  # e.g. 3-D convolutions: keep the middle depth slice
         item = item.select(1, item.shape[1] // 2)
     if item.ndim == 3:
-        item = item[:channels]
-        h, w = item.shape[-2:]
-        if h > size or w > size:
+        if channels is not None:
+            item = item[:channels]
+        c, h, w = item.shape
+        f = pool_factor(c, h, w, size, elements)
+        if f > 1:
             # Means of f x f cells, one f for both sides (the picture keeps its aspect).
             # The same cells on both paths; the compiled one is cheaper on the CPU.
-            f = max(-(-h // size), -(-w // size))
             cpu32 = item.device.type == "cpu" and item.dtype == torch.float32
             if cpu32 and fused_stats.available():
                 return fused_stats.area_pool(item.contiguous().numpy(), f)  # a new array

@@ -3,12 +3,15 @@ from the module tree, the selection and the user's options. Pure functions, no Q
 
 from __future__ import annotations
 
+import math
+
 from inspector.core.frames import GRADIENT_KINDS
+from inspector.core.previews import PREVIEW_ELEMENTS, preview_shape
 
 _GRADIENTS = frozenset(GRADIENT_KINDS)  # core keeps the kinds in a tuple, in hook order
 
-# Previews (64 channels of 64 x 64 at most) of every captured module when they fit in this:
-# then selecting another module after a run shows it at once, without running again. Over
+# Previews (every channel, about 1 MiB a tensor at most: core.previews) of every captured
+# module when they fit in this: then selecting another module after a run shows it at once, without running again. Over
 # it, only the selected module's previews are captured (a big model would copy hundreds of
 # MB per run) and selecting another module re-runs the image.
 PREVIEW_BUDGET_BYTES = 48 * 2**20
@@ -37,16 +40,15 @@ def preview_modules(tree, modules: dict, selected: str | None) -> frozenset[str]
 
 
 def preview_bytes(shape) -> int:
-    """About what a preview of a tensor of this shape costs."""
+    """About what a preview of a tensor of this shape costs (see core.previews)."""
     if not shape:
         return 0
-    dims = list(shape[1:]) or [1]
-    if len(dims) >= 3:
-        dims = [min(dims[0], 64), min(dims[1], 64), min(dims[2], 64)]
-    size = 4
-    for d in dims:
-        size *= d
-    return min(size, 64 * 64 * 64 * 4)
+    dims = tuple(shape[1:]) or (1,)
+    if len(dims) > 3:  # core keeps the middle slice of the dimensions between
+        dims = (dims[0], dims[-2], dims[-1])
+    size = 4 * math.prod(preview_shape(dims))
+    # Tokens and vectors: core averages them down too, to about as much as a mosaic.
+    return size if len(dims) == 3 else min(size, 4 * PREVIEW_ELEMENTS)
 
 
 def default_module(tree) -> str:

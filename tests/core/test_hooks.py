@@ -12,6 +12,7 @@ from torch import nn
 
 from inspector.core.frames import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.hooks import Capture, CaptureSpec, HookError, remaining_hooks, tensor_leaves
+from inspector.core.previews import PREVIEW_ELEMENTS, preview_shape
 
 
 def _clone(value, memo=None):
@@ -328,14 +329,46 @@ def test_preview_is_a_copy_and_reduced():
     with Capture(model, spec, frames.append), torch.no_grad():
         out = model(x)
     f = next(f for f in frames if f.module == "0")
-    # 40 > 16: means of 3 x 3 cells (the smallest whole factor that fits), the last one
-    # clipped to the single remaining row and column.
-    assert f.preview.shape == (64, 14, 14)
-    np.testing.assert_allclose(f.preview[:, 0, 0], conv[0, :64, :3, :3].mean((1, 2)), rtol=1e-5)
-    np.testing.assert_allclose(f.preview[:, -1, -1], conv[0, :64, 39, 39], rtol=1e-5)
+    # Every channel (the window pages through them); 40 > 16: means of 3 x 3 cells (the
+    # smallest whole factor that fits), the last one clipped to the single remaining row
+    # and column.
+    assert f.preview.shape == (80, 14, 14)
+    np.testing.assert_allclose(f.preview[:, 0, 0], conv[0, :, :3, :3].mean((1, 2)),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f.preview[:, -1, -1], conv[0, :, 39, 39], rtol=1e-5, atol=1e-6)
     # The ReLU ran in place on conv's output after the hook: the preview must still hold
     # the negative values the conv produced.
     assert f.preview.min() < 0 and out.min() >= 0
+
+
+@pytest.mark.parametrize("channels, side, pooled", [(512, 7, (512, 7, 7)),
+                                                    (256, 56, (256, 28, 28)),
+                                                    (2048, 7, (2048, 7, 7)),
+                                                    (64, 112, (64, 56, 56))])
+def test_previews_keep_every_channel_within_the_budget(channels, side, pooled):
+    # resnet's layer4, layer1 of resnet50, resnet50's layer4, conv1: every channel comes,
+    # each averaged down until all fit PREVIEW_ELEMENTS (the cost of the old 64 channels).
+    model = nn.Sequential(nn.Identity())
+    spec = CaptureSpec.leaves(model, preview=frozenset({"0"}))
+    frames = []
+    x = torch.randn(1, channels, side, side)
+    with Capture(model, spec, frames.append), torch.no_grad():
+        model(x)
+    (f,) = frames
+    assert f.preview.shape == pooled == preview_shape((channels, side, side))
+    assert f.preview.size <= PREVIEW_ELEMENTS
+    f_ = side // pooled[1]
+    expect = x[0, -1, :f_, :f_].mean().item()  # the last channel is there, averaged
+    assert f.preview[-1, 0, 0] == pytest.approx(expect, rel=1e-5, abs=1e-6)
+
+
+def test_a_capture_can_still_ask_for_the_first_channels_only():
+    model = nn.Sequential(nn.Identity())
+    spec = CaptureSpec.leaves(model, preview=frozenset({"0"}), preview_channels=10)
+    frames = []
+    with Capture(model, spec, frames.append), torch.no_grad():
+        model(torch.randn(1, 300, 8, 8))
+    assert frames[0].preview.shape == (10, 8, 8)
 
 
 def test_a_failing_module_is_named_even_when_nothing_hooks_it():

@@ -17,6 +17,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from inspector.core.frames import DivergenceFrame
+from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.base import FrameView, fmt, hint_label, layer_ticks
 
 L2_COLOR = "#f0a030"
@@ -53,6 +54,7 @@ class DivergenceView(FrameView):
         plot.getAxis("left").enableAutoSIPrefix(False)  # 0.3, not "300 (x0.001)"
         plot.hideButtons()
         plot.setMenuEnabled(False)
+        add_copy_action(plot)  # pyqtgraph's view menu, with "Copy to clipboard"
         self.l2_curve = plot.plot(
             pen=pg.mkPen(L2_COLOR, width=1.5), symbol="o", symbolSize=6,
             symbolBrush=L2_COLOR, symbolPen=None, connect="finite",

@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
+from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.base import hint_label, layer_ticks
 
 MAX_COLOR = "#f0a030"
@@ -55,6 +56,7 @@ class GradientFlowPlot(QWidget):
         plot.getAxis("bottom").enableAutoSIPrefix(False)
         plot.hideButtons()
         plot.setMenuEnabled(False)
+        add_copy_action(plot)  # pyqtgraph's view menu, with "Copy to clipboard"
         self.max_curve = plot.plot(
             pen=pg.mkPen(MAX_COLOR, width=1.5), symbol="o", symbolSize=5,
             symbolBrush=MAX_COLOR, symbolPen=None, connect="finite",

@@ -14,6 +14,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from inspector.core.frames import INPUT, TensorStats
+from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.base import FrameView, fmt, hint_label, layer_ticks
 
 MEAN_COLOR = "#4c9be8"
@@ -43,6 +44,7 @@ class InputStatsView(FrameView):
         plot.setLabel("left", "input value")
         plot.hideButtons()
         plot.setMenuEnabled(False)
+        add_copy_action(plot)  # pyqtgraph's view menu, with "Copy to clipboard"
         plot.addItem(pg.InfiniteLine(pos=0, angle=0, movable=False,
                                      pen=pg.mkPen("#666", style=Qt.PenStyle.DashLine)))
         self.mean_curve = plot.plot(pen=pg.mkPen(MEAN_COLOR, width=1.5), symbol="o",

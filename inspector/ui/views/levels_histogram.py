@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from inspector.ui.plot_clipboard import add_copy_action
+
 BINS = 64
 
 
@@ -25,6 +27,7 @@ class LevelsHistogram(pg.GraphicsLayout):
         self.plot.setMaximumWidth(90)
         self.plot.hideButtons()
         self.plot.setMenuEnabled(False)
+        add_copy_action(self.plot)  # the view menu, with "Copy to clipboard"
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.hideAxis("bottom")
         self.plot.getAxis("left").setWidth(44)

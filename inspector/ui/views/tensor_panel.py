@@ -1,14 +1,17 @@
 """Draws one tensor preview the way its shape asks for, with the controls that go with it.
 
-- (C, H, W), a conv output: a mosaic of the channels in one ImageItem; click a tile to zoom
-  that channel with its histogram and draggable levels; per-channel or shared scale.
+- (C, H, W), a conv output: a mosaic of the channels in one ImageItem, a page of PAGE_SIZE
+  at a time (previous / next page, channels in their own order or sorted by a statistic the
+  owning view gives, jump to a channel by number); click a tile to zoom that channel with
+  its histogram and draggable levels; per-channel or shared scale.
 - (F,), a vector (a Linear output, logits): bars or a line.
 - (N, D), tokens: a token x feature heatmap, or the tokens as their square patch grid (the
   class token left out when N - 1 is a square) showing one feature or the mean.
 
 Images are updated in place with fixed levels computed once per frame (`autoLevels=False`);
 the colour map is only set when the user changes it. The panel does no run bookkeeping: the
-view that owns it decides what to show and when (see base.FrameView).
+view that owns it decides what to show and when (see base.FrameView), and gives it the
+per-channel values to sort by (`show_tensor(channel_keys=...)`).
 """
 
 from __future__ import annotations
@@ -17,12 +20,9 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QPainterPath, QPen
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import (
     QComboBox,
-    QGraphicsPathItem,
-    QGraphicsRectItem,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -33,9 +33,18 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.ui import colormaps
+from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.base import hint_label
 from inspector.ui.views.levels_histogram import LevelsHistogram
-from inspector.ui.views.mosaic import PER_CHANNEL, SHARED, Mosaic, channel_ranges, levels_for
+from inspector.ui.views.mosaic import (
+    PER_CHANNEL,
+    SHARED,
+    ChannelPages,
+    MosaicView,
+    channel_ranges,
+    levels_for,
+    sorted_order,
+)
 from inspector.ui.views.token_page import (
     TOKEN_GRID_FEATURE,
     TOKEN_GRID_MEAN,
@@ -46,6 +55,15 @@ from inspector.ui.views.token_page import (
 
 MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
 MAX_BARS = 256  # more bars than this are slow to draw and too thin to read: a line instead
+# How the mosaic orders channels: their own order, or by a per-channel value the view gives
+# (largest first). SORT_CHANGE is offered only when the view gives it (a reference run).
+SORT_INDEX, SORT_MEAN, SORT_MAX, SORT_CHANGE = "index", "mean", "max", "change"
+SORT_TEXT = {
+    SORT_INDEX: "Channel order",
+    SORT_MEAN: "By mean (highest first)",
+    SORT_MAX: "By max (highest first)",
+    SORT_CHANGE: "By change from A (largest first)",
+}
 
 
 class TensorPanel(QWidget):
@@ -58,7 +76,11 @@ class TensorPanel(QWidget):
         self.mode = MESSAGE
         self._shown_mode: str | None = None
         self.zoomed: int | None = None  # the channel shown alone, if any
-        self.mosaic = Mosaic()
+        self._focus: int | None = None  # the channel whose page the mosaic shows next
+        self.pages_of_channels = ChannelPages()  # which channels the mosaic's page shows
+        self.channel_keys: dict[str, np.ndarray] = {}  # sort key -> a value per channel
+        self._default_diverging = diverging
+        self._cmaps_chosen: dict[bool, str] = {}  # diverging or not -> the map last chosen
         self.tokens: TokenPage | None = None  # built when a token output first arrives
         self._grid_allowed = True
         self._cmap = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
@@ -67,6 +89,7 @@ class TensorPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(self._build_controls())
+        layout.addLayout(self._build_channel_controls())
         self.pages = QStackedWidget()
         layout.addWidget(self.pages, 1)
         self.hover_label = QLabel(" ")
@@ -124,29 +147,44 @@ class TensorPanel(QWidget):
         row.addStretch(1)
         return row
 
+    def _build_channel_controls(self) -> QHBoxLayout:
+        """Paging, sorting and jumping through a layer's channels (mosaic and zoom)."""
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        self.prev_button = QPushButton("\u25c0")
+        self.next_button = QPushButton("\u25b6")
+        for button, step in ((self.prev_button, -1), (self.next_button, 1)):
+            button.setFixedWidth(32)
+            button.clicked.connect(lambda _=False, s=step: self.step(s))
+        self.page_label = QLabel()
+        self.sort_combo = QComboBox()
+        for key in (SORT_INDEX, SORT_MEAN, SORT_MAX, SORT_CHANGE):
+            self.sort_combo.addItem(SORT_TEXT[key], key)
+        self.sort_combo.setToolTip(
+            "The order of the tiles: the layer's own, or by each channel's mean or max over "
+            "the whole tensor, or by how much it differs from run A (mean |B \u2212 A|)"
+        )
+        self.sort_combo.currentIndexChanged.connect(self._controls_changed)
+        self.jump_spin = QSpinBox()
+        self.jump_spin.setPrefix("channel ")
+        self.jump_spin.setKeyboardTracking(False)  # typing 300 jumps once, on Enter
+        self.jump_spin.setToolTip("Show this channel alone (type its number, then Enter)")
+        self.jump_spin.valueChanged.connect(self.zoom)
+        for widget in (self.prev_button, self.page_label, self.next_button, self.sort_combo,
+                       QLabel("go to"), self.jump_spin):
+            row.addWidget(widget)
+        row.addStretch(1)
+        self._channel_widgets = [row.itemAt(i).widget() for i in range(row.count() - 1)]
+        return row
+
     def _build_mosaic_page(self) -> None:
-        view = pg.GraphicsLayoutWidget()
-        self.mosaic_box = view.addViewBox(row=0, col=0, lockAspect=True, invertY=True)
-        self.mosaic_box.setMenuEnabled(False)
-        self.mosaic_item = pg.ImageItem(axisOrder="row-major")
-        self.mosaic_box.addItem(self.mosaic_item)
-        self._tile_outline = QGraphicsRectItem()
-        self._tile_outline.setPen(pg.mkPen("w", width=1.5))
-        self._tile_outline.setZValue(10)
-        self._tile_outline.hide()
-        self.mosaic_box.addItem(self._tile_outline, ignoreBounds=True)
-        # Gaps between tiles, in the background colour (see mosaic.py for why not NaN).
-        self._gaps = QGraphicsPathItem()
-        self._gaps.setPen(QPen(Qt.PenStyle.NoPen))
-        self._gaps.setBrush(pg.mkBrush(pg.getConfigOption("background")))
-        self._gaps.setZValue(5)
-        self._gaps_layout: tuple[int, ...] = ()
-        self.mosaic_box.addItem(self._gaps, ignoreBounds=True)
-        self.mosaic_bar = self._color_bar()
-        view.addItem(self.mosaic_bar, row=0, col=1)
-        view.scene().sigMouseMoved.connect(self._mosaic_hover)
-        view.scene().sigMouseClicked.connect(self._mosaic_click)
-        view.setToolTip("Click a channel to zoom in; scroll to zoom, drag to pan")
+        view = MosaicView(self._color_bar())
+        view.channelClicked.connect(self._mosaic_clicked)
+        view.hovered.connect(self._mosaic_hovered)
+        self.mosaic_view = view
+        # The names the tests and the benchmark know the parts by.
+        self.mosaic, self.mosaic_item, self.mosaic_box = view.mosaic, view.item, view.box
+        self.mosaic_bar = view.bar
         self._pages[MOSAIC] = view
 
     def _ensure_page(self, mode: str) -> None:
@@ -172,6 +210,7 @@ class TensorPanel(QWidget):
         self.zoom_plot.addItem(self.zoom_item)
         self.zoom_hist = LevelsHistogram(self.zoom_item, colormaps.get(self._cmap))
         view.addItem(self.zoom_hist, row=0, col=1)
+        add_copy_action(self.zoom_plot)
         view.scene().sigMouseMoved.connect(self._zoom_hover)
         self._pages[ZOOM] = view
 
@@ -186,6 +225,7 @@ class TensorPanel(QWidget):
         plot.addItem(self.vector_bars)
         plot.addItem(self.vector_line)
         self.vector_plot = plot
+        add_copy_action(plot)
         plot.scene().sigMouseMoved.connect(self._vector_hover)
         self._pages[VECTOR] = plot
 
@@ -208,18 +248,27 @@ class TensorPanel(QWidget):
         self.message.setText(text)
         self._set_mode(MESSAGE)
 
-    def show_tensor(self, preview: np.ndarray | None, tokens_are_patches: bool = True) -> None:
+    def show_tensor(self, preview: np.ndarray | None, tokens_are_patches: bool = True,
+                    channel_keys: dict[str, np.ndarray] | None = None,
+                    diverging: bool | None = None) -> None:
         """Draw `preview` (float32, batch dimension already removed). `tokens_are_patches`
-        False: (N, D) rows are not the model's tokens (pooled), so no patch grid is offered."""
+        False: (N, D) rows are not the model's tokens (pooled), so no patch grid is offered.
+        `channel_keys`: SORT_MEAN / SORT_MAX / SORT_CHANGE -> a value per channel, to order
+        the mosaic by. `diverging`: colours for signed data centred at 0 (a difference of
+        two runs), else the panel's own kind."""
         if preview is None:
             self.show_message("No preview was captured for this tensor; statistics are above.")
             return
         self.data = preview
         self._grid_allowed = tokens_are_patches
+        self.channel_keys = dict(channel_keys or {})
+        self._set_diverging(self._default_diverging if diverging is None else diverging)
+        self._sync_sort_combo()
         self._draw()
 
     def zoom(self, channel: int) -> None:
-        """Show one channel of a (C, H, W) preview alone, with its histogram."""
+        """Show one channel of a (C, H, W) preview alone, with its histogram (a click on its
+        tile, or "go to"); back in the mosaic, the page that holds it is shown."""
         if self.data is None or self.data.ndim != 3 or not 0 <= channel < self.data.shape[0]:
             return
         self.zoomed = channel
@@ -229,6 +278,29 @@ class TensorPanel(QWidget):
         self.zoomed = None
         if self.data is not None:
             self._draw()
+
+    def step(self, delta: int) -> None:
+        """The mosaic: the previous (-1) or next (+1) page. The zoom: the channel before or
+        after the shown one, in the mosaic's order."""
+        pages = self.pages_of_channels
+        if self.mode == ZOOM and self.zoomed is not None:
+            where = np.flatnonzero(pages.order == self.zoomed)
+            if where.size:
+                k = int(where[0]) + delta
+                if 0 <= k < pages.count:
+                    self.zoom(int(pages.order[k]))
+        elif self.mode == MOSAIC:
+            pages.go(pages.page + delta)
+            self._draw()
+
+    def reset_channels(self) -> None:
+        """Another layer: start at its first page, nothing zoomed."""
+        self.zoomed = None
+        self.pages_of_channels.go(0)
+
+    @property
+    def sort_key(self) -> str:
+        return self.sort_combo.currentData()
 
     @property
     def normalisation(self) -> str:
@@ -273,17 +345,18 @@ class TensorPanel(QWidget):
             self._set_mode(MESSAGE)
 
     def _draw_mosaic(self, data: np.ndarray) -> None:
-        image = self.mosaic.fill(data, self.normalisation, symmetric=self.diverging)
-        self.mosaic_item.setImage(image, autoLevels=False, levels=self.mosaic.levels)
-        layout = (self.mosaic.channels, self.mosaic.height, self.mosaic.width)
-        if layout != self._gaps_layout:  # only when the tiling changes
-            self._gaps_layout = layout
-            path = QPainterPath()
-            path.setFillRule(Qt.FillRule.WindingFill)  # where gaps cross, still filled
-            for x, y, w, h in self.mosaic.gap_rects():
-                path.addRect(QRectF(x, y, w, h))
-            self._gaps.setPath(path)
-        self.mosaic_bar.setLevels(self.mosaic.levels)
+        pages = self.pages_of_channels
+        keys = self.channel_keys.get(self.sort_key) if self.sort_key != SORT_INDEX else None
+        pages.set_order(sorted_order(keys, data.shape[0]))
+        if self._focus is not None:  # back from a zoom: the page that holds that channel
+            page = pages.page_of(self._focus)
+            if page is not None:
+                pages.go(page)
+            self._focus = None
+        channels = pages.channels()
+        start = pages.page * pages.page_size
+        page_data = data[start:start + len(channels)] if pages.natural() else data[channels]
+        self.mosaic_view.show_page(page_data, channels, self.normalisation, self.diverging)
         if self.normalisation == SHARED:
             self.mosaic_bar.axis.setLabel("value")
         elif self.diverging:
@@ -299,6 +372,7 @@ class TensorPanel(QWidget):
         self.zoom_item.setImage(channel, autoLevels=False, levels=levels)
         self.zoom_hist.set_values(channel, levels)
         self.zoom_plot.setTitle(f"channel {self.zoomed} of {self.data.shape[0]}")
+        self._focus = self.zoomed  # the mosaic shows its page when we go back
         self._set_mode(ZOOM)
 
     def _draw_vector(self, data: np.ndarray) -> None:
@@ -340,35 +414,85 @@ class TensorPanel(QWidget):
         self.token_combo.setVisible(has_grid)
         self.feature_spin.setVisible(has_grid and self.token_combo.currentData() == TOKEN_GRID_FEATURE)
         self.vector_combo.setVisible(mode == VECTOR)
+        self._sync_channel_controls()
         if mode != self._shown_mode:  # keep a hover readout while frames of one kind arrive
             self._shown_mode = mode
-            self._tile_outline.hide()
+            self.mosaic_view.hide_outline()
             self.hover_label.setText("Click a channel to zoom in" if mode == MOSAIC else " ")
+
+    def _sync_channel_controls(self) -> None:
+        mode = self.mode
+        channels = self.data is not None and self.data.ndim == 3 and mode in (MOSAIC, ZOOM)
+        for widget in self._channel_widgets:
+            widget.setVisible(channels)
+        if not channels:
+            return
+        pages, count = self.pages_of_channels, self.data.shape[0]
+        self.jump_spin.blockSignals(True)
+        self.jump_spin.setRange(0, count - 1)
+        if self.zoomed is not None:
+            self.jump_spin.setValue(self.zoomed)
+        self.jump_spin.blockSignals(False)
+        if mode == ZOOM:
+            where = np.flatnonzero(pages.order == self.zoomed)
+            k = int(where[0]) if where.size else 0
+            self.page_label.setText(f"{k + 1} of {count} in this order")
+            self.prev_button.setEnabled(k > 0)
+            self.next_button.setEnabled(k < count - 1)
+            self.prev_button.setToolTip("The channel before this one in the mosaic's order")
+            self.next_button.setToolTip("The channel after this one in the mosaic's order")
+        else:
+            shown = pages.channels()
+            first = pages.page * pages.page_size
+            self.page_label.setText(
+                f"page {pages.page + 1} of {pages.page_count} \u00b7 "
+                f"{first + 1}\u2013{first + len(shown)} of {count} channels"
+            )
+            self.prev_button.setEnabled(pages.page > 0)
+            self.next_button.setEnabled(pages.page < pages.page_count - 1)
+            self.prev_button.setToolTip("Previous page of channels")
+            self.next_button.setToolTip("Next page of channels")
+
+    def _sync_sort_combo(self) -> None:
+        """Offer "by change" only while the view gives a change per channel."""
+        item = self.sort_combo.model().item(self.sort_combo.findData(SORT_CHANGE))
+        item.setEnabled(SORT_CHANGE in self.channel_keys)
+        if self.sort_key == SORT_CHANGE and SORT_CHANGE not in self.channel_keys:
+            self.sort_combo.blockSignals(True)
+            self.sort_combo.setCurrentIndex(self.sort_combo.findData(SORT_INDEX))
+            self.sort_combo.blockSignals(False)
+
+    def _set_diverging(self, diverging: bool) -> None:
+        """Sequential or diverging colours (a difference B - A is signed whatever is shown);
+        each kind remembers the map last chosen for it."""
+        if diverging == self.diverging:
+            return
+        self._cmaps_chosen[self.diverging] = self._cmap
+        self.diverging = diverging
+        default = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
+        self._cmap = self._cmaps_chosen.get(diverging, default)
+        self.cmap_combo.blockSignals(True)
+        self.cmap_combo.clear()
+        self.cmap_combo.addItems(colormaps.names(diverging))
+        self.cmap_combo.setCurrentText(self._cmap)
+        self.cmap_combo.blockSignals(False)
+        self._apply_colormap()
 
     # -- hover and click --------------------------------------------------------------------
     def _mosaic_hover(self, scene_pos: QPointF) -> None:
-        if self.mode != MOSAIC or self.data is None:
-            return
-        p = self.mosaic_item.mapFromScene(scene_pos)
-        hit = self.mosaic.locate(p.x(), p.y())
-        if hit is None:
-            self._tile_outline.hide()
-            return
-        k, i, j = hit
-        y0, x0 = self.mosaic.origin(k)
-        self._tile_outline.setRect(QRectF(x0, y0, self.mosaic.width, self.mosaic.height))
-        self._tile_outline.show()
-        value = self.data[k, i, j]
-        self.hover_label.setText(f"channel {k}   y {i}, x {j}   value {value:.4g}")
+        """What hovering at `scene_pos` shows (the mosaic view calls it for mouse moves)."""
+        self.mosaic_view.hover(scene_pos)
 
-    def _mosaic_click(self, event) -> None:
-        if self.mode != MOSAIC or event.button() != Qt.MouseButton.LeftButton:
+    def _mosaic_hovered(self, hit) -> None:
+        if self.mode != MOSAIC or self.data is None or hit is None:
             return
-        p = self.mosaic_item.mapFromScene(event.scenePos())
-        hit = self.mosaic.locate(p.x(), p.y())
-        if hit is not None:
-            event.accept()
-            self.zoom(hit[0])
+        channel, i, j = hit
+        value = self.data[channel, i, j]
+        self.hover_label.setText(f"channel {channel}   y {i}, x {j}   value {value:.4g}")
+
+    def _mosaic_clicked(self, channel: int) -> None:
+        if self.mode == MOSAIC:
+            self.zoom(channel)
 
     def _zoom_hover(self, scene_pos: QPointF) -> None:
         if self.mode != ZOOM or self.data is None:

@@ -10,6 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF
 
+from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.mosaic import SHARED, channel_ranges, levels_for
 
 TOKEN_HEATMAP, TOKEN_GRID_MEAN, TOKEN_GRID_FEATURE = "heatmap", "grid_mean", "grid_feature"
@@ -36,6 +37,7 @@ class TokenPage:
         self.plot = self.view.addPlot(row=0, col=0)
         self.plot.invertY(True)
         self.plot.hideButtons()
+        add_copy_action(self.plot)
         self.item = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.item)
         self.bar = bar

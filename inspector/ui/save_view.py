@@ -1,0 +1,255 @@
+"""File ▸ Save view as PNG and File ▸ Save run as NPZ: keeping what the window shows.
+
+A view's PNG is what is on screen, without its controls: an activation or gradient view's
+header (module, statistics, "edited") above its mosaic or zoomed channel with the colour
+bar; the CAM view's header (method, layer, class label) above the overlay and its colour
+bar; the predictions as they are drawn.
+
+The window's frames hold previews, not whole tensors, so the NPZ comes from a run of its
+own: the current run's request again, capturing the whole output (and, with gradients on,
+the output gradient) of every module the tree captures, and the model input. That run's
+frames go to a channel of its own (Session.submit_request), so the views never see it. The
+file has the layout `network-inspector analyse` writes (core.run_arrays).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QPoint, Signal
+from PySide6.QtGui import QAction, QImage, QPainter
+from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
+
+from inspector.core.frames import GRAD_OUTPUT, INPUT, OUTPUT, ActivationFrame, ErrorFrame
+
+# Dock keys of the views a PNG can be saved of, in menu order.
+SAVABLE_VIEWS = ("activation", "gradient", "cam", "predictions", "input_stats", "divergence")
+EXPORT_CHANNEL_CAPACITY = 1 << 20  # frames of the export run: none may be dropped
+
+
+class NothingToSave(Exception):
+    """The view shows no data yet (its message says so, in words)."""
+
+
+# -- PNG ----------------------------------------------------------------------------------------
+
+
+def view_parts(view: QWidget) -> list[QWidget]:
+    """The widgets whose pictures, top to bottom, make a view's PNG."""
+    panel = getattr(view, "panel", None)
+    if panel is not None:  # an activation or gradient view (TensorView)
+        if panel.data is None:
+            raise NothingToSave("This view shows no tensor yet: run an image first.")
+        return [view.header_bar, panel.pages.currentWidget()]
+    drawn = getattr(view, "drawn", None)
+    if drawn is not None:  # the CAM view: its header names the method, layer and class
+        if view.composite is None or drawn[0] is None:
+            raise NothingToSave("The CAM view shows no map yet: run an image with gradients.")
+        return [view.header, view.view]
+    return [view]
+
+
+def grab_view(view: QWidget) -> QImage:
+    """A view's parts (view_parts) stacked into one image, at the screen's pixel density."""
+    pixmaps = [w.grab() for w in view_parts(view) if w.isVisible()]
+    pixmaps = [p for p in pixmaps if not p.isNull()]
+    if not pixmaps:
+        raise NothingToSave("This view is not on screen: show its pane first.")
+    ratio = pixmaps[0].devicePixelRatio()
+    width = max(p.width() for p in pixmaps)
+    height = sum(p.height() for p in pixmaps)
+    image = QImage(width, height, QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(view.palette().window().color())
+    painter = QPainter(image)
+    y = 0
+    for p in pixmaps:
+        p.setDevicePixelRatio(1.0)  # paint in device pixels, one onto the other
+        painter.drawPixmap(QPoint(0, y), p)
+        y += p.height()
+    painter.end()
+    image.setDevicePixelRatio(ratio)
+    return image
+
+
+def save_view_png(view: QWidget, path: str | Path) -> Path:
+    """Write the view's picture to `path` (PNG). OSError when the file cannot be written."""
+    path = Path(path)
+    image = grab_view(view)
+    if not image.save(str(path), "PNG"):
+        raise OSError(f"could not write {path}: check the folder exists and can be written")
+    return path
+
+
+# -- NPZ ----------------------------------------------------------------------------------------
+
+
+def export_request(request, model=None):
+    """`request` again, capturing whole tensors: every module's output (and its output
+    gradient when the run goes backward), the model input; no previews or statistics, and
+    nothing kept or compared between runs. `model`: to list the leaves when the request
+    captures the Session's default (capture None)."""
+    from inspector.core.hooks import CaptureSpec, leaf_names
+
+    if request.capture is not None:
+        captured = request.capture.modules
+    else:
+        captured = {name: frozenset({OUTPUT, GRAD_OUTPUT}) for name in leaf_names(model)}
+    wanted = {OUTPUT, GRAD_OUTPUT} if request.backward else {OUTPUT}
+    modules = {n: frozenset(k) & wanted for n, k in captured.items()}
+    modules = {n: k for n, k in modules.items() if k}
+    # The model's own input, through a pre-hook on the model (module ""): what it received.
+    modules[""] = modules.get("", frozenset()) | {INPUT}
+    capture = CaptureSpec(modules=modules, full=frozenset(modules), stats=False)
+    return request.with_(capture=capture, keep_outputs=False, compare_with=None)
+
+
+def npz_from_run(frames: list, outcome) -> dict:
+    """The NPZ's arrays (core.run_arrays) from the export run's frames and outcome."""
+    from inspector.core.run_arrays import full_arrays, npz_arrays
+
+    model_input = next((f.full for f in frames if isinstance(f, ActivationFrame)
+                        and f.module == "" and f.kind == INPUT and f.full is not None), None)
+    if model_input is None:
+        raise RuntimeError("the run did not see the model's input")
+    arrays = full_arrays(frames)
+    arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
+    cams = {method: cam for (method, _layer), cam in outcome.cams.items()}
+    return npz_arrays(model_input, arrays, cams, outcome.logits)
+
+
+class RunSaver(QObject):
+    """Saves the current run as NPZ: runs it again on the worker with whole tensors, then
+    writes the file on the UI thread. `saved(path)` or `failed(message)` when done."""
+
+    saved = Signal(str)
+    failed = Signal(str)
+
+    def __init__(self, control, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.control = control  # SessionControl: its session, router and last request
+        self.busy = False
+
+    def save(self, path: str | Path) -> bool:
+        """Start; False (and `failed`) when there is nothing to save or a save is going on."""
+        from inspector.core.channel import FrameChannel
+
+        control = self.control
+        if self.busy:
+            self.failed.emit("A run is being saved already: wait for it to finish.")
+            return False
+        if control.session is None or control.loaded is None or control.last_request is None:
+            self.failed.emit("Nothing to save yet: load a model and run an image first.")
+            return False
+        request = export_request(control.last_request, control.loaded.model)
+        channel = FrameChannel(EXPORT_CHANNEL_CAPACITY)
+        _run_id, future = control.session.submit_request(request, channel=channel)
+        self.busy = True
+        control.router.watch(future, lambda f: self._done(f, channel, Path(path)))
+        return True
+
+    def _done(self, future, channel, path: Path) -> None:
+        from inspector.core.export import save_npz
+
+        self.busy = False
+        frames = channel.drain()
+        try:
+            outcome = future.result()
+        except Exception as e:  # noqa: BLE001 - said in the window, not raised
+            self.failed.emit(f"Saving the run failed: {type(e).__name__}: {e}")
+            return
+        if outcome.status != "ok":
+            errors = [f.message for f in frames if isinstance(f, ErrorFrame)]
+            reason = errors[0] if errors else outcome.error or outcome.status
+            self.failed.emit(f"Saving the run failed: {reason}")
+            return
+        try:
+            save_npz(path, npz_from_run(frames, outcome))
+        except (OSError, RuntimeError, ValueError) as e:
+            self.failed.emit(f"Could not save {path}: {e}")
+            return
+        self.saved.emit(str(path))
+
+
+# -- the window's actions ---------------------------------------------------------------------
+
+
+def ask_save_path(parent: QWidget, title: str, suggested: str, filter_text: str) -> str:
+    """The file the user picks ("" when cancelled). Tests replace this function."""
+    path, _ = QFileDialog.getSaveFileName(parent, title, suggested, filter_text)
+    return path
+
+
+class SaveActions(QObject):
+    """The File menu's "Save view as PNG" submenu and "Save run as NPZ…" of a MainWindow."""
+
+    def __init__(self, window, ask: Callable[..., str] | None = None) -> None:
+        super().__init__(window)
+        self.window = window
+        # Looked up when called, so that a test can replace ask_save_path.
+        self.ask = ask or (lambda *args: ask_save_path(*args))
+        self.saver = RunSaver(window.control, self)
+        self.saver.saved.connect(lambda path: window.reporter.info(f"Saved the run to {path}"))
+        self.saver.failed.connect(window.reporter.report)
+        self.png_menu = QMenu("Save view as &PNG", window)
+        self.png_actions: dict[str, QAction] = {}
+        from inspector.ui.docks import DOCKS
+
+        for key in SAVABLE_VIEWS:
+            if key in window.views:
+                action = self.png_menu.addAction(f"{DOCKS[key][0]}\u2026")
+                action.triggered.connect(lambda _=False, k=key: self.save_png(k))
+                self.png_actions[key] = action
+        self.npz_action = QAction("Save run as &NPZ\u2026", window)
+        self.npz_action.setStatusTip("The current image's run with whole tensors, as analyse "
+                                     "writes it")
+        self.npz_action.triggered.connect(lambda: self.save_npz())
+
+    def save_png(self, key: str, path: str | None = None) -> Path | None:
+        view = self.window.views[key]
+        try:
+            view_parts(view)  # before the dialog: with nothing to save, no dialog
+        except NothingToSave as e:
+            self.window.reporter.report(str(e))
+            return None
+        if path is None:
+            path = self.ask(self.window, "Save view as PNG", f"{key}.png", "PNG images (*.png)")
+            if not path:
+                return None
+        try:
+            saved = save_view_png(view, path)
+        except (NothingToSave, OSError) as e:
+            self.window.reporter.report(str(e))
+            return None
+        self.window.reporter.info(f"Saved {saved}")
+        return saved
+
+    def save_npz(self, path: str | None = None) -> bool:
+        if path is None:
+            request = self.window.control.last_request
+            name = Path(str(request.label or "run")).stem if request is not None else "run"
+            path = self.ask(self.window, "Save run as NPZ", f"{name}.npz", "NumPy arrays (*.npz)")
+            if not path:
+                return False
+        return self.saver.save(path)
+
+
+def install_save_actions(window) -> SaveActions:
+    """Add the save actions to `window`'s File menu, above Quit (call after build_views;
+    once: a second call returns the actions already there)."""
+    if getattr(window, "save_actions", None) is not None:
+        return window.save_actions
+    actions = SaveActions(window)
+    menus = [a for a in window.menuBar().actions() if a.menu() is not None]
+    file_menu = next((a.menu() for a in menus if a.text() == "&File"), menus[0].menu())
+    quit_action = next((a for a in file_menu.actions() if a.text() == "&Quit"), None)
+    if quit_action is None:
+        file_menu.addSeparator()
+        file_menu.addMenu(actions.png_menu)
+        file_menu.addAction(actions.npz_action)
+    else:
+        file_menu.insertMenu(quit_action, actions.png_menu)
+        file_menu.insertAction(quit_action, actions.npz_action)
+        file_menu.insertSeparator(quit_action)
+    window.save_actions = actions
+    return actions

@@ -1,0 +1,88 @@
+"""File ▸ Save view as PNG and Save run as NPZ in the real window, with the real engine: the
+NPZ holds what `network-inspector analyse` writes for the same image."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtGui import QImage
+from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+
+from inspector.core.frames import GRAD_OUTPUT, OUTPUT
+from inspector.ui.save_view import install_save_actions
+
+
+def test_the_file_menu_saves_each_view_as_png_and_says_what_it_could_not(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    window = make_window(images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    actions = install_save_actions(window)
+    assert install_save_actions(window) is actions  # once
+    file_menu = window.menuBar().actions()[0].menu()
+    assert actions.png_menu.menuAction() in file_menu.actions()
+    assert actions.npz_action in file_menu.actions()
+    asked = []
+    actions.ask = lambda *args: asked.append(args[1:]) or str(tmp_path / "activation.png")
+    actions.png_actions["activation"].trigger()
+    assert asked[0][1] == "activation.png"
+    image = QImage(str(tmp_path / "activation.png"))
+    assert not image.isNull() and image.width() > 50 and image.height() > 50
+    saved = actions.save_png("predictions", str(tmp_path / "predictions.png"))
+    view = window.views["predictions"]
+    ratio = view.devicePixelRatioF()
+    assert QImage(str(saved)).size().width() == round(view.width() * ratio)
+    # The CAM: its header (method, layer, class label) above the overlay and its colour bar.
+    cam = window.views["cam"]
+    qtbot.waitUntil(lambda: cam.drawn[0] is not None, timeout=TIMEOUT)
+    saved = QImage(str(actions.save_png("cam", str(tmp_path / "cam.png"))))
+    ratio = cam.devicePixelRatioF()
+    assert saved.height() == round((cam.header.height() + cam.view.height()) * ratio)
+    assert saved.width() == round(max(cam.header.width(), cam.view.width()) * ratio)
+    assert "for " in cam.header.text()  # the class the map explains is in the picture
+    # A folder that is not there: one line in the status bar, no traceback, no file.
+    before = window.reporter.count
+    assert actions.save_png("activation", str(tmp_path / "nope" / "a.png")) is None
+    assert window.reporter.count == before + 1 and "could not write" in window.reporter.last_message
+
+
+@pytest.mark.slow
+def test_save_run_as_npz_writes_what_analyse_writes_for_the_demo_model(
+    make_window, qtbot, tmp_path, demo_samples, monkeypatch  # noqa: F811
+):
+    import tqdm
+
+    from inspector.analyse import Analysis
+    from inspector.core.models import ModelSpec
+
+    image = demo_samples[0]
+    window = make_window(model={}, images=[image])
+    wait_run(qtbot, window)
+    request = window.control.last_request
+    assert request.backward and request.cams, "the demo run explains its top class"
+    actions = install_save_actions(window)
+    path = tmp_path / "window.npz"
+    assert actions.save_npz(str(path))
+    qtbot.waitUntil(lambda: not actions.saver.busy, timeout=TIMEOUT)
+    assert path.is_file(), window.reporter.last_message
+    # The window's views still show the run they showed: the export run went elsewhere.
+    assert window.router.store.current_run == window.control.current_run
+
+    layers = [m for m, kinds in request.capture.modules.items() if {OUTPUT, GRAD_OUTPUT} <= kinds]
+    assert layers
+    (method, layer), = request.cams
+    out = tmp_path / "analyse"
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)  # no monitor thread left running
+    analysis = Analysis(ModelSpec(name="demo_shapes"), out, layers, [method], cam_layer=layer,
+                        tensorboard=False, progress=False)
+    assert analysis.run([str(image)]) == 0
+    (written,) = out.rglob("*.npz")
+    with np.load(written) as expected, np.load(path) as got:
+        only_window = {k for k in set(got.files) - set(expected.files)
+                       if not k.startswith("activation/")}  # modules captured without grads
+        assert not only_window and set(expected.files) <= set(got.files)
+        assert {"input", "logits", f"cam/{method}", f"gradient/{layers[0]}"} <= set(got.files)
+        for key in expected.files:
+            assert got[key].shape == expected[key].shape, key
+            np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6,
+                                       err_msg=key)
