@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.core.methods import METHODS
-from inspector.ui import capture_choice, compare_actions, menus
+from inspector.ui import capture_choice, compare_actions, menus, save_view
 from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
 from inspector.ui.edit_actions import EditActions
 from inspector.ui.edit_commands import EditHistory
@@ -233,6 +233,7 @@ class MainWindow(QMainWindow):
             cam.methodChanged.connect(self._cam_method_changed)
             cam.layerChanged.connect(self.runs.rerun)
         self.compare.views_ready()  # the divergence plot selects modules in the tree
+        save_view.install_save_actions(self)  # File ▸ Save view as PNG / Save run as NPZ
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)

@@ -108,7 +108,7 @@ def test_cam_method_and_layer_choices_emit_signals(qtbot):
     # The CAMs, a separator (no data), then the input attributions.
     assert [view.method_combo.itemData(i) for i in range(view.method_combo.count())] == [
         "gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "eigencam", "scorecam",
-        None, "saliency", "gxi", "smoothgrad", "ig"]
+        None, "saliency", "gxi", "smoothgrad", "ig", "occlusion"]
 
 
 def test_cam_view_shows_the_selected_methods_map_when_several_arrive(qtbot):

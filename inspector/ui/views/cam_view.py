@@ -92,7 +92,8 @@ class CamView(FrameView):
             self.method_combo.addItem(f"{method.title} (input)", key)
         self.method_combo.setToolTip(
             "How the map is computed: a CAM from a layer's activations and gradients, or an "
-            "input attribution (a value per input pixel, from the input gradient)"
+            "input attribution (a value per input pixel, from the input gradient, or for "
+            "Occlusion from forwards of copies with a patch covered)"
         )
         self.method_combo.currentIndexChanged.connect(self._method_chosen)
         self.layer_combo = QComboBox()
