@@ -232,6 +232,7 @@ class MainWindow(QMainWindow):
             self.runs.cam_view = cam
             cam.methodChanged.connect(self._cam_method_changed)
             cam.layerChanged.connect(self.runs.rerun)
+            cam.optionsChanged.connect(self.runs.schedule)  # a burst of spin box steps: one run
         self.compare.views_ready()  # the divergence plot selects modules in the tree
         save_view.install_save_actions(self)  # File ▸ Save view as PNG / Save run as NPZ
         module = self.tree.current_module()

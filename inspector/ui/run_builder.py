@@ -97,6 +97,7 @@ class RunBuilder(QObject):
             backward=backward,
             cams=self._cams(backward),
             attributions=self._attributions(),
+            attribution_options=self._attribution_options(),
             label=self.entry.name,
             stretch=self.images.stretch,
             interventions=self.edits.interventions() if self.edits is not None else (),
@@ -111,6 +112,14 @@ class RunBuilder(QObject):
         # Computed from the input gradient on their own, also when the run has no backward.
         method = self._method()
         return (method,) if method in ATTRIBUTION_METHODS else ()
+
+    def _attribution_options(self):
+        """The CAM pane's settings of its attribution (occlusion's patch and stride); None:
+        the defaults."""
+        cam = self.cam_view
+        if cam is None or self._method() != "occlusion":
+            return None
+        return cam.occlusion.options()
 
     def _cams(self, backward: bool) -> tuple[tuple[str, str | None], ...]:
         cam = self.cam_view

@@ -392,3 +392,27 @@ def test_an_input_attribution_is_chosen_beside_the_cams_and_shown(make_window, q
     assert "Saliency" in cam.header.text()
     cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))  # back to a CAM
     assert cam.layer_combo.isEnabled() and window.control.last_request.attributions == ()
+
+
+def test_occlusion_takes_its_patch_and_stride_from_the_cam_pane(make_window, qtbot, tmp_path):
+    window = make_window(images=[write_png(tmp_path / "one.png")])
+    wait_run(qtbot, window)
+    cam = window.views["cam"]
+    assert not cam.occlusion.isVisible()
+    cam.method_combo.setCurrentIndex(cam.method_combo.findData("occlusion"))
+    assert cam.occlusion.isVisible() and not cam.layer_combo.isVisible()
+    run = wait_run(qtbot, window)
+    first = window.control.last_request
+    assert first.attributions == ("occlusion",) and first.attribution_options.occlusion_patch == 32
+    cam.occlusion.patch.setValue(8)
+    cam.occlusion.stride.setValue(4)  # two steps: one run, after the pause
+    qtbot.waitUntil(lambda: window.control.last_request is not first, timeout=TIMEOUT)
+    options = window.control.last_request.attribution_options
+    assert (options.occlusion_patch, options.occlusion_stride) == (8, 4)
+    run = wait_run(qtbot, window)
+    qtbot.waitUntil(lambda: cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id,
+                    timeout=TIMEOUT)
+    assert cam.cam_frame.method == "occlusion" and cam.cam_frame.cam.max() <= 1.0
+    cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))
+    assert not cam.occlusion.isVisible() and cam.layer_combo.isVisible()
+    assert window.control.last_request.attribution_options is None

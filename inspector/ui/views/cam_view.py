@@ -34,6 +34,7 @@ from inspector.core.frames import CamFrame
 from inspector.core.methods import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
 from inspector.ui import colormaps
 from inspector.ui.views.base import FrameView, hint_label
+from inspector.ui.views.occlusion_controls import OcclusionControls
 
 METHODS = {name: m.title for name, m in (*CAM_METHODS.items(), *ATTRIBUTION_METHODS.items())}
 DEFAULT_ALPHA = 0.5
@@ -59,6 +60,7 @@ def difference_rgb(diff: np.ndarray, extent: float) -> np.ndarray:
 
 class CamView(FrameView):
     methodChanged = Signal(str)  # noqa: N815 (Qt signal naming)
+    optionsChanged = Signal()  # noqa: N815 - the attribution's settings (occlusion's patch)
     layerChanged = Signal(str)  # noqa: N815
 
     kinds = ("cam",)
@@ -120,10 +122,14 @@ class CamView(FrameView):
         self.compare_combo.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Fixed)
         self.compare_combo.hide()  # until a compared run has a map to compare with
         self.compare_combo.currentIndexChanged.connect(self.request_paint)
+        self.occlusion = OcclusionControls()
+        self.occlusion.changed.connect(self.optionsChanged)
+        self.at_label = QLabel("at")
         controls = QHBoxLayout()
         controls.addWidget(self.method_combo)
-        controls.addWidget(QLabel("at"))
+        controls.addWidget(self.at_label)
         controls.addWidget(self.layer_combo, 1)
+        controls.addWidget(self.occlusion, 1)
         controls.addWidget(QLabel("overlay"))
         controls.addWidget(self.alpha_slider)
         controls.addWidget(self.alpha_label)
@@ -159,6 +165,7 @@ class CamView(FrameView):
         layout.addLayout(header_row)
         layout.addWidget(self.stack, 1)
         self._alpha_changed(self.alpha_slider.value())
+        self._enable_layers()
         self.subscribe(self._cam_stored, self.kinds)
 
     # -- API --------------------------------------------------------------------------------
@@ -196,8 +203,13 @@ class CamView(FrameView):
             self._enable_layers()
 
     def _enable_layers(self) -> None:
-        """An attribution is at the model input: no layer to choose."""
+        """An attribution is at the model input: no layer to choose. Occlusion shows its
+        patch and stride in the layer list's place."""
         self.layer_combo.setEnabled(self.method not in ATTRIBUTION_METHODS)
+        occlusion = self.method == "occlusion"
+        self.occlusion.setVisible(occlusion)
+        self.at_label.setVisible(not occlusion)
+        self.layer_combo.setVisible(not occlusion)
 
     def _cam_stored(self, _frame: CamFrame) -> None:
         self.request_paint()
