@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
-from test_main_window import make_window, wait_run, write_png  # noqa: F401 (a fixture)
+from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401 (a fixture)
 from view_frames import RNG, cam_frame, shown
 
 from inspector.core.frames import (
@@ -288,9 +288,21 @@ def test_pin_as_a_reruns_with_kept_outputs_and_pins_that_run(make_window, qtbot,
     wait_run(qtbot, window)
     assert compare.label.isVisible() and compare.label.text() == f"A: run {pinned} (x.png)"
     assert compare.unpin_action.isEnabled()
-    window.runs.rerun()  # run B: A stays, and is what B is compared with
-    wait_run(qtbot, window)
-    assert window.control.current_run > pinned and store.reference_run == pinned
+    window.images.add_paths([write_png(tmp_path / "y.png", color=(200, 40, 40))])
+    qtbot.waitUntil(lambda: window.control.last_request.label == "y.png", timeout=TIMEOUT)
+    b = wait_run(qtbot, window)  # run B, of another image: A stays, and B is compared with it
+    assert b.run_id > pinned and store.reference_run == pinned
+    # The divergence plot: a point per module whose output the runs captured.
+    divergence = store.get(("divergence",), b.run_id)
+    assert divergence is not None and divergence.reference_run == pinned
+    captured = {m for m, kinds in window.control.last_request.capture.modules.items()
+                if "output" in kinds}
+    assert set(divergence.modules) == captured
+    assert len(divergence.modules) == len(captured)
+    assert (divergence.rel_l2 > 0).any()  # another image: the outputs differ
+    view = window.views["divergence"]
+    qtbot.waitUntil(lambda: view.shown_frame() is divergence, timeout=TIMEOUT)
+    assert len(view.l2_curve.getData()[0]) == len(captured)
     compare.unpin_action.trigger()
     assert store.pinned_run is None and compare.label.isHidden()
     assert not compare.unpin_action.isEnabled()
