@@ -36,6 +36,7 @@ from inspector.ui.module_tree_cells import (
     COL_TYPE,
     COL_ZEROS,
     COLUMN_OF_KIND,
+    EDIT_GLYPH,
     HAZARD_LABELS,
     HEADER_TIPS,
     HEADERS,
@@ -100,6 +101,7 @@ class ModuleTreeModel(QAbstractItemModel):
         self._rows_run: int | None = None  # the statistics run the cached rows were made for
         self._last_flush = 0.0
         self._run_complete = True
+        self._edited_stats = False  # whether the statistics shown are of an edited run
         self.subscription = self.store.subscribe(
             self._stats_stored, STATS_KINDS, modules=(), on_run=self._run_changed,
             on_clear=self._store_cleared)
@@ -198,6 +200,12 @@ class ModuleTreeModel(QAbstractItemModel):
     def _run_changed(self, frame) -> None:
         if isinstance(frame, RunFinished):
             self._run_complete = True
+        elif frame.run_id != self.store.baseline_run:  # the unedited run is never shown here
+            edited = bool(frame.edits)
+            if edited != self._edited_stats:
+                self._edited_stats = edited
+                self.headerDataChanged.emit(Qt.Orientation.Horizontal, STATS_COLUMNS[0],
+                                            STATS_COLUMNS[-1])
 
     def _store_cleared(self) -> None:
         self._rows.clear()
@@ -270,12 +278,15 @@ class ModuleTreeModel(QAbstractItemModel):
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
         if orientation != Qt.Orientation.Horizontal:
             return None
+        edited = self._edited_stats and section in STATS_COLUMNS
         if role == Qt.ItemDataRole.DisplayRole:
-            return HEADERS[section]
+            # The statistics are the edited run's: what the modules after an edit saw.
+            return f"{HEADERS[section]} {EDIT_GLYPH}" if edited else HEADERS[section]
         if role == Qt.ItemDataRole.ToolTipRole:
             if section in KIND_COLUMNS:
                 return KIND_TIPS[KIND_COLUMNS[section]]
-            return HEADER_TIPS.get(section)
+            tip = HEADER_TIPS.get(section)
+            return f"{tip} ({EDIT_GLYPH}: of the edited run)" if edited and tip else tip
         return None
 
     def flags(self, index: QModelIndex) -> Qt.ItemFlag:

@@ -20,7 +20,7 @@ from inspector.ui.edit_commands import EditHistory
 from inspector.ui.edits import EditList
 from inspector.ui.image_canvas import ImageCanvas
 from inspector.ui.module_tree_cells import EDIT_GLYPH
-from inspector.ui.module_tree_model import COL_NAME
+from inspector.ui.module_tree_model import COL_MEAN, COL_NAME
 
 PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
 
@@ -429,6 +429,12 @@ def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_p
     wait_run(qtbot, window)
     assert window.control.last_request.interventions == (ZeroChannels("features.0", (1, 2)),)
     assert window.router.store.edited()
+    # The tree's statistics are the edited run's, and their headers say so.
+    model = window.tree.model
+    assert model.headerData(COL_MEAN, Qt.Orientation.Horizontal) == f"Mean {EDIT_GLYPH}"
+    window.history.undo()  # the last edit (the only one) is gone: an unedited run
+    wait_run(qtbot, window)
+    assert model.headerData(COL_MEAN, Qt.Orientation.Horizontal) == "Mean"
 
 
 def test_copy_as_python_gives_a_script_that_reproduces_the_edited_run(
