@@ -18,7 +18,15 @@ import html
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from inspector.core.frames import RunFinished, TensorFrame
 from inspector.ui.views.base import FrameView, fmt
@@ -142,6 +150,9 @@ class TensorView(FrameView):
             "B \u2212 A: the difference of their previews, blue below 0, red above."
         )
         self.compare_combo.currentIndexChanged.connect(lambda _i: self.request_panel())
+        # Never narrower than its text ("after (this run)"): the header wraps instead.
+        self.compare_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.compare_combo.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Fixed)
         self.compare_combo.hide()
         self.panel = TensorPanel(diverging=diverging)
 
