@@ -15,6 +15,10 @@ the chosen layers, and the CAMs come from core.cam. Per image it writes
 and for the run DIR/summary.json and DIR/tensorboard/ (when tensorboard is installed).
 An image that cannot be read or run is reported and skipped; the others are done.
 
+A video named among the inputs (core.video: .mp4 .mkv .mov .avi .webm, with PyAV) stands for
+its frames 0, N, 2N, ... (`every`): each is analysed as an image, its files named by frame
+(`DIR/<video>_f000010/`), and its entry in summary.json has the video's path and "frame".
+
 Edits (`--edit`, core.edit_spec) apply to every run, so everything written is the edited
 run's: what the modules after an edit saw. With `compare`, each image is first run without
 the edits (its outputs kept in the Session), then with them, compared with that run:
@@ -70,6 +74,7 @@ class Analysis:
         compare: bool = False,
         warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
         emit_script: Path | None = None,
+        every: int = 1,
     ) -> None:
         self.spec = spec
         self.out = Path(out)
@@ -94,6 +99,11 @@ class Analysis:
         self.emit_script = emit_script  # where to write the run as a script (--emit-script)
         self._names: set[str] = set()
         self.target: Any = None
+        if every < 1:
+            raise ValueError(f"--every must be 1 or more, not {every}")
+        self.every = every  # of a video's frames, analyse 0, every, 2 * every, ...
+        self._videos: dict[Path, Any] = {}  # path -> core.video.VideoReader, while running
+        self._video_frames: dict[Path, Any] = {}  # path -> its frames still to analyse
 
     # -- the run ----------------------------------------------------------------------------------
 
@@ -101,7 +111,7 @@ class Analysis:
         """Analyse every image named (files or folders); the exit code: 0, or 1 if any failed."""
         from tqdm import tqdm
 
-        from inspector.core.images import ImageLoadError, expand_paths
+        from inspector.core.images import ImageLoadError
 
         t0 = time.perf_counter()
         entries: list[dict[str, Any]] = []
@@ -111,9 +121,13 @@ class Analysis:
             entries.append(_entry(err.path, error=str(err)))
 
         missed: list[ImageLoadError] = []
-        paths = expand_paths(inputs, on_missing=missed.append)
+        try:
+            paths = self._inputs(inputs, missed)
+        except BaseException:
+            self._close_videos()
+            raise
         if not paths and not missed:
-            self.warn(f"no image files found in {', '.join(inputs)}")
+            self.warn(f"no image or video files found in {', '.join(inputs)}")
             return 1
         session = loaded = tb = None
         comparisons: list[dict[str, Any]] = []
@@ -130,12 +144,13 @@ class Analysis:
             tb = self._tensorboard()
             bar = tqdm(paths, unit="img", desc="analysing", file=sys.stderr,
                        disable=not self.progress, dynamic_ncols=True)
-            for step, path in enumerate(bar):
-                compared = _compared(path) if self.compare else None
+            for step, (path, frame) in enumerate(bar):
+                compared = _compared(path, frame=frame) if self.compare else None
                 try:
-                    entry = self._one(session, loaded, path, step, tb, compared)
+                    entry = self._one(session, loaded, path, step, tb, compared, frame)
                 except Exception as e:  # one image's failure must not lose the others
-                    entry = _entry(path, error=f"{path}: {type(e).__name__}: {e}")
+                    entry = _entry(path, error=f"{_where(path, frame)}: {type(e).__name__}: "
+                                               f"{e}", frame=frame)
                 if entry["error"]:
                     bar.write(f"skipped {entry['error']}", file=sys.stderr)
                 entries.append(entry)
@@ -153,6 +168,7 @@ class Analysis:
                 tb.close()
             if session is not None:
                 session.close()
+            self._close_videos()
         failed = sum(1 for e in entries if e["error"])
         elapsed = time.perf_counter() - t0
         print(
@@ -242,27 +258,31 @@ class Analysis:
     # -- one image --------------------------------------------------------------------------------
 
     def _one(self, session, loaded, path: Path, step: int, tb,
-             compared: dict[str, Any] | None = None) -> dict[str, Any]:
+             compared: dict[str, Any] | None = None,
+             frame: int | None = None) -> dict[str, Any]:
         from inspector.core.images import ImageLoadError, load_image
 
-        entry = _entry(path)
+        entry = _entry(path, frame=frame)
         try:
-            image = load_image(path, stretch=self.stretch)
+            image = (load_image(path, stretch=self.stretch) if frame is None
+                     else self._video_frame(path, frame))
             x = loaded.preprocess(image)
-        except ImageLoadError as e:
+        except ImageLoadError as e:  # core.video.VideoLoadError too
             entry["error"] = str(e)
             return entry
         except Exception as e:  # an image Pillow reads but the preprocessing cannot use
-            entry["error"] = f"{path}: cannot preprocess ({type(e).__name__}: {e})"
+            entry["error"] = f"{_where(path, frame)}: cannot preprocess ({type(e).__name__}: {e})"
             return entry
+        label = path.name if frame is None else f"{path.name} frame {frame}"
         reference = None
         if compared is not None:
             # The same image without the edits first; the Session keeps its outputs.
             before = session.run(x, capture=self._baseline_capture, backward=False,
-                                 topk=self.topk, label=path.name, keep_outputs=True)
+                                 topk=self.topk, label=label, keep_outputs=True)
             frames = session.channel.drain()
             if before.status != "ok":
-                entry["error"] = f"{path} (without the edits): {_failure(before, frames)}"
+                entry["error"] = (f"{_where(path, frame)} (without the edits): "
+                                  f"{_failure(before, frames)}")
                 return entry
             compared["top_before"] = _top(frames)
             reference = before.run_id
@@ -270,7 +290,7 @@ class Analysis:
         wanted = tuple((m, self.cam_layer) for m in self.methods)
         outcome = session.run(
             x, capture=self.capture, target=self.target, cams=wanted, topk=self.topk,
-            label=path.name, attributions=tuple(self.attributions),
+            label=label, attributions=tuple(self.attributions),
             attribution_options=self.attribution_options, interventions=self.edits,
             compare_with=reference,
         )
@@ -278,7 +298,7 @@ class Analysis:
         if reference is not None:
             session.forget_outputs(reference)  # one image's twin is not needed by the next
         if outcome.status != "ok":
-            entry["error"] = f"{path}: {_failure(outcome, frames)}"
+            entry["error"] = f"{_where(path, frame)}: {_failure(outcome, frames)}"
             return entry
         cams = {m: outcome.cams[(m, layer)] for m, layer in wanted}
         entry["target"] = outcome.target
@@ -289,10 +309,12 @@ class Analysis:
             compared["notes"] = outcome.notes
         arrays = full_arrays(frames)
         arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
-        entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb, outcome)
+        entry["files"] = self._write(loaded, path, image, x, arrays, cams, step, tb, outcome,
+                                     frame)
         return entry
 
-    def _write(self, loaded, path, image, x, arrays, cams, step, tb, outcome) -> dict[str, str]:
+    def _write(self, loaded, path, image, x, arrays, cams, step, tb, outcome,
+               frame: int | None = None) -> dict[str, str]:
         import torch
 
         from inspector.core.export import (
@@ -306,7 +328,7 @@ class Analysis:
         from inspector.core.figures import figure_size, map_figure, mosaic_figure
         from inspector.core.saliency import display_map
 
-        name = self._unique(path)
+        name = self._unique(path, frame)
         folder = self.out / name
         files: dict[str, str] = {}
         input_hw = tuple(x.shape[-2:])
@@ -356,18 +378,65 @@ class Analysis:
                 tb.image(f"activation/{module}", grid, step)
         if tb is not None:
             tb.image("input", display, step)
-            tb.text("image", f"{step}: {path}", step)
+            tb.text("image", f"{step}: {_where(path, frame)}", step)
         return files
 
     # -- names and the summary --------------------------------------------------------------------
 
-    def _unique(self, path: Path) -> str:
+    def _unique(self, path: Path, frame: int | None = None) -> str:
         base = _safe(path.stem) or "image"
+        if frame is not None:
+            base = f"{base}_f{frame:06d}"  # sorts in frame order
         name, n = base, 2
         while name in self._names:
             name, n = f"{base}_{n}", n + 1
         self._names.add(name)
         return name
+
+    # -- inputs: images, and videos as their frames --------------------------------------------------
+
+    def _inputs(self, inputs, missed: list) -> list[tuple[Path, int | None]]:
+        """(path, None) per image file (folders expanded, as images.expand_paths does), then
+        (video, frame) per frame to analyse of each video named, in the order given. A video
+        that cannot be opened (or PyAV missing) goes to `missed`, said once."""
+        from inspector.core.images import expand_paths
+        from inspector.core.video import VideoLoadError, VideoReader, is_video
+
+        videos = [Path(p) for p in inputs if is_video(p) and Path(p).is_file()]
+        listed = {str(v) for v in videos}
+        images = expand_paths([p for p in inputs if str(Path(p)) not in listed],
+                               on_missing=missed.append)
+        items: list[tuple[Path, int | None]] = [(p, None) for p in images]
+        for video in dict.fromkeys(videos):
+            try:
+                reader = VideoReader(video)
+            except VideoLoadError as e:
+                missed.append(e)
+                continue
+            self._videos[video] = reader
+            items.extend((video, i) for i in range(0, reader.frame_count, self.every))
+        return items
+
+    def _video_frame(self, path: Path, frame: int):
+        """Frame `frame` of a video opened by _inputs: the frames are asked for in order,
+        so the video is decoded once, front to back."""
+        from inspector.core.video import VideoLoadError
+
+        frames = self._video_frames.get(path)
+        if frames is None:
+            frames = self._video_frames[path] = self._videos[path].frames(self.every)
+        for got in frames:
+            if got.index == frame:
+                return got.image
+            if got.index > frame:
+                break
+        raise VideoLoadError(path, f"frame {frame} could not be decoded")
+
+    def _close_videos(self) -> None:
+        self._video_frames.clear()
+        for reader in self._videos.values():
+            reader.close()
+        self._videos.clear()
 
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.out).as_posix()
@@ -424,14 +493,25 @@ class Analysis:
         tmp.replace(self.out / name)
 
 
-def _entry(path, error: str | None = None) -> dict[str, Any]:
-    return {"path": str(path), "top": [], "files": {}, "error": error}
+def _entry(path, error: str | None = None, frame: int | None = None) -> dict[str, Any]:
+    entry = {"path": str(path), "top": [], "files": {}, "error": error}
+    if frame is not None:
+        entry["frame"] = frame  # a video's frame (its index, from 0)
+    return entry
 
 
-def _compared(path, error: str | None = None) -> dict[str, Any]:
+def _compared(path, error: str | None = None, frame: int | None = None) -> dict[str, Any]:
     """One image's entry in compare.json."""
-    return {"path": str(path), "modules": {}, "top_before": [], "top_after": [], "notes": [],
-            "error": error}
+    entry = {"path": str(path), "modules": {}, "top_before": [], "top_after": [], "notes": [],
+             "error": error}
+    if frame is not None:
+        entry["frame"] = frame
+    return entry
+
+
+def _where(path, frame: int | None) -> str:
+    """How messages name an input: the path, and a video's frame."""
+    return str(path) if frame is None else f"{path} frame {frame}"
 
 
 def _failure(outcome, frames) -> str:

@@ -152,8 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the run as a standalone Python script (torch, torchvision, "
                         "numpy, Pillow; no inspector): `python PATH IMAGE OUT.json` prints and "
                         "writes the logits and the captured modules' statistics")
+    a.add_argument("--every", type=int, default=1, metavar="N",
+                   help="videos named (.mp4 .mkv .mov .avi .webm; needs "
+                        "'network-inspector[video]'): analyse every Nth frame, counting from "
+                        "frame 0 (default 1: every frame)")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
-    a.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
+    a.add_argument("images", nargs="+",
+                   help="image files or folders (searched recursively for images), and videos")
     a.set_defaults(func=_analyse)
 
     at = sub.add_parser(
@@ -301,6 +306,7 @@ def _analyse(args: argparse.Namespace) -> int:
             compare=args.compare,
             warn=_error,
             emit_script=args.emit_script,
+            every=args.every,
         )
     except ValueError as e:
         _error(str(e))

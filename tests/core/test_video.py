@@ -1,0 +1,220 @@
+"""Video files: core.video's reader (frame count, seeks, every Nth frame, read-ahead thread),
+`analyse --every N` over a video the test writes, and the message when PyAV is missing."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inspector import cli
+from inspector.core import video
+
+av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
+
+from video_clip import FPS, FRAMES, write_clip  # noqa: E402
+
+FACTORY = '''
+import torch
+from torch import nn
+
+CLASSES = ["left", "middle", "right"]
+PREPROCESS = {"crop_size": (32, 32), "resize_size": None,
+              "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3),
+    )
+'''
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    return write_clip(tmp_path_factory.mktemp("video") / "clip.mp4")
+
+
+@pytest.fixture
+def factory(tmp_path: Path) -> str:
+    path = tmp_path / "tiny_video_model.py"
+    path.write_text(FACTORY)
+    return f"{path}:build"
+
+
+def _all_frames(path: Path) -> list[np.ndarray]:
+    with video.VideoReader(path) as reader:
+        return [np.asarray(f.image) for f in reader.frames()]
+
+
+@pytest.mark.parametrize("suffix,codec_name", [(".mp4", None), (".mkv", None),
+                                               (".avi", "mpeg4"), (".webm", "libvpx")])
+def test_the_reader_counts_every_frame_and_seeks_to_the_one_asked(tmp_path, suffix, codec_name):
+    if codec_name == "libvpx":
+        try:
+            av.codec.Codec("libvpx", "w")
+        except Exception:  # noqa: BLE001
+            pytest.skip("this PyAV wheel has no VP8 encoder")
+    path = write_clip(tmp_path / f"clip{suffix}", codec_name=codec_name)
+    frames = _all_frames(path)
+    assert len(frames) == FRAMES
+    assert not np.array_equal(frames[0], frames[1])  # the shapes move
+    with video.VideoReader(path) as reader:
+        assert reader.frame_count == FRAMES
+        assert reader.fps == pytest.approx(FPS)
+        assert reader.info.size == (64, 64)
+        # Backwards, forwards past a key frame, twice the same, the ends.
+        for i in (17, 3, 29, 29, 0, 12, 13, 25):
+            assert np.array_equal(np.asarray(reader.read(i)), frames[i]), f"frame {i}"
+        assert [f.index for f in reader.frames(every=10)] == [0, 10, 20]
+        assert [f.index for f in reader.frames(every=7, start=5)] == [5, 12, 19, 26]
+
+
+def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):
+    ahead = video.ReadAhead(clip, ahead=3)
+    try:
+        taken = []
+        while len(taken) < 4:
+            assert ahead.wait(10)
+            frame = ahead.take()
+            if frame is not None:
+                taken.append(frame.index)
+        ahead.seek(21)
+        while len(taken) < 12:
+            assert ahead.wait(10)
+            frame = ahead.take()
+            if frame is not None:
+                taken.append(frame.index)
+            elif ahead.ended:
+                break
+        assert ahead.info.frame_count == FRAMES
+        assert taken == [0, 1, 2, 3, *range(21, 29)]
+    finally:
+        ahead.close()
+    assert not ahead.is_alive()
+
+
+def test_read_ahead_reports_a_file_that_is_not_a_video(tmp_path):
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("not a video")
+    ahead = video.ReadAhead(bad)
+    try:
+        assert ahead.wait(10)
+        assert isinstance(ahead.error, video.VideoLoadError)
+        assert str(ahead.error).startswith(str(bad))
+    finally:
+        ahead.close()
+
+
+def test_analyse_every_10th_frame_matches_session_runs_of_the_same_frames(
+    clip, factory, tmp_path, capsys
+):
+    from inspector.core.models import ModelSpec
+    from inspector.core.session import Session
+
+    out = tmp_path / "out"
+    rc = cli.main(["analyse", "--model", factory, "--every", "10", "--quiet",
+                   "--no-tensorboard", "--out", str(out), str(clip)])
+    assert rc == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    entries = summary["images"]
+    assert [(e["path"], e["frame"]) for e in entries] == [(str(clip), i) for i in (0, 10, 20)]
+    assert all(e["error"] is None for e in entries)
+    for e in entries:
+        folder = out / f"clip_f{e['frame']:06d}"
+        assert (folder / f"clip_f{e['frame']:06d}.npz").is_file()
+        assert e["files"]["npz"] == f"clip_f{e['frame']:06d}/clip_f{e['frame']:06d}.npz"
+
+    frames = _all_frames(clip)
+    session = Session()
+    try:
+        session.load_model(ModelSpec(name=None, factory=factory, device="cpu")).result(60)
+        from PIL import Image
+
+        for e in entries:
+            outcome = session.run(Image.fromarray(frames[e["frame"]]), timeout=60)
+            probs = outcome.logits[0].softmax(-1)
+            top = int(probs.argmax())
+            assert e["top"][0]["index"] == top
+            assert e["top"][0]["prob"] == pytest.approx(float(probs[top]), abs=1e-5)
+            session.channel.drain()
+    finally:
+        session.close()
+    # The frames differ, and so do their results: not one result written three times.
+    probs = [e["top"][0]["prob"] for e in entries]
+    assert len(set(probs)) > 1
+
+
+def test_a_video_among_images_and_folders_is_expanded_to_its_frames(
+    clip, factory, tmp_path, capsys
+):
+    from PIL import Image
+
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    Image.new("RGB", (40, 40), (200, 30, 30)).save(folder / "red.png")
+    out = tmp_path / "out"
+    rc = cli.main(["analyse", "--model", factory, "--every", "12", "--quiet",
+                   "--no-tensorboard", "--cam", "none", "--out", str(out), str(folder),
+                   str(clip)])
+    assert rc == 0, capsys.readouterr().err
+    entries = json.loads((out / "summary.json").read_text())["images"]
+    assert [(Path(e["path"]).name, e.get("frame")) for e in entries] == [
+        ("red.png", None), ("clip.mp4", 0), ("clip.mp4", 12), ("clip.mp4", 24)]
+    assert "frame" not in entries[0]
+
+
+def test_every_must_be_positive(clip, factory, tmp_path, capsys):
+    rc = cli.main(["analyse", "--model", factory, "--every", "0", "--quiet",
+                   "--out", str(tmp_path / "out"), str(clip)])
+    assert rc == 2
+    assert "--every must be 1 or more" in capsys.readouterr().err
+
+
+def _without_pyav(monkeypatch):
+    real_import = builtins.__import__
+
+    def refuse_av(name, *args, **kwargs):
+        if name == "av" or name.startswith("av."):
+            raise ImportError("No module named 'av'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", refuse_av)
+
+
+def test_without_pyav_the_reader_says_what_to_install(clip, monkeypatch):
+    _without_pyav(monkeypatch)
+    assert not video.pyav_available()
+    with pytest.raises(video.VideoLoadError) as caught:
+        video.VideoReader(clip)
+    assert str(caught.value) == f"{clip}: {video.MISSING_PYAV}"
+    assert "pip install 'network-inspector[video]'" in str(caught.value)
+
+
+def test_without_pyav_analyse_says_what_to_install_and_does_the_images(
+    clip, factory, tmp_path, capsys, monkeypatch
+):
+    from PIL import Image
+
+    picture = tmp_path / "red.png"
+    Image.new("RGB", (40, 40), (200, 30, 30)).save(picture)
+    _without_pyav(monkeypatch)
+    out = tmp_path / "out"
+    rc = cli.main(["analyse", "--model", factory, "--quiet", "--no-tensorboard",
+                   "--out", str(out), str(picture), str(clip)])
+    err = capsys.readouterr().err
+    assert rc == 1  # something named could not be read
+    assert "Traceback" not in err
+    assert f"skipped {clip}: video files need PyAV" in err
+    assert "pip install 'network-inspector[video]'" in err
+    entries = json.loads((out / "summary.json").read_text())["images"]
+    errors = {Path(e["path"]).name: e["error"] for e in entries}
+    assert errors["red.png"] is None  # the picture was still analysed
+    assert "pip install 'network-inspector[video]'" in errors["clip.mp4"]
+
