@@ -1,7 +1,10 @@
 """The image pane: the images a user opened, as thumbnails, and the selected one, large.
 
 Files and folders come in by drop (the main window forwards drops here), Ctrl+O or paste.
-Each file is decoded with core's `load_image` before it is listed, so a corrupt file is
+Video files named or dropped (not those inside folders) are listed too, with their first
+frame as the thumbnail; selecting one emits `videoSelected` and the video player (video_player
+.py) shows its frames here (`show_frame`). Each file is decoded (images with core's
+`load_image`, videos' first frame with core.video) before it is listed, so a corrupt file is
 reported by name and never becomes the current image; the previous image stays. Decoding
 happens a few files per event-loop turn (a 25 ms budget), so a dropped folder of a thousand
 photos fills in while the window stays responsive.
@@ -46,6 +49,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
+from inspector.core.video import first_frame, is_video
 from inspector.ui.arrow_keys import claims_arrow_keys
 from inspector.ui.image_canvas import ImageCanvas, pil_from_qimage, qimage_from_pil, qimage_from_rgb
 
@@ -62,13 +66,15 @@ class ImageEntry:
 
     name: str
     path: Path | None
-    image: Any = None  # PIL image, for pasted pictures
+    image: Any = None  # PIL image: a pasted picture, or the video frame being run
     size: tuple[int, int] = (0, 0)
+    video: Any = None  # core.video.VideoInfo of a listed video file
 
     @property
     def source(self):
-        """What Session.submit takes: the path (decoded on the worker) or the PIL image."""
-        return str(self.path) if self.path is not None else self.image
+        """What Session.submit takes: the PIL image when there is one, else the path
+        (decoded on the worker)."""
+        return self.image if self.image is not None else str(self.path)
 
 
 class _Filmstrip(QListWidget):
@@ -78,6 +84,7 @@ class _Filmstrip(QListWidget):
 
 class ImagePane(QWidget):
     imageSelected = Signal(object)  # ImageEntry: run it
+    videoSelected = Signal(object)  # ImageEntry of a video file: play it
     failed = Signal(str, str)  # message, details: files that could not be opened
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
     stretchChanged = Signal(bool)  # "Stretch levels" was toggled: run again with it
@@ -209,10 +216,13 @@ class ImagePane(QWidget):
         Unknown files and missing paths are reported together when the batch is done."""
         explicit = [Path(p) for p in paths]
         errors: list[ImageLoadError] = []
+        videos = [p for p in explicit if p.is_file() and is_video(p)]
         for p in explicit:
-            if p.is_file() and p.suffix.lower() not in IMAGE_EXTENSIONS:
-                errors.append(ImageLoadError(p, "not an image file type this app reads"))
-        files = expand_paths(explicit, on_missing=errors.append)
+            if p.is_file() and p.suffix.lower() not in IMAGE_EXTENSIONS and not is_video(p):
+                errors.append(ImageLoadError(p, "not an image or video file type this app "
+                                                "reads"))
+        files = expand_paths([p for p in explicit if p not in videos],
+                             on_missing=errors.append) + videos
         known = {str(e.path) for e in self.entries() if e.path is not None}
         new = [f for f in files if str(f) not in known]
         if select and files and not new:
@@ -244,15 +254,19 @@ class ImagePane(QWidget):
         deadline = time.perf_counter() + LOAD_BUDGET_S
         while self._pending and time.perf_counter() < deadline:
             path = self._pending.popleft()
+            info = None
             try:
-                image = load_image(path)
-            except ImageLoadError as e:
+                if is_video(path):  # listed with its first frame; PyAV missing: said here
+                    image, info = first_frame(path)
+                else:
+                    image = load_image(path)
+            except ImageLoadError as e:  # core.video.VideoLoadError too
                 self._batch_errors.append(e)
                 continue
             except Exception as e:  # noqa: BLE001 - any decoder failure is the file's problem
                 self._batch_errors.append(ImageLoadError(path, f"{type(e).__name__}: {e}"))
                 continue
-            entry = ImageEntry(path.name, path, None, image.size)
+            entry = ImageEntry(path.name, path, None, image.size, info)
             self._append(entry, qimage_from_pil(_thumbnail(image)))
             self._batch_added.append(str(path))
             if self._select_next_added:
@@ -278,7 +292,10 @@ class ImagePane(QWidget):
         item.setData(EntryRole, entry)
         w, h = entry.size
         where = str(entry.path) if entry.path else "pasted from the clipboard"
-        item.setToolTip(f"{where}\n{w} × {h} pixels")
+        what = f"{w} × {h} pixels"
+        if entry.video is not None:
+            what += f", {entry.video.frame_count:,} frames at {entry.video.fps:g} fps"
+        item.setToolTip(f"{where}\n{what}")
         self.list.addItem(item)
 
     # -- drops and the clipboard ---------------------------------------------------------------
@@ -350,11 +367,16 @@ class ImagePane(QWidget):
     def _row_changed(self, row: int) -> None:
         entry = self.current()
         self._model_input = None
+        if entry is not None and entry.video is not None:
+            self.videoSelected.emit(entry)  # the player shows its frames (show_frame)
+            return
         self._show_original(entry)
         if entry is not None:
             self.imageSelected.emit(entry)
 
     def _show_original(self, entry: ImageEntry | None) -> None:
+        if entry is not None and entry.video is not None:
+            return  # a video: the frame the player shows stays
         self._original = None
         if entry is not None:
             try:
@@ -372,6 +394,23 @@ class ImagePane(QWidget):
         else:
             self.caption.clear()
         self._refresh()
+
+    # -- video frames and the camera ---------------------------------------------------------
+    def show_frame(self, image, caption: str, tip: str = "") -> None:
+        """A video's or the camera's frame (a PIL image) as the original picture."""
+        if max(image.size) > ORIGINAL_MAX:
+            image = image.copy()
+            image.thumbnail((ORIGINAL_MAX, ORIGINAL_MAX))
+        self._original = qimage_from_pil(image)
+        self.caption.setText(caption)
+        self.caption.setToolTip(tip or caption)
+        if self.mode == ORIGINAL:
+            self.canvas.set_image(self._original)
+
+    def add_below_canvas(self, widget: QWidget) -> None:
+        """A bar under the picture (the video player's controls)."""
+        layout = self.layout()
+        layout.insertWidget(layout.indexOf(self.canvas) + 1, widget)
 
     # -- original vs model input -------------------------------------------------------------
     def set_model_input(self, display: np.ndarray | None) -> None:

@@ -1,4 +1,5 @@
-"""Where images come from: the open dialogs, the clipboard, and files dropped on the window.
+"""Where images come from: the open dialogs, the clipboard, and files dropped on the window
+(video files too: the image pane lists them, and the video player plays them).
 
 `ImageSources` is an event filter on the main window: a drop anywhere (also on a view deep
 inside a dock, whose drag events Qt hands up to the window) adds the files to the image pane.
@@ -12,7 +13,10 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog
 
-IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp *.ppm);;All files (*)"
+IMAGE_FILTER = ("Images and videos (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp *.ppm "
+                "*.mp4 *.mkv *.mov *.avi *.webm);;"
+                "Images (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp *.ppm);;"
+                "Videos (*.mp4 *.mkv *.mov *.avi *.webm);;All files (*)")
 _DRAGS = (QEvent.Type.DragEnter, QEvent.Type.DragMove)
 
 
@@ -28,7 +32,8 @@ class ImageSources(QObject):
 
     def open_images(self) -> None:
         start = str(self.settings.value("image_dir", str(Path.home())))
-        paths, _ = QFileDialog.getOpenFileNames(self.window, "Open images", start, IMAGE_FILTER)
+        paths, _ = QFileDialog.getOpenFileNames(self.window, "Open images or videos", start,
+                                                IMAGE_FILTER)
         if paths:
             self.settings.set_value("image_dir", str(Path(paths[0]).parent))
             self.images.add_paths(paths)

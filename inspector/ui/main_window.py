@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.core.methods import METHODS
-from inspector.ui import capture_choice, compare_actions, menus, save_view
+from inspector.ui import capture_choice, compare_actions, menus, save_view, video_player
 from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
 from inspector.ui.edit_actions import EditActions
 from inspector.ui.edit_commands import EditHistory
@@ -84,6 +84,7 @@ class MainWindow(QMainWindow):
         self.compare = compare_actions.install(self)  # Compare ▸ Pin as A / Unpin A
         self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
                                   self.settings, self.images, self.control)
+        self.video = video_player.install(self)  # videos and File ▸ Camera, live
         self.overlay = LoadingOverlay(self, self.tree.view)
         self.overlay.say("Starting…")
         self._connect()
@@ -469,6 +470,7 @@ class MainWindow(QMainWindow):
             return
         self._shut_down = True
         self.runs.stop()
+        self.video.stop()
         self.control.close()
         self.run_progress.stop()
         self._gc_collector.stop()

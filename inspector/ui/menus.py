@@ -39,6 +39,7 @@ class Menus:
     recent_models: QMenu
     device: QMenu
     device_group: QActionGroup
+    camera: QAction | None = None  # File ▸ Camera: enabled where Qt Multimedia finds one
 
 
 def add_action(window: QMainWindow, menu, text: str, slot, shortcut=None, tip: str = ""):
@@ -66,6 +67,11 @@ def build_menus(window, backward: bool) -> Menus:
     open_model.setEnabled(False)
     add_action(window, file, "&Paste image", window.sources.paste,
                QKeySequence.StandardKey.Paste)
+    # The video player exists once the menus do: looked up when the action fires.
+    camera = add_action(window, file, "&Camera", lambda: window.video.open_camera())
+    file.setToolTipsVisible(True)  # a disabled Camera says why in its tooltip
+    file.aboutToShow.connect(lambda: update_camera_action(camera))
+    update_camera_action(camera, probe=False)
     file.addSeparator()
     recent_images = file.addMenu("Recent images")
     recent_models = file.addMenu("Recent models")
@@ -115,7 +121,20 @@ def build_menus(window, backward: bool) -> Menus:
     help_menu.addSeparator()
     add_action(window, help_menu, "About", window.show_about)
     return Menus(open_model, rerun, backward_action, undo, redo, copy_python, recent_images,
-                 recent_models, device, QActionGroup(window))
+                 recent_models, device, QActionGroup(window), camera)
+
+
+def update_camera_action(action: QAction, probe: bool = True) -> None:
+    """File ▸ Camera on where Qt Multimedia finds a camera; off, with the reason (no camera,
+    or Qt Multimedia not installed: what to install) as its tooltip. Asked when the File menu
+    opens (`probe`), not at start: listing cameras can take a moment."""
+    from inspector.ui.camera import camera_status
+
+    ok, note = camera_status() if probe else (False, "")
+    action.setEnabled(ok)
+    tip = f"Stream {note} through the model" if ok else note
+    action.setToolTip(tip)
+    action.setStatusTip(tip)
 
 
 def fill_device_menu(menus: Menus, devices: list[str], chosen) -> None:

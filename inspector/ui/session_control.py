@@ -7,6 +7,10 @@ UI thread but never runs the model: `submit` queues a run (a core RunRequest, wh
 window's RunBuilder makes from its widgets) for core's worker, after cancelling the one
 running; the results come back as frames through the FrameRouter.
 
+A stream of frames (a video playing, the camera) goes through `submit_if_idle`: a frame that
+comes while a run is still busy is dropped and counted (`framesDropped`), never queued, so
+the views follow the newest frame the model can keep up with and no backlog builds up.
+
 While edits are on, the window also runs the unedited image once (`submit_baseline`): that
 run is not the current run, so the edited run submitted right after it does not cancel it,
 and the run store keeps its frames beside the current run's (RunStore.set_baseline).
@@ -17,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -65,6 +70,7 @@ class SessionControl(QObject):
     modelLoadDone = Signal(bool)  # whether it worked (the ModelLoaded frame has the rest)
     runSubmitted = Signal(int)
     baselineSubmitted = Signal(int)  # the unedited run that the edited runs are compared with
+    framesDropped = Signal(int)  # stream frames dropped so far (submit_if_idle)
 
     def __init__(self, router: FrameRouter, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -80,6 +86,7 @@ class SessionControl(QObject):
         self.last_request = None  # the RunRequest of current_run
         self.baseline_run: int | None = None  # the unedited run kept beside the edited ones
         self.baseline_running = False
+        self.frames_dropped = 0  # stream frames that came while a run was busy
         router.runFinished.connect(self._run_finished)
 
     # -- engine ----------------------------------------------------------------------------
@@ -221,6 +228,26 @@ class SessionControl(QObject):
             self.session.cancel(self.baseline_run)
         self.baseline_run, self.baseline_running = None, False
         self.router.store.set_baseline(None)
+
+    @property
+    def busy(self) -> bool:
+        """A run of ours (or the unedited run it waits for) has not finished."""
+        return self.running or self.baseline_running
+
+    def submit_if_idle(self, submit: Callable[[], Any]) -> bool:
+        """A frame of a stream: `submit()` it (the RunBuilder's run of that frame) when no run
+        is busy; else drop it, count it and say so (framesDropped). Whether it was run."""
+        if self.busy:
+            self.frames_dropped += 1
+            self.framesDropped.emit(self.frames_dropped)
+            return False
+        submit()
+        return True
+
+    def reset_dropped(self) -> None:
+        """A new stream: its count starts at 0."""
+        self.frames_dropped = 0
+        self.framesDropped.emit(0)
 
     def _cancel_current(self) -> None:
         if self.running and self.current_run is not None:

@@ -27,13 +27,18 @@ class StatusPanel:
         self.device = QLabel("device —")
         self.run = QLabel("no run yet")
         self.frames = QLabel("")
+        self.stream = QLabel("")  # a video or the camera: its rate, runs and dropped frames
+        self.stream.setToolTip(
+            "A video or the camera: frames shown per second, frames run through the model, "
+            "and frames dropped because a run was still busy (dropped, never queued)")
+        self.stream.hide()
         self.device.setToolTip("Where the model runs (the Device menu changes it)")
         self.frames.setToolTip(
             "Frames shown by the views, and dropped because the display fell behind (the "
             "newest frame of each tensor is always kept)"
         )
         bar.addPermanentWidget(self.busy)
-        for label in (self.model, self.weights, self.device, self.run, self.frames):
+        for label in (self.model, self.weights, self.device, self.run, self.stream, self.frames):
             label.setContentsMargins(6, 0, 6, 0)
             bar.addPermanentWidget(label)
 
@@ -70,6 +75,14 @@ class StatusPanel:
         words = RUN_WORDS.get(frame.status, frame.status)
         self.run.setText(f"{words} {1000 * total:.0f} ms" if total else words)
         self.run.setToolTip(", ".join(f"{k} {1000 * v:.1f} ms" for k, v in frame.timings.items()))
+
+    def show_stream(self, fps: float | None, run: int = 0, dropped: int = 0) -> None:
+        """A stream's figures (None: no stream, the label goes)."""
+        if fps is None:
+            self.stream.hide()
+            return
+        self.stream.setText(f"video {fps:.1f} fps · {run:,} run · frames dropped: {dropped:,}")
+        self.stream.show()
 
     def show_frames(self, shown: int, dropped: int) -> None:
         text = f"frames {shown:,} shown · {dropped:,} dropped"

@@ -1,0 +1,323 @@
+"""Videos and the camera through the model, live: the window's side of core.video.
+
+Selecting a listed video (dropped, opened, or named on the command line) plays it in the
+image pane: frames come from core.video.ReadAhead (decoded on its own thread, a few ahead)
+and a timer on the UI thread shows one per frame period of the video, so playback follows
+the video's frame rate and never waits for the decoder or the model. Each frame shown is
+offered to the model through SessionControl.submit_if_idle: run (with everything the window
+shows live: the tree's statistics, the mosaics, the CAM) when no run is busy, else dropped
+and counted in the status bar, never queued.
+
+Pause, step (one frame back or forward) and seek (the slider) run the frame they land on
+even when a run is busy: the user asked for that frame. File ▸ Camera (camera.py) streams
+the default camera the same way (no step or seek: it is live).
+
+Each frame is run as a PIL image in a run entry of its own (`frame_entry`, named
+"clip.mp4 · frame 12"), so Run again, a new CAM method or target, stretch levels and edits
+apply to the frame shown, and the class chosen in the predictions stays from frame to frame.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QStyle, QToolButton, QWidget
+
+from inspector.core.video import READ_AHEAD, ReadAhead
+from inspector.ui.image_canvas import pil_from_qimage
+from inspector.ui.image_pane import ImageEntry
+
+POLL_MS = 10  # waiting for a frame asked for (a step, a seek) or for the video to open
+FPS_WINDOW_S = 2.0  # the frame rate shown is measured over this last stretch
+
+
+class VideoControls(QWidget):
+    """Play/pause, one frame back and forward, the position slider and the frame counter."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        style = self.style()
+        self.play = self._button(style.standardIcon(QStyle.StandardPixmap.SP_MediaPause),
+                                 "Pause")
+        self.back = self._button(style.standardIcon(QStyle.StandardPixmap.SP_MediaSeekBackward),
+                                 "One frame back")
+        self.forward = self._button(
+            style.standardIcon(QStyle.StandardPixmap.SP_MediaSeekForward), "One frame forward")
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setToolTip("Seek: the frame under the handle is shown and run")
+        self.counter = QLabel("")
+        self.counter.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for widget in (self.play, self.back, self.forward):
+            layout.addWidget(widget)
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.counter)
+
+    def _button(self, icon, tip: str) -> QToolButton:
+        button = QToolButton()
+        button.setIcon(icon)
+        button.setToolTip(tip)
+        button.setAutoRaise(True)
+        return button
+
+    def show_playing(self, playing: bool) -> None:
+        pixmap = QStyle.StandardPixmap.SP_MediaPause if playing else \
+            QStyle.StandardPixmap.SP_MediaPlay
+        self.play.setIcon(self.style().standardIcon(pixmap))
+        self.play.setToolTip("Pause" if playing else "Play")
+
+    def set_seekable(self, seekable: bool, frames: int = 1) -> None:
+        for widget in (self.back, self.forward, self.slider):
+            widget.setEnabled(seekable)
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, max(frames - 1, 0))
+        self.slider.blockSignals(False)
+
+    def show_position(self, index: int) -> None:
+        self.slider.blockSignals(True)  # only the user's moves seek
+        self.slider.setValue(index)
+        self.slider.blockSignals(False)
+
+
+class VideoPlayer(QObject):
+    """Plays one video (or the camera) through the window's RunBuilder."""
+
+    frameShown = Signal(int)  # the index of the frame now shown (-1: a camera frame)
+
+    def __init__(self, images, runs, control, status, reporter, parent=None) -> None:
+        super().__init__(parent)
+        self.images = images  # ImagePane: shows the frames, lists the videos
+        self.runs = runs  # RunBuilder: makes and submits each frame's run
+        self.control = control  # SessionControl: drops a frame while a run is busy
+        self.status = status  # StatusPanel: the stream's figures
+        self.reporter = reporter
+        self.controls = VideoControls()
+        self.controls.hide()
+        images.add_below_canvas(self.controls)
+        self.video: ImageEntry | None = None  # the listed video playing
+        self.frame_entry: ImageEntry | None = None  # what the runs run: the frame shown
+        self.index = -1  # the frame shown
+        self.playing = False
+        self.frames_shown = 0
+        self.frames_run = 0
+        self._ahead: ReadAhead | None = None
+        self._camera = None  # camera.CameraStream while the camera streams
+        self._awaiting: int | None = None  # a frame asked for by a step or seek
+        self._shown_at: deque[float] = deque()
+        self._unrun = False  # the frame shown was dropped, not run
+        self._timer = QTimer(self)
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.timeout.connect(self._tick)
+        c = self.controls
+        c.play.clicked.connect(self.toggle)
+        c.back.clicked.connect(lambda: self.step(-1))
+        c.forward.clicked.connect(lambda: self.step(1))
+        c.slider.valueChanged.connect(self.seek)
+        images.videoSelected.connect(self.play_video)
+        images.imageSelected.connect(lambda _entry: self.stop())
+        control.framesDropped.connect(lambda _n: self._show_figures())
+
+    # -- what the user does -----------------------------------------------------------------
+    def play_video(self, entry: ImageEntry) -> None:
+        """Play a listed video from its first frame."""
+        self.stop()
+        self.video = entry
+        self.frame_entry = ImageEntry(entry.name, entry.path, None, entry.size)
+        self._ahead = ReadAhead(entry.path, READ_AHEAD)
+        info = entry.video
+        self.controls.set_seekable(True, info.frame_count)
+        self.controls.show()
+        self._start_stream()
+        self._set_playing(True)
+
+    def open_camera(self, camera=None) -> None:
+        """File ▸ Camera: stream the default camera (or `camera`: anything with
+        camera.CameraStream's signals and methods) through the model."""
+        from inspector.ui.camera import CameraStream
+
+        self.stop()
+        camera = camera if camera is not None else CameraStream(self)
+        camera.failed.connect(self._camera_failed)
+        camera.frame.connect(self._camera_frame)
+        if not camera.start():
+            camera.deleteLater()
+            return
+        self._camera = camera
+        self.frame_entry = ImageEntry(f"Camera ({camera.name})", None, None)
+        self.controls.set_seekable(False)
+        self.controls.show()
+        self._start_stream()
+        self.playing = True
+        self.controls.show_playing(True)
+
+    def toggle(self) -> None:
+        if self._camera is not None:
+            self.playing = not self.playing
+            self._camera.pause(not self.playing)
+            self.controls.show_playing(self.playing)
+            return
+        if self._ahead is None:
+            return
+        if not self.playing and self._ahead.ended and self.index >= self.frame_count - 1:
+            self.seek(0)  # at the end: play again from the start
+        self._set_playing(not self.playing)
+
+    def pause(self) -> None:
+        if self.playing:
+            self.toggle()
+
+    def step(self, delta: int) -> None:
+        """One frame back (-1) or forward (+1), paused; it is run."""
+        if self._ahead is None:
+            return
+        self._set_playing(False)
+        base = self._awaiting if self._awaiting is not None else self.index
+        target = max(0, min(base + delta, self.frame_count - 1))
+        if target == self.index and self._awaiting is None:
+            return
+        if target != self.index + 1 or self._awaiting is not None:
+            self._ahead.seek(target)  # one forward needs none: it is the next one decoded
+        self._await(target)
+
+    def seek(self, index: int) -> None:
+        """Show frame `index` (and run it); playing goes on from there."""
+        if self._ahead is None:
+            return
+        index = max(0, min(index, self.frame_count - 1))
+        self._ahead.seek(index)
+        self._await(index)
+
+    def stop(self) -> None:
+        """No video or camera any more (another image was chosen, or the window closes)."""
+        self._timer.stop()
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
+        if self._camera is not None:
+            self._camera.stop()
+            self._camera.deleteLater()
+            self._camera = None
+        self.video = None
+        self.playing = False
+        self._awaiting = None
+        self.index = -1
+        self.controls.hide()
+        self.status.show_stream(None)
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def frame_count(self) -> int:
+        return self.video.video.frame_count if self.video is not None else 0
+
+    @property
+    def fps(self) -> float:
+        return self.video.video.fps if self.video is not None else 0.0
+
+    def shown_fps(self) -> float:
+        """Frames shown per second, over the last FPS_WINDOW_S."""
+        times = self._shown_at
+        if len(times) < 2 or times[-1] == times[0]:
+            return 0.0
+        return (len(times) - 1) / (times[-1] - times[0])
+
+    def _start_stream(self) -> None:
+        self.frames_shown = self.frames_run = 0
+        self._shown_at.clear()
+        self.control.reset_dropped()
+        self._show_figures()
+
+    def _set_playing(self, playing: bool) -> None:
+        self.playing = playing
+        self.controls.show_playing(playing)
+        if playing:
+            self._awaiting = None
+            self._timer.start(max(1, round(1000 / self.fps)))
+        elif self._awaiting is None:
+            self._timer.stop()
+            if self._unrun:  # the frame shown was dropped: paused on it, it runs now
+                self._run(explicit=True)
+
+    def _await(self, index: int) -> None:
+        """Show frame `index` as soon as it is decoded, and run it."""
+        self._awaiting = index
+        if not self.playing:
+            self._timer.start(POLL_MS)
+
+    # -- frames ------------------------------------------------------------------------------
+    def _tick(self) -> None:
+        ahead = self._ahead
+        if ahead is None:
+            return
+        if ahead.error is not None:
+            error = ahead.error
+            self.stop()
+            self.reporter.report(f"Could not play {error.path.name}: {error.reason}", str(error))
+            return
+        frame = ahead.take()
+        if frame is None:
+            if ahead.ended and self._awaiting is None and self.playing:
+                self._set_playing(False)  # the last frame stays, paused
+            return  # the decoder is behind: the frame shown stays a little longer
+        explicit = self._awaiting is not None
+        self._awaiting = None
+        if explicit and not self.playing:
+            self._timer.stop()
+        self._show(frame.index, frame.image, explicit)
+
+    def _camera_frame(self, qimage) -> None:
+        if self._camera is None or not self.playing:
+            return
+        self._show(-1, pil_from_qimage(qimage), explicit=False)
+
+    def _camera_failed(self, message: str) -> None:
+        self.stop()
+        self.reporter.report(message)
+
+    def _show(self, index: int, image, explicit: bool) -> None:
+        entry = self.frame_entry
+        self.index = index
+        if self.video is not None:
+            entry.name = f"{self.video.name} · frame {index}"
+            caption = f"{entry.name} of {self.frame_count}  ·  {image.width} × {image.height}"
+            tip = str(self.video.path)
+            self.controls.show_position(index)
+            self.controls.counter.setText(f"{index} / {self.frame_count - 1}")
+        else:
+            caption = tip = entry.name
+        entry.image, entry.size = image, image.size
+        self.images.show_frame(image, caption, tip)
+        self.frames_shown += 1
+        now = time.perf_counter()
+        self._shown_at.append(now)
+        while self._shown_at and now - self._shown_at[0] > FPS_WINDOW_S:
+            self._shown_at.popleft()
+        self._run(explicit)
+        self.frameShown.emit(index)
+
+    def _run(self, explicit: bool) -> None:
+        """Run the frame shown: at once when the user asked for it (a run going on is
+        cancelled), else only when no run is busy (the frame is dropped)."""
+        entry, before = self.frame_entry, self.control.current_run
+        if explicit:
+            self.runs.show(entry)
+        else:
+            self.control.submit_if_idle(lambda: self.runs.show(entry))
+        ran = self.control.current_run != before  # not without a model, nor when dropped
+        self._unrun = not ran
+        self.frames_run += ran
+        self._show_figures()
+
+    def _show_figures(self) -> None:
+        if self.video is None and self._camera is None:
+            return
+        self.status.show_stream(self.shown_fps(), self.frames_run, self.control.frames_dropped)
+
+
+def install(window) -> VideoPlayer:
+    """The window's video player: under the image pane, fed by its video entries."""
+    return VideoPlayer(window.images, window.runs, window.control, window.status,
+                       window.reporter, window)
+

@@ -1,0 +1,273 @@
+"""Videos and the camera in the window: a clip written with PyAV plays through the model
+with every view live, frames that come while a run is busy are dropped and counted in the
+status bar, and pause, step and seek show (and run) the frame asked for. The camera's frames
+take the same path; a real camera is tested only where Qt Multimedia finds one."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QImage
+
+from inspector.ui.image_canvas import pil_from_qimage, qimage_from_rgb
+from inspector.ui.main_window import MainWindow
+from inspector.ui.settings import AppSettings
+
+av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
+
+from test_main_window import drop  # noqa: E402
+from video_clip import FRAMES, frame_pixels, write_clip  # noqa: E402
+
+TIMEOUT = 60_000
+
+# A model slower than the video (10 fps): while one frame runs, the next ones are dropped.
+MODELS = textwrap.dedent('''
+    import time
+
+    import torch
+    from torch import nn
+
+    CLASSES = ["left", "middle", "right"]
+    PREPROCESS = {"crop_size": (64, 64), "resize_size": None,
+                  "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}
+
+
+    class Slow(nn.Module):
+        def __init__(self, seconds):
+            super().__init__()
+            self.seconds = seconds
+
+        def forward(self, x):
+            time.sleep(self.seconds)  # releases the GIL, as a real forward does
+            return x
+
+
+    def _net(seconds):
+        torch.manual_seed(0)
+        return nn.Sequential(Slow(seconds), nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                             nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3)).eval()
+
+
+    def build_slow():
+        return _net(0.5)
+
+
+    def build_fast():
+        return _net(0.0)
+''')
+
+
+@pytest.fixture
+def clip(tmp_path):
+    return write_clip(tmp_path / "clip.mp4")
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path):
+    from inspector.core.session import Session
+
+    models = tmp_path / "video_models.py"
+    models.write_text(MODELS)
+
+    def make(builder="build_fast") -> MainWindow:
+        window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
+        qtbot.addWidget(window)
+        window.build_views()
+        window.show()
+        window.start([], {"name": None, "factory": f"{models}:{builder}"}, session=Session())
+        qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
+                        timeout=TIMEOUT)
+        assert window.model_name, window.reporter.last_message
+        return window
+
+    return make
+
+
+def _frame_label(window) -> str:
+    request = window.control.last_request
+    return request.label if request is not None else ""
+
+
+def _shown_pixels(window) -> np.ndarray:
+    return np.asarray(pil_from_qimage(window.images.shown_image()))
+
+
+def _decoded(clip) -> list[np.ndarray]:
+    from inspector.core.video import VideoReader
+
+    with VideoReader(clip) as reader:
+        return [np.asarray(f.image) for f in reader.frames()]
+
+
+def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
+    make_window, qtbot, clip
+):
+    window = make_window("build_slow")
+    player = window.video
+    assert drop(window, [clip]) == (True, True)
+    qtbot.waitUntil(lambda: window.images.list.count() == 1, timeout=TIMEOUT)
+    entry = window.images.current()
+    assert entry.video is not None and entry.video.frame_count == FRAMES
+    assert player.controls.isVisible()
+    # Played to the end: every frame shown once, then paused on the last.
+    qtbot.waitUntil(lambda: not player.playing and player.index == FRAMES - 1, timeout=TIMEOUT)
+    fps = player.shown_fps()
+    assert fps > 0
+    dropped = window.control.frames_dropped
+    assert player.frames_shown == FRAMES
+    assert player.frames_run >= 1 and dropped >= 1  # the model is slower than the video
+    # Each frame shown was run or dropped, never queued; the last one, if it was dropped,
+    # runs when playing stops on it, so that the views show the frame on screen.
+    assert player.frames_run + dropped in (FRAMES, FRAMES + 1)
+    assert _frame_label(window) == f"clip.mp4 · frame {FRAMES - 1}"
+    stream = window.status.stream
+    assert stream.isVisible()
+    assert f"frames dropped: {dropped}" in stream.text()
+    assert f"{player.frames_run} run" in stream.text()
+    # The views show a frame's run: the activation mosaic and the predictions are live.
+    qtbot.waitUntil(lambda: not window.control.busy, timeout=TIMEOUT)
+    assert window.last_run.run_id == window.control.current_run
+    assert window.last_run.status == "ok", window.reporter.last_message
+    assert window.views["activation"].current_frame().run_id == window.last_run.run_id
+    # Choosing an image stops the video.
+    window.images.add_image(pil_from_qimage(qimage_from_rgb(frame_pixels(3, 64))), "still")
+    qtbot.waitUntil(lambda: player.video is None, timeout=TIMEOUT)
+    assert not player.controls.isVisible() and not stream.isVisible()
+
+
+def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot, clip):
+    window = make_window("build_fast")
+    player = window.video
+    frames = _decoded(clip)
+    window.images.add_paths([clip])
+    qtbot.waitUntil(lambda: player.index >= 3, timeout=TIMEOUT)
+    player.pause()
+    assert not player.playing
+    here = player.index
+
+    def shows(index: int) -> bool:
+        return (player.index == index and _frame_label(window) == f"clip.mp4 · frame {index}"
+                and np.array_equal(_shown_pixels(window), frames[index]))
+
+    player.step(1)
+    qtbot.waitUntil(lambda: shows(here + 1), timeout=TIMEOUT)
+    player.step(-1)
+    qtbot.waitUntil(lambda: shows(here), timeout=TIMEOUT)
+    player.controls.slider.setValue(25)  # the user drags the slider
+    qtbot.waitUntil(lambda: shows(25), timeout=TIMEOUT)
+    assert player.controls.counter.text() == f"25 / {FRAMES - 1}"
+    assert not player.playing  # a seek while paused stays paused
+    player.step(1)
+    player.step(1)  # twice before the first is shown: two frames on
+    qtbot.waitUntil(lambda: shows(27), timeout=TIMEOUT)
+    assert "clip.mp4 · frame 27" in window.images.caption.text()
+    qtbot.waitUntil(lambda: not window.control.busy, timeout=TIMEOUT)
+    assert window.last_run.status == "ok", window.reporter.last_message
+    # Play from there: it goes on to the end.
+    player.toggle()
+    qtbot.waitUntil(lambda: not player.playing and player.index == FRAMES - 1, timeout=TIMEOUT)
+
+
+def test_without_pyav_a_video_is_a_message_naming_the_extra(make_window, qtbot, clip,
+                                                             monkeypatch):
+    window = make_window("build_fast")
+    monkeypatch.setitem(sys.modules, "av", None)  # `import av` raises ImportError
+    assert drop(window, [clip]) == (True, True)
+    qtbot.waitUntil(lambda: window.reporter.count > 0, timeout=TIMEOUT)
+    message = window.reporter.last_message
+    assert message.startswith("Could not open clip.mp4: video files need PyAV")
+    assert "pip install 'network-inspector[video]'" in message
+    assert window.images.list.count() == 0
+    assert window.video.video is None
+
+
+class FakeCamera(QObject):
+    """What camera.CameraStream gives the player, fed by the test."""
+
+    frame = Signal(object)
+    failed = Signal(str)
+    name = "test camera"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+        self.stopped = False
+
+    def start(self) -> bool:
+        return True
+
+    def pause(self, paused: bool) -> None:
+        self.paused = paused
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_camera_frames_take_the_video_path(make_window, qtbot):
+    window = make_window("build_slow")
+    camera = FakeCamera()
+    window.video.open_camera(camera)
+    assert window.video.controls.isVisible()
+    assert not window.video.controls.slider.isEnabled()  # live: no seek
+    images = [QImage(qimage_from_rgb(frame_pixels(i, 64))) for i in range(6)]
+    for image in images:
+        camera.frame.emit(image)
+    # The first frame runs; the others come while it is busy (the model sleeps 0.5 s).
+    assert window.video.frames_run == 1 and window.control.frames_dropped == 5
+    assert "frames dropped: 5" in window.status.stream.text()
+    assert _frame_label(window) == "Camera (test camera)"
+    qtbot.waitUntil(lambda: not window.control.busy, timeout=TIMEOUT)
+    assert window.last_run.status == "ok", window.reporter.last_message
+    assert np.array_equal(_shown_pixels(window), frame_pixels(5, 64))  # the newest is shown
+    window.video.toggle()
+    assert camera.paused
+    camera.failed.emit("The camera stopped: unplugged")
+    assert window.reporter.last_message == "The camera stopped: unplugged"
+    assert camera.stopped and window.video._camera is None
+
+
+def test_file_camera_is_on_only_where_qt_multimedia_finds_a_camera(make_window, qtbot):
+    from inspector.ui.camera import camera_status
+
+    window = make_window("build_fast")
+    action = window.menus.camera
+    file_menu = action.associatedObjects()[0]
+    file_menu.aboutToShow.emit()
+    available, note = camera_status()
+    assert action.isEnabled() == available
+    assert note in action.toolTip()
+
+
+def test_without_qt_multimedia_the_camera_says_what_to_install(make_window, qtbot, monkeypatch):
+    import PySide6
+
+    from inspector.ui import camera
+
+    window = make_window("build_fast")
+    monkeypatch.setitem(sys.modules, "PySide6.QtMultimedia", None)
+    monkeypatch.delattr(PySide6, "QtMultimedia", raising=False)
+    available, note = camera.camera_status()
+    assert not available
+    assert note == camera.missing_multimedia_note()
+    assert f"pip install PySide6-Addons=={PySide6.__version__}" in note
+    window.video.open_camera()
+    assert window.reporter.last_message == note
+    assert window.video._camera is None and not window.video.controls.isVisible()
+
+
+def test_a_real_camera_streams_through_the_model(make_window, qtbot):
+    from inspector.ui.camera import camera_status
+
+    available, note = camera_status()
+    if not available:
+        pytest.skip(f"no camera to stream: {note}")
+    window = make_window("build_fast")
+    window.video.open_camera()
+    qtbot.waitUntil(lambda: window.video.frames_shown >= 3, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: _frame_label(window).startswith("Camera"), timeout=TIMEOUT)
+    window.video.stop()
