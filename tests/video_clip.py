@@ -24,8 +24,9 @@ def codec() -> str:
 
 
 def frame_pixels(i: int, size: int) -> np.ndarray:
-    """Frame i: a square sliding right and a bar sliding down, on a grey that darkens."""
-    a = np.full((size, size, 3), 120 - 2 * i, np.uint8)
+    """Frame i: a square sliding right and a bar sliding down, on a grey that darkens
+    (and starts over every 50 frames)."""
+    a = np.full((size, size, 3), 120 - (2 * i) % 100, np.uint8)
     x = (4 * i) % (size - size // 4)
     a[size // 8: size // 8 + size // 4, x: x + size // 4] = (250, 200, 30)
     y = (3 * i) % (size - size // 8)

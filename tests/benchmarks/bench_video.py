@@ -1,0 +1,248 @@
+"""A video through the model, as the window plays it, against the plain forward (issue 16).
+
+When a video plays faster than the model runs, the views update once per finished run: the
+frames run per second are what the user sees move. This measures them headless, on the path
+the window's frames take: core.video.ReadAhead decodes on its own thread (4 frames ahead),
+and each frame, as a PIL image, goes through Session.run with the window's default request
+(ui.run_builder, ui.capture_choice: every leaf's input, output and output gradient with
+statistics, the previews the window captures, a backward, Grad-CAM at the default layer),
+its frames drained as the window's router does. Against it, in the same process, on the
+same frames already decoded and preprocessed: `model(x)` under `torch.no_grad()`, the
+plain forward's throughput. Target: window >= 0.7 x plain.
+
+Variants, interleaved (one pass over the clip each per round, in a rotating order):
+  plain         model(x), no_grad, batch 1, on the preprocessed frames
+  window        the window's default run of each decoded frame (gradients on)
+  no_gradients  the same with Run > Compute gradients off: statistics and previews of every
+                leaf, no backward, no Grad-CAM (the window drops gradient CAMs then)
+
+Also, with `--window`: the real window (offscreen) plays a clip faster than the model, and
+prints frames run per second, frames dropped, and the lateness of a 16 ms timer on the UI
+thread meanwhile (whether playing keeps the window responsive).
+
+Models: the bundled demo CNN (128 x 128) and torchvision's resnet18 with random weights
+(224 x 224), on the CPU. Prints medians and ratios; asserts nothing.
+
+    python -m tests.benchmarks.bench_video [--rounds 5] [--frames 40] [--threads N]
+                                           [--models demo,resnet18] [--window]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is imported)
+
+# isort: split
+import torch
+
+from inspector.core.hooks import CaptureSpec
+from inspector.core.methods import DEFAULT_CAM, DEFAULT_KINDS
+from inspector.core.models import ModelSpec
+from inspector.core.runtime import configure_threads
+from inspector.core.session import Session
+from inspector.core.video import ReadAhead, VideoReader
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the clip writer
+from video_clip import write_clip  # noqa: E402
+
+MODELS = {
+    "demo": ModelSpec(name="demo_shapes", device="cpu"),
+    "resnet18": ModelSpec(name="resnet18", device="cpu"),
+}
+
+
+def _requests(session: Session) -> dict[str, dict]:
+    """The window's default request (its capture choice), with and without gradients."""
+    from inspector.ui import capture_choice
+
+    tree, model = session.tree, session.loaded.model
+    leaves = {n: frozenset(DEFAULT_KINDS) for n in CaptureSpec.leaves(model, DEFAULT_KINDS)
+              .modules}
+    selected = capture_choice.default_module(tree)
+    requests = {}
+    for name, backward in (("window", True), ("no_gradients", False)):
+        modules = capture_choice.capture_modules(leaves, backward)
+        preview = capture_choice.preview_modules(tree, modules, selected)
+        requests[name] = {
+            "capture": CaptureSpec(modules=modules, preview=preview),
+            "backward": backward,
+            "cams": ((DEFAULT_CAM, None),) if backward else (),
+        }
+    return requests
+
+
+def _through_session(session: Session, clip: Path, frames: int, request: dict) -> float:
+    """Seconds per frame: decoded by ReadAhead, each run as the window runs it."""
+    ahead = ReadAhead(clip)
+    try:
+        done = 0
+        t0 = time.perf_counter()
+        while done < frames:
+            frame = ahead.take()
+            if frame is None:
+                if ahead.error is not None:
+                    raise ahead.error
+                ahead.wait(5)
+                continue
+            outcome = session.run(frame.image, **request)
+            session.channel.drain()
+            if outcome.status != "ok":
+                raise RuntimeError(outcome.error)
+            done += 1
+        return (time.perf_counter() - t0) / frames
+    finally:
+        ahead.close()
+
+
+def _plain(model, xs: list[torch.Tensor]) -> float:
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for x in xs:
+            model(x)
+    return (time.perf_counter() - t0) / len(xs)
+
+
+def bench_model(name: str, clip: Path, frames: int, rounds: int, warmup: int) -> dict:
+    session = Session()
+    try:
+        loaded = session.load_model(MODELS[name]).result()
+        with VideoReader(clip) as reader:
+            images = [f.image for _, f in zip(range(frames), reader.frames())]
+        xs = [loaded.preprocess(im)[None] for im in images]
+        model = loaded.model.eval()
+        requests = _requests(session)
+        variants = {
+            "plain": lambda: _plain(model, xs),
+            **{v: (lambda r=r: _through_session(session, clip, frames, r))
+               for v, r in requests.items()},
+        }
+        names = list(variants)
+        times: dict[str, list[float]] = {n: [] for n in names}
+        for r in range(warmup + rounds):
+            for variant in names[r % len(names):] + names[: r % len(names)]:
+                seconds = variants[variant]()
+                if r >= warmup:
+                    times[variant].append(seconds)
+        previews = len(requests["window"]["capture"].preview)
+        return {"times": times, "leaves": len(requests["window"]["capture"].modules),
+                "previews": previews, "input": tuple(xs[0].shape[-2:])}
+    finally:
+        session.close()
+
+
+def report(name: str, result: dict) -> str:
+    times = result["times"]
+    fps = {n: 1 / statistics.median(v) for n, v in times.items()}
+    lines = [f"{name} ({result['input'][0]} x {result['input'][1]}): {result['leaves']} leaves "
+             f"captured, previews of {result['previews']}",
+             f"  {'variant':<14}{'ms/frame':>10}{'frames/s':>10}{'x plain':>9}"]
+    for v in times:
+        lines.append(f"  {v:<14}{1e3 / fps[v]:>10.1f}{fps[v]:>10.1f}{fps[v] / fps['plain']:>9.2f}")
+    per_round = [p / w for w, p in zip(times["window"], times["plain"], strict=True)]
+    lines.append(f"  window / plain throughput: {fps['window'] / fps['plain']:.2f} (of medians), "
+                 f"{statistics.median(per_round):.2f} (median of per-round ratios); "
+                 f"target >= 0.7")
+    return "\n".join(lines)
+
+
+# -- the real window ----------------------------------------------------------------------------
+
+
+def bench_window(name: str, clip: Path, seconds: float) -> str:
+    """The window plays `clip` (faster than the model) for `seconds`: frames shown and run
+    per second, frames dropped, and a 16 ms UI timer's lateness meanwhile."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    import numpy as np
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from inspector.ui.main_window import MainWindow
+    from inspector.ui.settings import AppSettings
+
+    app = QApplication.instance() or QApplication([])
+    with tempfile.TemporaryDirectory() as tmp:
+        window = MainWindow(AppSettings.in_file(str(Path(tmp) / "settings.ini")))
+        window.build_views()
+        window.show()
+        fields = {"name": MODELS[name].name, "device": "cpu"}
+        window.start([], fields, session=Session())
+        deadline = time.monotonic() + 120
+        while not window.model_name and time.monotonic() < deadline:
+            app.processEvents()
+            time.sleep(0.01)
+        window.images.add_paths([clip])
+        late: list[float] = []
+        expected = [0.0]
+
+        def tick() -> None:
+            now = time.perf_counter()
+            if expected[0]:
+                late.append(max(0.0, now - expected[0]))
+            expected[0] = now + 0.016
+
+        timer = QTimer()
+        timer.timeout.connect(tick)
+        timer.start(16)
+        player = window.video
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            app.processEvents()
+            time.sleep(0.001)
+        elapsed = time.perf_counter() - t0
+        shown, run, dropped = player.frames_shown, player.frames_run, \
+            window.control.frames_dropped
+        router = window.router
+        to_views = router.runs_finished - router.runs_skipped
+        timer.stop()
+        window.close()
+        app.processEvents()
+    return (f"{name} in the window, {elapsed:.0f} s of a {player_fps(clip):g} fps clip: "
+            f"{shown / elapsed:.1f} frames shown/s, {run / elapsed:.1f} run/s, {dropped} "
+            f"dropped, {to_views / elapsed:.1f} runs/s reached the views; 16 ms UI timer lateness p50 {np.percentile(late, 50) * 1e3:.1f} ms, "
+            f"p99 {np.percentile(late, 99) * 1e3:.1f} ms, max {max(late) * 1e3:.1f} ms")
+
+
+def player_fps(clip: Path) -> float:
+    with VideoReader(clip) as reader:
+        return reader.fps
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--frames", type=int, default=40, help="frames per pass")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--window", action="store_true",
+                    help="also play a clip in the real window (offscreen)")
+    ap.add_argument("--window-seconds", type=float, default=10.0)
+    args = ap.parse_args(argv)
+    threads = configure_threads(args.threads)
+    print(f"torch {torch.__version__}, {threads} intra-op threads, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, batch 1, CPU, "
+          f"medians of {args.rounds} interleaved passes of {args.frames} frames after "
+          f"{args.warmup} warm-up passes")
+    with tempfile.TemporaryDirectory() as tmp:
+        # 256 x 256 (the models resize and crop it), 30 fps, moving shapes.
+        clip = write_clip(Path(tmp) / "clip.mp4", size=256, frames=max(args.frames, 30) + 5,
+                          fps=30)
+        for name in args.models.split(","):
+            result = bench_model(name, clip, args.frames, args.rounds, args.warmup)
+            print(report(name, result), flush=True)
+        if args.window:
+            long_clip = write_clip(Path(tmp) / "long.mp4", size=256, frames=600, fps=60)
+            for name in args.models.split(","):
+                print(bench_window(name, long_clip, args.window_seconds), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
