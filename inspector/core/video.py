@@ -271,9 +271,32 @@ def _reason(e: BaseException) -> str:
 
 
 def first_frame(path: str | os.PathLike[str]) -> tuple[Image.Image, VideoInfo]:
-    """The first frame and what the video is (the window lists a video with these)."""
-    with VideoReader(path) as reader:
-        return reader.read(0), reader.info
+    """The first frame and what the video is, quickly (the window lists a video with these
+    on its UI thread): the container's header only, no index of the frames, so the frame
+    count is the header's, or its duration x frame rate (VideoReader counts exactly)."""
+    path = Path(path)
+    av = _require_av(path)
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise VideoLoadError(path, "no video stream in this file")
+            stream = container.streams.video[0]
+            image = None
+            for frame in container.decode(stream):
+                image = frame.to_image()
+                break
+            if image is None:
+                raise VideoLoadError(path, "the video stream has no frames")
+            rate = stream.average_rate or stream.guessed_rate
+            fps = float(rate) if rate else FALLBACK_FPS
+            count = stream.frames
+            if count <= 0:
+                seconds = (float(stream.duration * stream.time_base) if stream.duration
+                           else (container.duration or 0) / 1e6)
+                count = max(1, round(seconds * fps))
+            return image, VideoInfo(path, count, fps, image.size)
+    except (av.error.FFmpegError, OSError, UnicodeDecodeError) as e:
+        raise VideoLoadError(path, _reason(e)) from e
 
 
 class ReadAhead:

@@ -104,6 +104,7 @@ class VideoPlayer(QObject):
         self.frames_shown = 0
         self.frames_run = 0
         self._ahead: ReadAhead | None = None
+        self._info = None  # core.video.VideoInfo: the listing's, then the exact one (_tick)
         self._camera = None  # camera.CameraStream while the camera streams
         self._awaiting: int | None = None  # a frame asked for by a step or seek
         self._shown_at: deque[float] = deque()
@@ -127,8 +128,8 @@ class VideoPlayer(QObject):
         self.video = entry
         self.frame_entry = ImageEntry(entry.name, entry.path, None, entry.size)
         self._ahead = ReadAhead(entry.path, READ_AHEAD)
-        info = entry.video
-        self.controls.set_seekable(True, info.frame_count)
+        self._info = entry.video  # the header's count until the decoder has listed the frames
+        self.controls.set_seekable(True, self._info.frame_count)
         self.controls.show()
         self._start_stream()
         self._set_playing(True)
@@ -210,11 +211,11 @@ class VideoPlayer(QObject):
     # -- state -----------------------------------------------------------------------------
     @property
     def frame_count(self) -> int:
-        return self.video.video.frame_count if self.video is not None else 0
+        return self._info.frame_count if self.video is not None else 0
 
     @property
     def fps(self) -> float:
-        return self.video.video.fps if self.video is not None else 0.0
+        return self._info.fps if self.video is not None else 0.0
 
     def shown_fps(self) -> float:
         """Frames shown per second, over the last FPS_WINDOW_S."""
@@ -256,6 +257,9 @@ class VideoPlayer(QObject):
             self.stop()
             self.reporter.report(f"Could not play {error.path.name}: {error.reason}", str(error))
             return
+        if ahead.info is not None and ahead.info is not self._info:
+            self._info = ahead.info  # every frame listed: the exact count for the slider
+            self.controls.set_seekable(True, self._info.frame_count)
         frame = ahead.take()
         if frame is None:
             if ahead.ended and self._awaiting is None and self.playing:

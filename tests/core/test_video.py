@@ -74,6 +74,10 @@ def test_the_reader_counts_every_frame_and_seeks_to_the_one_asked(tmp_path, suff
             assert np.array_equal(np.asarray(reader.read(i)), frames[i]), f"frame {i}"
         assert [f.index for f in reader.frames(every=10)] == [0, 10, 20]
         assert [f.index for f in reader.frames(every=7, start=5)] == [5, 12, 19, 26]
+    # The window lists a video from its header alone: the same first frame and count here.
+    image, info = video.first_frame(path)
+    assert np.array_equal(np.asarray(image), frames[0])
+    assert (info.frame_count, info.fps, info.size) == (FRAMES, pytest.approx(FPS), (64, 64))
 
 
 def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):

@@ -186,6 +186,25 @@ def test_without_pyav_a_video_is_a_message_naming_the_extra(make_window, qtbot, 
     assert window.video.video is None
 
 
+def test_a_file_that_is_not_a_video_is_a_message_and_closing_mid_video_stops_decoding(
+    make_window, qtbot, clip, tmp_path
+):
+    import threading
+
+    window = make_window("build_fast")
+    broken = tmp_path / "broken.mkv"
+    broken.write_bytes(b"\x1a\x45\xdf\xa3 not really matroska")
+    window.images.add_paths([broken, clip])
+    qtbot.waitUntil(lambda: window.images.list.count() == 1 and window.reporter.count > 0,
+                    timeout=TIMEOUT)
+    assert window.reporter.last_message.startswith("Could not open broken.mkv: ")
+    qtbot.waitUntil(lambda: window.video.index >= 1, timeout=TIMEOUT)
+    assert window.video.playing
+    window.close()  # while playing: the decoding thread stops with the window
+    assert window.video.video is None
+    assert not [t for t in threading.enumerate() if t.name == "video-decode"]
+
+
 class FakeCamera(QObject):
     """What camera.CameraStream gives the player, fed by the test."""
 
