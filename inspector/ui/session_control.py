@@ -10,11 +10,12 @@ running; the results come back as frames through the FrameRouter.
 A stream of frames (a video playing, the camera) goes through `submit_if_idle`: a frame that
 comes while a run is still busy is dropped and counted (`framesDropped`), never queued, so
 the views follow the newest frame the model can keep up with and no backlog builds up. A run
-is busy until the views were given it (its RunFinished came through the router), not only
-until the worker finished it: runs started back to back as soon as the worker is free made
-each run's frames obsolete before the router's next delivery (at most every 0.2 s), and the
-views showed a fragment of a run now and then (measured with bench_video: 0.3 runs a second
-reached the views of resnet18, against 4 this way).
+is busy until the router has handed it to the run store (its RunFinished was stored), not
+only until the worker finished it: a run started as soon as the worker is free made the
+previous run's frames obsolete before the router's next delivery (at most every 0.2 s), and
+the views showed a fragment of a run now and then (bench_video, resnet18: 0.3 runs a second
+reached the views). Nor until the views were told of it one by one (the router's stagger,
+16 ms a view), which left the worker idle most of the time (2.3 runs a second).
 
 While edits are on, the window also runs the unedited image once (`submit_baseline`): that
 run is not the current run, so the edited run submitted right after it does not cancel it,
@@ -236,8 +237,10 @@ class SessionControl(QObject):
 
     @property
     def busy(self) -> bool:
-        """A run of ours (or the unedited run it waits for) has not reached the views."""
-        return self.running or self.baseline_running
+        """A run of ours (or the unedited run it waits for) has not reached the run store."""
+        store = self.router.store
+        return ((self.running and store.status(self.current_run) is None)
+                or (self.baseline_running and store.status(self.baseline_run) is None))
 
     def submit_if_idle(self, submit: Callable[[], Any]) -> bool:
         """A frame of a stream: `submit()` it (the RunBuilder's run of that frame) when no run

@@ -119,6 +119,7 @@ class VideoPlayer(QObject):
         c.slider.valueChanged.connect(self.seek)
         images.videoSelected.connect(self.play_video)
         images.imageSelected.connect(lambda _entry: self.stop())
+        images.list.currentRowChanged.connect(self._row_changed)
         control.framesDropped.connect(lambda _n: self._show_figures())
 
     # -- what the user does -----------------------------------------------------------------
@@ -207,6 +208,10 @@ class VideoPlayer(QObject):
         self.index = -1
         self.controls.hide()
         self.status.show_stream(None)
+
+    def _row_changed(self, row: int) -> None:
+        if row < 0 and self.video is not None:  # the list was emptied: the video went too
+            self.stop()
 
     # -- state -----------------------------------------------------------------------------
     @property

@@ -93,6 +93,13 @@ def _frame_label(window) -> str:
     return request.label if request is not None else ""
 
 
+def _wait_shown(qtbot, window) -> None:
+    """Until the views were given the window's current run (its RunFinished routed)."""
+    qtbot.waitUntil(lambda: window.last_run is not None
+                    and window.last_run.run_id == window.control.current_run
+                    and not window.control.running, timeout=TIMEOUT)
+
+
 def _shown_pixels(window) -> np.ndarray:
     return np.asarray(pil_from_qimage(window.images.shown_image()))
 
@@ -130,8 +137,7 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     assert f"frames dropped: {dropped}" in stream.text()
     assert f"{player.frames_run} run" in stream.text()
     # The views show a frame's run: the activation mosaic and the predictions are live.
-    qtbot.waitUntil(lambda: not window.control.busy, timeout=TIMEOUT)
-    assert window.last_run.run_id == window.control.current_run
+    _wait_shown(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     assert window.views["activation"].current_frame().run_id == window.last_run.run_id
     # Choosing an image stops the video.
@@ -166,7 +172,7 @@ def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot
     player.step(1)  # twice before the first is shown: two frames on
     qtbot.waitUntil(lambda: shows(27), timeout=TIMEOUT)
     assert "clip.mp4 · frame 27" in window.images.caption.text()
-    qtbot.waitUntil(lambda: not window.control.busy, timeout=TIMEOUT)
+    _wait_shown(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     # Play from there: it goes on to the end.
     player.toggle()
@@ -240,7 +246,7 @@ def test_camera_frames_take_the_video_path(make_window, qtbot):
     assert window.video.frames_run == 1 and window.control.frames_dropped == 5
     assert "frames dropped: 5" in window.status.stream.text()
     assert _frame_label(window) == "Camera (test camera)"
-    qtbot.waitUntil(lambda: not window.control.busy, timeout=TIMEOUT)
+    _wait_shown(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     assert np.array_equal(_shown_pixels(window), frame_pixels(5, 64))  # the newest is shown
     window.video.toggle()
