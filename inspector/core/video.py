@@ -83,6 +83,9 @@ class VideoInfo:
 class VideoFrame:
     index: int
     image: Image.Image  # RGB
+    # A smaller copy to show (ReadAhead's display_max), made on the decoding thread; None:
+    # show `image`.
+    display: Image.Image | None = None
 
 
 class VideoReader:
@@ -309,9 +312,12 @@ class ReadAhead:
     Always `close()` it: that stops and joins the thread."""
 
     def __init__(self, path: str | os.PathLike[str], ahead: int = READ_AHEAD,
-                 start: int = 0) -> None:
+                 start: int = 0, display_max: int | None = None) -> None:
         self.path = Path(path)
         self.ahead = max(1, ahead)
+        # Frames larger than this get a `display` copy at most this large, scaled here rather
+        # than on the UI thread (a 1080p frame's scaling is several milliseconds there).
+        self.display_max = display_max
         self.info: VideoInfo | None = None
         self.error: VideoLoadError | None = None
         self.ended = False  # the last frame was decoded (no seek since)
@@ -381,6 +387,11 @@ class ReadAhead:
                     if target is not None:
                         reader.seek(target)
                     frame = reader.next_frame()
+                    if frame is not None and self.display_max is not None \
+                            and max(frame.image.size) > self.display_max:
+                        display = frame.image.copy()
+                        display.thumbnail((self.display_max, self.display_max))
+                        frame = VideoFrame(frame.index, frame.image, display)
                 except Exception as e:  # noqa: BLE001 - a broken frame ends the video
                     self._fail(e if isinstance(e, VideoLoadError)
                                else VideoLoadError(self.path, f"{type(e).__name__}: {e}"))

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QStyle, QToolButton,
 
 from inspector.core.video import READ_AHEAD, ReadAhead
 from inspector.ui.image_canvas import pil_from_qimage
-from inspector.ui.image_pane import ImageEntry
+from inspector.ui.image_pane import ORIGINAL_MAX, ImageEntry
 
 POLL_MS = 10  # waiting for a frame asked for (a step, a seek) or for the video to open
 FPS_WINDOW_S = 2.0  # the frame rate shown is measured over this last stretch
@@ -128,7 +128,7 @@ class VideoPlayer(QObject):
         self.stop()
         self.video = entry
         self.frame_entry = ImageEntry(entry.name, entry.path, None, entry.size)
-        self._ahead = ReadAhead(entry.path, READ_AHEAD)
+        self._ahead = ReadAhead(entry.path, READ_AHEAD, display_max=ORIGINAL_MAX)
         self._info = entry.video  # the header's count until the decoder has listed the frames
         self.controls.set_seekable(True, self._info.frame_count)
         self.controls.show()
@@ -274,7 +274,7 @@ class VideoPlayer(QObject):
         self._awaiting = None
         if explicit and not self.playing:
             self._timer.stop()
-        self._show(frame.index, frame.image, explicit)
+        self._show(frame.index, frame.image, explicit, frame.display)
 
     def _camera_frame(self, qimage) -> None:
         if self._camera is None or not self.playing:
@@ -285,7 +285,7 @@ class VideoPlayer(QObject):
         self.stop()
         self.reporter.report(message)
 
-    def _show(self, index: int, image, explicit: bool) -> None:
+    def _show(self, index: int, image, explicit: bool, display=None) -> None:
         entry = self.frame_entry
         self.index = index
         if self.video is not None:
@@ -297,7 +297,7 @@ class VideoPlayer(QObject):
         else:
             caption = tip = entry.name
         entry.image, entry.size = image, image.size
-        self.images.show_frame(image, caption, tip)
+        self.images.show_frame(display if display is not None else image, caption, tip)
         self.frames_shown += 1
         now = time.perf_counter()
         self._shown_at.append(now)

@@ -104,6 +104,23 @@ def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):
     assert not ahead.is_alive()
 
 
+def test_read_ahead_scales_a_copy_to_show_on_its_thread(clip):
+    ahead = video.ReadAhead(clip, display_max=32)
+    try:
+        assert ahead.wait(10)
+        frame = ahead.take()
+        assert frame.image.size == (64, 64)  # what the model runs
+        assert frame.display.size == (32, 32)  # what the window shows
+    finally:
+        ahead.close()
+    ahead = video.ReadAhead(clip, display_max=64)  # not larger: no copy
+    try:
+        assert ahead.wait(10)
+        assert ahead.take().display is None
+    finally:
+        ahead.close()
+
+
 def test_read_ahead_reports_a_file_that_is_not_a_video(tmp_path):
     bad = tmp_path / "notes.mp4"
     bad.write_text("not a video")
