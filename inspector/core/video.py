@@ -268,8 +268,9 @@ class VideoReader:
 
 
 def _reason(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    # FFmpeg's messages name the file again ("... : 'path'"): the caller names it already.
+    # FFmpeg's errors (OSErrors in PyAV) read "[Errno N] What went wrong: 'path'": the caller
+    # names the file already, so only what went wrong is kept.
+    text = getattr(e, "strerror", None) or str(e).strip() or type(e).__name__
     return text.splitlines()[0]
 
 

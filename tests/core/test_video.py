@@ -128,7 +128,8 @@ def test_read_ahead_reports_a_file_that_is_not_a_video(tmp_path):
     try:
         assert ahead.wait(10)
         assert isinstance(ahead.error, video.VideoLoadError)
-        assert str(ahead.error).startswith(str(bad))
+        assert str(ahead.error).startswith(f"{bad}: ")
+        assert ahead.error.reason == "Invalid data found when processing input"
     finally:
         ahead.close()
 
