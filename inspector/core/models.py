@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from .model_code import run_factory, unpickle_module
+from .model_hub import family_of, load_hub_model
 from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: part of this API)
     TRUST_HINT,
     CheckpointMismatch,
@@ -46,6 +47,8 @@ class ModelSpec:
     pickle: str | None = None
     trust_pickle: bool = False
     device: str | None = None
+    seed: int | None = None
+    trust_remote_code: bool = False
 
     def what(self) -> str:
         """What is being loaded, for "Could not load ...": the file is named by the reason."""
@@ -72,6 +75,9 @@ class LoadedModel:
     # What it was loaded from (load_model fills it in): how Copy as Python
     # (core.script_export) writes the same load as code.
     spec: ModelSpec | None = None
+    # The seed torch's generator had when the model was built: what reproduces its random
+    # weights (ModelSpec.seed). None for weights that all came from files.
+    seed: int | None = None
 
     def label(self, index: int) -> str:
         return self.categories[index] if 0 <= index < len(self.categories) else f"class {index}"
@@ -317,10 +323,13 @@ def _wrap_module(model, name, description, device, path) -> LoadedModel:
 def load_model(spec: ModelSpec) -> LoadedModel:
     """Load what `spec` names, on its device, in eval mode. Raises ModelLoadError."""
     device = pick_device(spec.device)
+    seed = _seed_for_build(spec.seed)
     if spec.pickle:
         loaded = _pickle(spec, device)
     elif spec.factory:
         loaded = _factory(spec, device)
+    elif family_of(spec.name):
+        loaded = load_hub_model(spec, device)
     elif spec.checkpoint:
         loaded = _checkpoint(spec, device)
     elif spec.name in _REGISTRY:
@@ -331,10 +340,24 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         raise ModelLoadError("no model given")
     loaded.model.to(device).eval()
     loaded.spec = spec
+    # A seed the user gave is always recorded; a drawn one only where it made the weights.
+    loaded.seed = seed if spec.seed is not None or not loaded.pretrained else None
+    if not loaded.pretrained:
+        loaded.notes.append(f"Random weights from seed {seed}: the same seed (--seed {seed}, "
+                            f"or the seed in Open model) builds the same weights again.")
     if not loaded.categories:
         out = _guess_classes(loaded)
         loaded.categories = [f"class {i}" for i in range(out)]
     return loaded
+
+
+def _seed_for_build(seed: int | None) -> int:
+    """Seed torch's generator for building a model (its random initial weights): with
+    `seed`, or else a new one, drawn from the OS, that is returned so it can be recorded."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+    torch.manual_seed(seed)
+    return seed
 
 
 def _guess_classes(loaded: LoadedModel) -> int:
