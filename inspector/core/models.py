@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from .model_code import run_factory, unpickle_module
-from .model_hub import family_of, load_hub_model
 from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: part of this API)
     TRUST_HINT,
     CheckpointMismatch,
@@ -25,6 +24,7 @@ from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: 
     apply_state_dict,
     read_state_dict,
 )
+from .model_hub import family_of, load_hub_model
 from .preprocess import Preprocess
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
