@@ -377,6 +377,9 @@ class Analysis:
             "model": loaded.name,
             "weights": loaded.source or None,
             "pretrained": loaded.pretrained,
+            # The seed torch's generator had when the model was built (--seed): the same
+            # seed gives the same random weights. None when every weight came from files.
+            "seed": loaded.seed,
             "device": str(loaded.device),
             "cam_layer": self.cam_layer,
             "cam_methods": self.methods,

@@ -271,3 +271,44 @@ def test_a_missing_extra_is_one_line_naming_the_pip_install(monkeypatch, family,
         load_model(ModelSpec(name=family, device="cpu"))
     assert str(info.value) == (f"{module} is not installed: "
                                f"pip install 'network-inspector[{extra}]'")
+
+
+# -- the command line -----------------------------------------------------------------------------
+
+
+def test_analyse_a_timm_model_and_record_the_seed(tmp_path, capsys):
+    from inspector.cli import main
+
+    torch.manual_seed(4)
+    weights = tmp_path / "r18.pth"
+    torch.save(timm.create_model("resnet18", num_classes=3).state_dict(), weights)
+    picture().save(tmp_path / "a.png")
+    out = tmp_path / "out"
+    code = main(["analyse", "--model", "timm:resnet18", "--weights", str(weights), "--device",
+                 "cpu", "--out", str(out), "--quiet", "--no-tensorboard", str(tmp_path / "a.png")])
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model"] == "timm:resnet18" and summary["cam_layer"] == "layer4"
+    assert summary["seed"] is None and summary["pretrained"] is True
+    assert summary["images"][0]["error"] is None
+
+    out = tmp_path / "random"
+    code = main(["analyse", "--model", "resnet18", "--seed", "7", "--device", "cpu", "--cam",
+                 "none", "--out", str(out), "--quiet", "--no-tensorboard",
+                 str(tmp_path / "a.png")])
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["seed"], summary["pretrained"]) == (7, False)
+
+
+@pytest.mark.parametrize("command", ["analyse", "tree", "atlas"])
+def test_the_cli_without_the_extra_says_what_to_install(monkeypatch, tmp_path, capsys, command):
+    from inspector.cli import main
+
+    monkeypatch.setitem(__import__("sys").modules, "timm", None)
+    args = {"analyse": ["--out", str(tmp_path), "x.png"], "tree": [],
+            "atlas": ["--layers", "layer4", "--out", str(tmp_path), str(tmp_path)]}[command]
+    assert main([command, "--model", "timm:resnet18", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("network-inspector: timm is not installed: "
+                   "pip install 'network-inspector[timm]'")
