@@ -316,14 +316,19 @@ class MainWindow(QMainWindow):
         self.runs.rerun()
 
     def _set_cam_layers(self, tree, choose: str | None = None) -> None:
-        """The CAM view's layers: those with a spatial output, the model's default CAM layer
-        (found on the worker, sent in ModelLoaded) selected, or `choose`."""
+        """The CAM view's layers: every one a CAM can read (token and channels-last layers
+        too, core.cam.cam_layers), the model's default CAM layer (found on the worker, sent
+        in ModelLoaded) selected, or `choose`: the selection is the layer the map is
+        computed at."""
         cam = self.views.get("cam")
         if cam is None or tree is None:
             return
-        layers = tree.with_spatial_output()
-        if choose is not None and choose not in layers:
-            layers.append(choose)
+        from inspector.core.cam import cam_layers  # torch is loaded: a model is
+
+        layers = cam_layers(tree)
+        for wanted in (self.runs.default_cam_layer, choose):
+            if wanted is not None and wanted not in layers:
+                layers.append(wanted)
         cam.set_layers(layers, choose or self.runs.default_cam_layer)
 
     def open_model_dialog(self) -> None:

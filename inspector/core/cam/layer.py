@@ -16,6 +16,20 @@ def _input_hw(tree) -> tuple[int, int] | None:
     return None
 
 
+def cam_layers(tree) -> list[str]:
+    """Every module a CAM can read, in forward order: those whose output is a spatial map
+    (B, C, h, w), a channels-last map (B, h, w, C) or a token grid (B, N, D) of two or more
+    cells (core.tokens reads them; default_target_layer picks among them)."""
+    input_hw = _input_hw(tree)
+    names = tree.order or list(tree.modules)
+    return [n for n in names if n and _grid_cells(tree.modules[n].output_shape, input_hw) >= 2]
+
+
+def _grid_cells(shape, input_hw) -> int:
+    found = detect_layout(shape, input_hw) if shape else None
+    return found.grid[0] * found.grid[1] if found is not None else 0
+
+
 def default_target_layer(model: nn.Module, tree) -> str:
     """The layer a CAM reads when the user names none.
 

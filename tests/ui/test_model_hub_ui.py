@@ -1,0 +1,132 @@
+"""The window with models of other families: the CAM layer box, and the open-model dialog's
+timm and Hugging Face tabs and seed.
+
+The CAM layer box used to list only (B, C, h, w) outputs: on torchvision's vit_b_16 it
+showed `conv_proj`, the only one, while the default map is read at the last block's first
+norm (a token layer). The box lists every layer a CAM can read, and its selection is the
+layer of the map shown.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+
+from inspector.ui import model_dialog
+
+VIT_DEFAULT = "encoder.layers.encoder_layer_11.ln_1"
+
+
+def combo_layers(cam) -> list[str]:
+    return [cam.layer_combo.itemData(i) for i in range(cam.layer_combo.count())]
+
+
+def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_layer(
+    make_window, qtbot, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-cache"))  # random weights, always
+    window = make_window(model={"name": "vit_b_16", "seed": 0},
+                         images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    cam = window.views["cam"]
+    qtbot.waitUntil(lambda: cam.cam_frame is not None, timeout=TIMEOUT)
+    layers = combo_layers(cam)
+    assert window.runs.default_cam_layer == VIT_DEFAULT
+    # conv_proj (B, 768, 14, 14), and token layers: every block, its norms, its MLP.
+    assert {"conv_proj", "encoder.layers.encoder_layer_0", VIT_DEFAULT,
+            "encoder.layers.encoder_layer_11.mlp", "encoder.ln"} <= set(layers)
+    assert "heads.head" not in layers  # (B, 1000): no grid
+    assert layers.index("conv_proj") < layers.index(VIT_DEFAULT)  # forward order
+    assert cam.layer_combo.currentData() == VIT_DEFAULT == cam.cam_frame.layer
+    qtbot.waitUntil(lambda: cam.drawn[0] is not None, timeout=TIMEOUT)
+    assert "not computed yet" not in cam._header_text()
+    assert VIT_DEFAULT in cam._header_text()
+
+    # Another layer chosen in the box: the next map is computed there.
+    chosen = "encoder.layers.encoder_layer_5.ln_2"
+    cam.layer_combo.setCurrentIndex(layers.index(chosen))
+    # Said while the run computes it; then the map drawn is that layer's.
+    qtbot.waitUntil(lambda: cam.drawn[0] is not None and cam.drawn[0].layer == chosen,
+                    timeout=TIMEOUT)
+    assert cam.cam_frame.layer == chosen == cam.layer_combo.currentData()
+    assert "not computed yet" not in cam._header_text()
+
+
+# -- the dialog -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dialog(qtbot):
+    d = model_dialog.ModelDialog(catalog=["demo_shapes", "resnet18"], devices=["cpu"])
+    qtbot.addWidget(d)
+    return d
+
+
+def open_button(d):
+    return d.buttons.button(d.buttons.StandardButton.Open)
+
+
+def test_the_timm_tab_filters_its_list_as_you_type(dialog, tmp_path):
+    pytest.importorskip("timm")
+    import timm
+
+    dialog.tabs.setCurrentIndex(model_dialog.TIMM)
+    dialog.timm.fill()  # offscreen, a tab page may not get its show event
+    assert dialog.timm.filtered.rowCount() == len(timm.list_models())
+    dialog.timm.search.setText("CONVNEXT_AT")  # case does not matter
+    shown = [dialog.timm.filtered.index(i, 0).data()
+             for i in range(dialog.timm.filtered.rowCount())]
+    assert shown and all("convnext_at" in name for name in shown)
+    assert "convnext_atto" in shown
+    assert dialog.timm.name() in shown
+    assert open_button(dialog).isEnabled()
+    spec = dialog.spec()
+    assert spec.name == f"timm:{dialog.timm.name()}" and spec.checkpoint is None
+    assert spec.seed is None  # "a new seed each load"
+
+    dialog.timm.weights.edit.setText(str(tmp_path / "missing.safetensors"))
+    assert not open_button(dialog).isEnabled()
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"x")
+    dialog.timm.weights.edit.setText(str(weights))
+    dialog.seed.setValue(42)
+    assert open_button(dialog).isEnabled()
+    spec = dialog.spec()
+    assert (spec.checkpoint, spec.seed) == (str(weights), 42)
+    dialog.timm.search.setText("no model has this name")
+    assert dialog.timm.name() is None and not open_button(dialog).isEnabled()
+
+
+def test_the_hugging_face_tab_asks_for_a_folder_and_consent_to_its_code(dialog, tmp_path):
+    pytest.importorskip("transformers")
+    dialog.tabs.setCurrentIndex(model_dialog.HF)
+    assert not open_button(dialog).isEnabled()
+    dialog.hf.folder.edit.setText(str(tmp_path))
+    assert "config.json" in open_button(dialog).toolTip()
+    (tmp_path / "config.json").write_text("{}")
+    dialog.hf.folder.edit.setText(str(tmp_path) + os.sep)  # any edit re-checks
+    assert open_button(dialog).isEnabled()
+    spec = dialog.spec()
+    assert spec.name.startswith("hf:") and spec.trust_remote_code is False
+    dialog.hf.trust.setChecked(True)
+    assert dialog.spec().trust_remote_code is True
+    assert model_dialog.spec_label(spec) == f"{tmp_path.name} (Hugging Face)"
+
+
+@pytest.mark.parametrize("tab, module, extra", [
+    (model_dialog.TIMM, "timm", "timm"), (model_dialog.HF, "transformers", "hf")])
+def test_without_the_library_the_tab_says_what_to_install(qtbot, monkeypatch, tab, module,
+                                                         extra):
+    import sys
+
+    monkeypatch.setitem(sys.modules, module, None)
+    d = model_dialog.ModelDialog(catalog=["demo_shapes"], devices=["cpu"])
+    qtbot.addWidget(d)
+    d.tabs.setCurrentIndex(tab)
+    line = f"{module} is not installed: pip install 'network-inspector[{extra}]'"
+    assert not open_button(d).isEnabled()
+    assert open_button(d).toolTip() == line
+    page = d.timm if tab == model_dialog.TIMM else d.hf
+    assert page.missing.text() == line
