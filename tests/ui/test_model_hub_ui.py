@@ -10,11 +10,16 @@ layer of the map shown.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
+import numpy as np
 import pytest
 from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
 from inspector.ui import model_dialog
+from inspector.ui.views import ActivationView
+from inspector.ui.views.tensor_panel import TOKENS
+from inspector.ui.views.token_page import TOKEN_GRID_FEATURE, TOKEN_GRID_MEAN
 
 VIT_DEFAULT = "encoder.layers.encoder_layer_11.ln_1"
 
@@ -24,7 +29,7 @@ def combo_layers(cam) -> list[str]:
 
 
 def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_layer(
-    make_window, qtbot, tmp_path, monkeypatch
+    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811 (the fixture)
 ):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-cache"))  # random weights, always
     window = make_window(model={"name": "vit_b_16", "seed": 0},
@@ -52,6 +57,39 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
                     timeout=TIMEOUT)
     assert cam.cam_frame.layer == chosen == cam.layer_combo.currentData()
     assert "not computed yet" not in cam._header_text()
+
+
+# -- a token layer as its patch grid -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra, features, input_hw, grid", [
+    (1, 768, (224, 224), (14, 14)),  # vit_b_16: the preview averages 768 features into 256
+    (2, 192, (224, 224), (14, 14)),  # DeiT: class and distillation tokens
+    (0, 32, (64, 112), (8, 14)),  # Swin-like: no extra token, a wide input
+])
+def test_a_token_layer_is_shown_as_its_patch_grid(qtbot, extra, features, input_hw, grid):
+    from view_frames import act, shown, started
+
+    view = shown(qtbot, ActivationView())
+    view.set_module("blocks.11")
+    gh, gw = grid
+    n = extra + gh * gw
+    kept = min(features, 256)  # what core's preview keeps of the features
+    preview = np.random.default_rng(1).normal(size=(n, kept)).astype(np.float32)
+    view.store.put(started(1, display=np.zeros((*input_hw, 3), np.uint8)))
+    view.store.put(replace(act(1, "blocks.11", preview), shape=(1, n, features)))
+    panel = view.panel
+    assert panel.mode == TOKENS and not panel.token_combo.isHidden()
+    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_MEAN))
+    np.testing.assert_allclose(panel.tokens.item.image,
+                               preview[extra:].mean(1).reshape(gh, gw), rtol=1e-5)
+    title = panel.tokens.plot.titleLabel.text
+    assert f"{gh}\u00d7{gw} patch grid" in title
+    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_FEATURE))
+    panel.feature_spin.setValue(2)
+    np.testing.assert_array_equal(panel.tokens.item.image, preview[extra:, 2].reshape(gh, gw))
+    if kept < features:  # a column of the preview is a group of features: said so
+        assert "features 6\u20138 (averaged in the preview)" in panel.tokens.plot.titleLabel.text
 
 
 # -- the dialog -----------------------------------------------------------------------------------
