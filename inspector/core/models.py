@@ -342,9 +342,8 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     loaded.spec = spec
     # A seed the user gave is always recorded; a drawn one only where it made the weights.
     loaded.seed = seed if spec.seed is not None or not loaded.pretrained else None
-    if not loaded.pretrained:
-        loaded.notes.append(f"Random weights from seed {seed}: the same seed (--seed {seed}, "
-                            f"or the seed in Open model) builds the same weights again.")
+    if not loaded.pretrained:  # said wherever the description is: how to get them again
+        loaded.description += f", seed {seed}"
     if not loaded.categories:
         out = _guess_classes(loaded)
         loaded.categories = [f"class {i}" for i in range(out)]

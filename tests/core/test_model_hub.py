@@ -139,8 +139,7 @@ def test_timm_without_weights_has_imagenet_names_and_says_random(session):
     loaded = load_model(ModelSpec(name="timm:resnet18", device="cpu", seed=5))
     assert not loaded.pretrained and loaded.seed == 5
     assert len(loaded.categories) == 1000 and loaded.categories[0] == "tench"
-    assert "RANDOM" in loaded.description
-    assert any("seed 5" in note for note in loaded.notes)
+    assert "RANDOM" in loaded.description and loaded.description.endswith(", seed 5")
 
 
 def test_an_unknown_timm_model_is_one_sentence():
@@ -312,3 +311,14 @@ def test_the_cli_without_the_extra_says_what_to_install(monkeypatch, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert err == ("network-inspector: timm is not installed: "
                    "pip install 'network-inspector[timm]'")
+
+
+def test_copy_as_python_refuses_a_hub_model_in_one_sentence(tmp_path):
+    from inspector.core.run import RunRequest
+    from inspector.core.script_export import ScriptExportError, script_for
+
+    path = tmp_path / "r18.pth"
+    torch.save(timm.create_model("resnet18").state_dict(), path)
+    loaded = load_model(ModelSpec(name="timm:resnet18", checkpoint=str(path), device="cpu"))
+    with pytest.raises(ScriptExportError, match="timm:resnet18 is a timm model"):
+        script_for(loaded, RunRequest(image=None))
