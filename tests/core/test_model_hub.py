@@ -322,3 +322,55 @@ def test_copy_as_python_refuses_a_hub_model_in_one_sentence(tmp_path):
     loaded = load_model(ModelSpec(name="timm:resnet18", checkpoint=str(path), device="cpu"))
     with pytest.raises(ScriptExportError, match="timm:resnet18 is a timm model"):
         script_for(loaded, RunRequest(image=None))
+
+
+HF_FAMILIES = {
+    "deit": ("DeiTConfig", "DeiTForImageClassification", {"patch_size": 8, "image_size": 64},
+             "deit.layers.1.layernorm_before"),
+    "beit": ("BeitConfig", "BeitForImageClassification", {"patch_size": 8, "image_size": 64,
+                                                          "use_mean_pooling": True},
+             "beit.layers.1.layernorm_before"),
+    "convnext": ("ConvNextConfig", "ConvNextForImageClassification",
+                 {"hidden_sizes": [8, 16, 24, 32], "depths": [1, 1, 1, 1]},
+                 "convnext.encoder.stages.3"),
+    "resnet": ("ResNetConfig", "ResNetForImageClassification",
+               {"embedding_size": 8, "hidden_sizes": [8, 16, 24, 32], "depths": [1, 1, 1, 1]},
+               "resnet.encoder.stages.3"),
+}
+TRANSFORMER = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2,
+               "intermediate_size": 64}
+
+
+@pytest.mark.parametrize("family", sorted(HF_FAMILIES))
+def test_other_hf_families_run_with_cams_at_their_default_layer(session, tmp_path, family):
+    from inspector.core.cam import compute_cams
+
+    config_name, model_name, options, layer = HF_FAMILIES[family]
+    if "patch_size" in options:
+        options = {**options, **TRANSFORMER}
+    torch.manual_seed(6)
+    config = getattr(transformers, config_name)(num_labels=3, **options)
+    folder = save_hf(tmp_path / family, getattr(transformers, model_name)(config))
+    loaded = session.load_model(ModelSpec(name=f"hf:{folder}", device="cpu")).result(300)
+    assert session.default_cam_layer() == layer
+    image = picture()
+    outcome = session.run(image, cams=(("gradcam", None),), timeout=300)
+    assert outcome.status == "ok", outcome.error
+    with torch.no_grad():
+        direct = loaded.model(loaded.preprocess(image)[None]).logits
+    torch.testing.assert_close(outcome.logits, direct, rtol=1e-4, atol=1e-5)
+    assert outcome.cams[("gradcam", layer)].shape == (64, 64)
+    # The lean path (no Session) at the default layer agrees with the Session's map.
+    lean = compute_cams(loaded.model, loaded.preprocess(image)[None])
+    assert lean.layer == layer
+    torch.testing.assert_close(lean.logits, direct, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(lean.cams["gradcam"][0], outcome.cams[("gradcam", layer)],
+                               atol=1e-4)
+    if family in ("convnext", "resnet"):
+        # At the backbone, which returns a ModelOutput that the head reads by attribute
+        # (`outputs.pooler_output`): the hook's copy keeps its type, so the forward goes
+        # on, and the map is refused in words (the head reads the pooled output, computed
+        # before the hook), not an AttributeError from inside transformers.
+        backbone = layer.split(".")[0]
+        with pytest.raises(ValueError, match=f"does not depend on layer '{backbone}'"):
+            compute_cams(loaded.model, loaded.preprocess(image)[None], layer=backbone)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..tokens import NCHW, NHWC, TOKENS, Layout, detect_layout
+from ..tree import TUPLE_OUTPUT
 
 
 def _input_hw(tree) -> tuple[int, int] | None:
@@ -37,7 +38,8 @@ def default_target_layer(model: nn.Module, tree) -> str:
     patch token still reaches the class score (after ViT's last block only the class token
     is read, so patch-token gradients there are zero). A block is a module with two or more
     LayerNorms over token or channels-last outputs. CNNs: the last module with a spatial
-    (B, C, h, w) output of more than one cell (resnet's layer4, not its 1 x 1 avgpool).
+    (B, C, h, w) output of more than one cell (resnet's layer4, not its 1 x 1 avgpool),
+    one that returns a plain tensor where there is one.
     """
     input_hw = _input_hw(tree)
     modules = dict(model.named_modules())
@@ -63,6 +65,10 @@ def default_target_layer(model: nn.Module, tree) -> str:
         return last[0]
     spatial = [n for n in order if layout(n) is not None]
     candidates = [n for n in spatial if layout(n).kind == NCHW] or spatial
+    # A module that returns a plain tensor rather than a wrapper of several (Hugging Face's
+    # backbone returns a ModelOutput after its last stage): the same map, a simpler layer.
+    plain = [n for n in candidates if TUPLE_OUTPUT not in tree.modules[n].hazards]
+    candidates = plain or candidates
     if candidates:
         return candidates[-1]
     raise ValueError(
