@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 
+os.environ["HF_HUB_OFFLINE"] = "1"  # before huggingface_hub reads it (timm imports it)
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,6 @@ from inspector.core import model_hub
 from inspector.core.models import ModelLoadError, ModelSpec, load_model
 from inspector.core.session import Session
 
-os.environ["HF_HUB_OFFLINE"] = "1"
 timm = pytest.importorskip("timm")
 transformers = pytest.importorskip("transformers")
 
@@ -32,6 +33,17 @@ def picture(size=(90, 70), seed=0) -> Image.Image:
     array = rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
     array[20:50, 30:60] = (250, 200, 30)  # something for the model to see
     return Image.fromarray(array)
+
+
+@pytest.fixture(autouse=True)
+def empty_caches(tmp_path, monkeypatch):
+    """No pretrained weights, whatever this machine's caches hold: random weights are what
+    the tests expect where no file is given."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
+    return tmp_path / "hf-cache"
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +152,26 @@ def test_timm_without_weights_has_imagenet_names_and_says_random(session):
     assert not loaded.pretrained and loaded.seed == 5
     assert len(loaded.categories) == 1000 and loaded.categories[0] == "tench"
     assert "RANDOM" in loaded.description and loaded.description.endswith(", seed 5")
+
+
+def test_timm_weights_from_the_hf_cache_are_used_offline(empty_caches):
+    from safetensors.torch import save_file
+
+    hub_id = timm.models.get_pretrained_cfg("resnet18").hf_hub_id  # timm/resnet18.<tag>
+    snapshot = empty_caches / f"models--{hub_id.replace('/', '--')}" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (empty_caches / f"models--{hub_id.replace('/', '--')}" / "refs").mkdir()
+    (empty_caches / f"models--{hub_id.replace('/', '--')}" / "refs" / "main").write_text("abc123")
+    torch.manual_seed(8)
+    trained = timm.create_model("resnet18")
+    save_file(trained.state_dict(), str(snapshot / "model.safetensors"))
+
+    loaded = load_model(ModelSpec(name="timm:resnet18", device="cpu"))
+    assert loaded.pretrained and loaded.seed is None
+    assert "from the HF cache" in loaded.description
+    assert loaded.source == str(snapshot / "model.safetensors")
+    for key, value in trained.state_dict().items():
+        torch.testing.assert_close(loaded.model.state_dict()[key], value)
 
 
 def test_an_unknown_timm_model_is_one_sentence():

@@ -59,6 +59,25 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
     assert "not computed yet" not in cam._header_text()
 
 
+def test_a_timm_model_without_timm_is_one_line_in_the_window_and_the_model_stays(
+    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811 (the fixture)
+):
+    import sys
+
+    window = make_window(images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    monkeypatch.setitem(sys.modules, "timm", None)  # as if not installed
+    errors = window.reporter.count
+    window.control.load_model(window.control.make_spec(name="timm:resnet18"))
+    qtbot.waitUntil(lambda: window.reporter.count > errors and not window.control.loading,
+                    timeout=TIMEOUT)
+    assert window.reporter.last_message == (
+        "Could not load timm:resnet18: timm is not installed: "
+        "pip install 'network-inspector[timm]'")
+    assert "Traceback" not in window.reporter.last_details
+    assert window.model_name == "build_model"  # the tiny model is still loaded
+
+
 # -- a token layer as its patch grid -------------------------------------------------------------
 
 
@@ -168,3 +187,12 @@ def test_without_the_library_the_tab_says_what_to_install(qtbot, monkeypatch, ta
     assert open_button(d).toolTip() == line
     page = d.timm if tab == model_dialog.TIMM else d.hf
     assert page.missing.text() == line
+
+
+def test_the_gui_command_line_passes_the_seed_and_the_consent():
+    from inspector.app import model_fields, parse_args
+
+    fields = model_fields(parse_args(["--model", "hf:/models/vit", "--seed", "3",
+                                      "--trust-remote-code"]))
+    assert fields == {"name": "hf:/models/vit", "seed": 3, "trust_remote_code": True}
+    assert model_fields(parse_args(["--model", "timm:resnet18"])) == {"name": "timm:resnet18"}
