@@ -59,6 +59,35 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
     assert "not computed yet" not in cam._header_text()
 
 
+def test_an_hf_vit_folder_runs_in_the_window_with_its_token_layer_as_cam_layer(
+    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811 (the fixture)
+):
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config = transformers.ViTConfig(
+        image_size=64, patch_size=8, num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+        intermediate_size=64, num_labels=3, id2label={0: "cat", 1: "dog", 2: "fox"},
+        label2id={"cat": 0, "dog": 1, "fox": 2})
+    folder = tmp_path / "vit"
+    # No progress bar while saving: tqdm's monitor thread would outlive the test.
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        transformers.ViTForImageClassification(config).save_pretrained(folder)
+    finally:
+        transformers.utils.logging.enable_progress_bar()
+    transformers.ViTImageProcessor(size={"height": 64, "width": 64}).save_pretrained(folder)
+    window = make_window(model={"name": f"hf:{folder}"}, images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    cam = window.views["cam"]
+    qtbot.waitUntil(lambda: cam.cam_frame is not None, timeout=TIMEOUT)
+    layer = "vit.layers.1.layernorm_before"
+    assert cam.layer_combo.currentData() == layer == cam.cam_frame.layer
+    assert cam.cam_frame.cam.shape == (64, 64)
+    top = window.views["predictions"].frame.top
+    assert {p.label for p in top} == {"cat", "dog", "fox"}
+    assert window.status.model.text()  # the model is named in the status bar
+
+
 def test_a_timm_model_without_timm_is_one_line_in_the_window_and_the_model_stays(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811 (the fixture)
 ):
