@@ -17,7 +17,7 @@ import torch
 
 from .model_files import ModelLoadError, apply_state_dict, clean_message, read_state_dict
 from .model_hub import MissingExtra, hub_name
-from .preprocess import _INTERPOLATIONS, Preprocess
+from .preprocess import Preprocess
 
 # Files timm's pretrained weights are published as on the HF hub, in timm's preference.
 HUB_FILES = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
@@ -126,18 +126,20 @@ def timm_preprocess(cfg: dict) -> tuple[Preprocess, str]:
     _, h, w = cfg["input_size"]
     crop_pct = cfg.get("crop_pct") or 0.875
     interpolation = cfg.get("interpolation") or "bilinear"
-    note = ""
-    if interpolation not in _INTERPOLATIONS:
-        note = f"timm's '{interpolation}' resize is done as bicubic here."
-        interpolation = "bicubic"
     mode = cfg.get("crop_mode") or "center"
     resize = math.floor(min(h, w) / crop_pct)
+    notes = []
     if mode != "center" or h != w:
-        note = (f"timm's '{mode}' crop of a {h} x {w} input is approximated: the shorter side "
-                f"is resized to {resize}, then the centre is cropped.")
-    pre = Preprocess(crop_size=(h, w), resize_size=resize, mean=tuple(cfg["mean"]),
-                     std=tuple(cfg["std"]), interpolation=interpolation)
-    return pre, note
+        notes.append(f"timm's '{mode}' crop of a {h} x {w} input is approximated: the shorter "
+                     f"side is resized to {resize}, then the centre is cropped.")
+    fields = {"crop_size": (h, w), "resize_size": resize, "mean": tuple(cfg["mean"]),
+              "std": tuple(cfg["std"])}
+    try:
+        pre = Preprocess(**fields, interpolation=interpolation)
+    except ValueError:  # a resize filter PIL has no name for ("random")
+        notes.append(f"timm's '{interpolation}' resize is done as bicubic here.")
+        pre = Preprocess(**fields, interpolation="bicubic")
+    return pre, " ".join(notes)
 
 
 def _class_names(timm, model) -> list[str]:

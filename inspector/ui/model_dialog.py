@@ -267,11 +267,11 @@ class ModelDialog(QDialog):
             return
         if self._settings is not None:
             self._settings.set_value("model_dialog/tab", self.tabs.currentIndex())
+            # The next Browse starts where this file (or folder) is.
             used = {CHECKPOINT: self.checkpoint, FACTORY: self.factory_file,
-                    PICKLE: self.pickle_file}.get(self.tabs.currentIndex())
-            if self.tabs.currentIndex() == TIMM and self.timm.fields()["checkpoint"]:
-                used = self.timm.weights
-            if used is not None:
+                    PICKLE: self.pickle_file, HF: getattr(self.hf, "folder", None),
+                    TIMM: getattr(self.timm, "weights", None)}.get(self.tabs.currentIndex())
+            if used is not None and used.path():
                 self._settings.set_value("model_dialog/dir", str(Path(used.path()).parent))
         super().accept()
 
