@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the layer the CAMs read (default: chosen for the model)")
     _attribution_options(a)
     a.add_argument("--target", default="top1",
-                   help="the class to explain: top1 (default), a class index or a class name")
+                   help="what to explain: top1 (default), a class index or a class name; "
+                        "det:K for a detection model (the K-th detection by score, default "
+                        "0); seg:CLASS for a segmentation model (a name or an index)")
     a.add_argument("--topk", type=int, default=5, help="predictions listed per image")
     a.add_argument("--out", required=True, type=Path, help="output folder (created)")
     a.add_argument("--stretch", action="store_true",

@@ -346,6 +346,10 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         from .tasks import task_of
 
         loaded.task = task_of(loaded.model)
+        if loaded.task != "classification" and loaded.preprocess is DEFAULT_PREPROCESS:
+            from .tasks.catalog import preprocess_for
+
+            loaded.preprocess = preprocess_for(loaded.model, loaded.task)
     if not loaded.categories:
         out = _guess_classes(loaded)
         loaded.categories = [f"class {i}" for i in range(out)]

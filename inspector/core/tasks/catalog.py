@@ -46,18 +46,23 @@ def load(name: str, device: torch.device) -> LoadedModel:
                                              num_classes=len(categories))
         desc = f"{name} (RANDOM weights: no pretrained file in {Path(torch.hub.get_dir())})"
         notes.append(f"No pretrained weights for {name} on this machine; using random weights.")
-    if task == DETECTION:
-        # Images in 0..1, resized to a square of the model's own input side: the model
-        # normalises and resizes itself; boxes are mapped back to the picture's pixels.
-        side = detection.input_side(model)
-        pre = Preprocess(crop_size=(side, side), resize_size=None, mean=(0.0, 0.0, 0.0),
-                         std=(1.0, 1.0, 1.0))
-    else:
-        t = weights.transforms()
-        side = int(t.resize_size[0]) if getattr(t, "resize_size", None) else SEGMENTATION_SIDE
-        pre = Preprocess(crop_size=(side, side), resize_size=None,
-                         mean=tuple(getattr(t, "mean", IMAGENET_MEAN)),
-                         std=tuple(getattr(t, "std", IMAGENET_STD)))
+    pre = preprocess_for(model, task, weights.transforms())
     return LoadedModel(model=model, name=name, description=desc, pretrained=cached is not None,
                        categories=categories, preprocess=pre, device=device,
                        source=str(cached or ""), notes=notes, task=task)
+
+
+def preprocess_for(model, task: str, preset=None) -> Preprocess:
+    """The app's preprocessing for a detection or segmentation model: the image resized to
+    a square (nothing cropped, so every box and pixel maps back onto the picture).
+    Detection: values in 0..1 at the model's own input side (it normalises and resizes
+    itself). Segmentation: the preset's side (520) and normalisation, ImageNet's without one."""
+    if task == DETECTION:
+        side = detection.input_side(model)
+        return Preprocess(crop_size=(side, side), resize_size=None, mean=(0.0, 0.0, 0.0),
+                          std=(1.0, 1.0, 1.0))
+    resize = getattr(preset, "resize_size", None)
+    side = int(resize[0]) if resize else SEGMENTATION_SIDE
+    return Preprocess(crop_size=(side, side), resize_size=None,
+                      mean=tuple(getattr(preset, "mean", IMAGENET_MEAN)),
+                      std=tuple(getattr(preset, "std", IMAGENET_STD)))

@@ -94,6 +94,8 @@ def to_original(box, pre, original_size: tuple[int, int]) -> list[float]:
     w, h = original_size
     sx, sy = w / rw, h / rh
     x0, y0, x1, y1 = box
+    # torchvision clips boxes to the model input; the picture's part of it is all of it
+    # unless the crop padded, where a box can reach the padding: clipped to the picture.
     out = [(x0 + left) * sx, (y0 + top) * sy, (x1 + left) * sx, (y1 + top) * sy]
     return [min(max(v, 0.0), float(lim)) for v, lim in zip(out, (w, h, w, h), strict=True)]
 

@@ -1,0 +1,201 @@
+"""Detection models (core.tasks): torchvision's Faster R-CNN with random weights, through the
+Session (the list-of-images call, the det:K target, Grad-CAM from a detection's score) and
+the analyse CLI (boxes in summary.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from inspector import cli
+from inspector.core.frames import PredictionFrame
+from inspector.core.hooks import CaptureSpec
+from inspector.core.models import ModelSpec
+from inspector.core.preprocess import Preprocess
+from inspector.core.run import DetectionTarget
+from inspector.core.session import Session
+from inspector.core.tasks import DETECTION, detection, parse_target
+
+from task_models import DETECTION_FACTORY, correlation, gradcam_by_hand, picture
+
+NAME = "fasterrcnn_mobilenet_v3_large_320_fpn"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def session():
+    torch.manual_seed(0)
+    s = Session()
+    loaded = s.load_model(ModelSpec(NAME, device="cpu")).result(timeout=120)
+    # Random weights score every class ~1/91, under torchvision's 0.05 threshold: lift
+    # class 1 so that the model detects boxes (set before any run, on no running model).
+    with torch.no_grad():
+        loaded.model.roi_heads.box_predictor.cls_score.bias[1] += 6.0
+    yield s
+    s.close()
+
+
+def test_loads_offline_with_coco_classes_and_a_backbone_cam_layer(session):
+    loaded, tree = session.loaded, session.tree
+    assert loaded.task == DETECTION and not loaded.pretrained
+    assert len(loaded.categories) == 91 and loaded.categories[1] == "person"
+    assert loaded.model.roi_heads.box_predictor.cls_score.out_features == 91
+    # Images in 0..1 at the model's own side: the model normalises itself.
+    assert loaded.preprocess.crop_size == (320, 320) and loaded.preprocess.std == (1, 1, 1)
+    # The probe called the model with a list of images: the root's input is one (3, H, W).
+    assert tree.root.calls[0].inputs == (("0.0.0", (3, 320, 320)),)  # args[0][0]
+    layer = session.default_cam_layer()
+    assert layer.startswith("backbone.body.")
+    assert len(tree[layer].output_shape) == 4 and tree[layer].output_shape[0] == 1
+    assert NAME in __import__("inspector.core.models", fromlist=["x"]).list_models()
+
+
+def test_det_target_cam_follows_the_detection_score(session):
+    img = picture()
+    loaded = session.loaded
+    layer = session.default_cam_layer()
+    outcome = session.run(img, target=DetectionTarget(1), cams=(("gradcam", None),), timeout=120)
+    frames = session.channel.drain()
+    assert outcome.status == "ok", outcome.error
+    found = outcome.detections
+    assert len(found) >= 2 and outcome.target == 1
+    scores = [d.score for d in found]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0.05
+    pred = next(f for f in frames if isinstance(f, PredictionFrame))
+    assert pred.task == DETECTION and pred.target == 1 and len(pred.detections) == len(found)
+    assert [p.index for p in pred.top] == list(range(len(pred.top)))  # "label score" rows
+    assert pred.top[0].label == found[0].label and pred.top[0].prob == found[0].score
+    for d in found:
+        x0, y0, x1, y1 = d.box
+        assert 0 <= x0 <= x1 <= 320 and 0 <= y0 <= y1 <= 320
+
+    cam = outcome.cams[("gradcam", layer)]
+    assert cam.shape == (320, 320) and cam.max() == pytest.approx(1.0)
+    x = loaded.preprocess(img)[None]
+
+    def second_score(output):
+        first = output[0]
+        return first["scores"][detection.sorted_order(first)[1]]
+
+    by_hand = gradcam_by_hand(loaded.model, layer, detection.forward, x, second_score)
+    assert correlation(cam, by_hand) >= 0.99
+    # A different detection's map is a different map: the score really is detection 1's.
+    other = gradcam_by_hand(loaded.model, layer, detection.forward, x,
+                            lambda out: out[0]["scores"][detection.sorted_order(out[0])[0]])
+    assert by_hand.max() > 0 and other.max() > 0
+    assert not torch.allclose(by_hand / by_hand.max(), other / other.max(), atol=1e-3)
+
+
+def test_a_detection_that_is_not_there_is_a_one_line_error(session):
+    outcome = session.run(picture(), target=DetectionTarget(150), timeout=120)
+    session.channel.drain()
+    assert outcome.status == "error"
+    assert outcome.error == "det:150: the model found 100 detections (0..99) in this image"
+    heads = session.loaded.model.roi_heads
+    heads.score_thresh = 1.0  # nothing scores above 1 (the session is idle between runs)
+    try:
+        outcome = session.run(picture(), timeout=120)  # det:0 by default
+        session.channel.drain()
+        assert outcome.error == "det:0: the model found no detection in this image"
+        # Without a backward there is nothing to explain, and no error.
+        forward_only = CaptureSpec.for_modules([session.default_cam_layer()])
+        outcome = session.run(picture(), backward=False, capture=forward_only, timeout=120)
+        session.channel.drain()
+        assert outcome.status == "ok" and outcome.detections == ()
+    finally:
+        heads.score_thresh = 0.05
+
+
+def test_scorecam_and_attributions_are_refused_in_words(session):
+    outcome = session.run(picture(), cams=(("scorecam", None),), timeout=120)
+    session.channel.drain()
+    assert outcome.status == "error" and "Score-CAM explains classifiers" in outcome.error
+
+
+def test_boxes_map_back_to_the_input_picture():
+    square = Preprocess(crop_size=(320, 320), resize_size=None, mean=(0, 0, 0), std=(1, 1, 1))
+    assert detection.to_original((0, 0, 320, 320), square, (160, 120)) == [0, 0, 160, 120]
+    assert detection.to_original((32, 64, 160, 400), square, (160, 120)) == [16, 24, 80, 120]
+    # With a resize of the short side and a centre crop the crop offset is undone too.
+    crop = Preprocess(crop_size=(100, 100), resize_size=100, mean=(0, 0, 0), std=(1, 1, 1))
+    assert detection.to_original((0, 0, 100, 100), crop, (400, 200)) == [100, 0, 300, 200]
+
+
+def test_parse_target_says_what_is_wrong(session):
+    model, cats = session.loaded.model, session.loaded.categories
+    assert parse_target("det:3", DETECTION, cats, model) == DetectionTarget(3)
+    assert parse_target("top1", DETECTION, cats, model) is None
+    for text, words in (("det:100", "out of range"), ("det:-1", "0 or more"),
+                        ("7", "det:K"), ("seg:1", "needs a segmentation model")):
+        with pytest.raises(ValueError, match=words):
+            parse_target(text, DETECTION, cats, model)
+    with pytest.raises(ValueError, match="needs a detection model"):
+        parse_target("det:0", "classification", cats, model)
+
+
+@pytest.fixture(scope="module")
+def factory(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("factory") / "detector.py"
+    path.write_text(DETECTION_FACTORY)
+    return f"{path}:build"
+
+
+def test_analyse_writes_detections_in_input_pixels(factory, tmp_path: Path, capsys):
+    image = tmp_path / "street.png"
+    picture(160, 120).save(image)
+    out = tmp_path / "out"
+    rc = cli.main(["analyse", "--model", factory, "--device", "cpu", "--target", "det:1",
+                   "--out", str(out), str(image)])
+    assert rc == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    (entry,) = summary["images"]
+    assert entry["error"] is None and entry["target"] == 1
+    found = entry["detections"]
+    assert len(found) >= 2
+    assert set(found[0]) == {"box", "label", "index", "score"}
+    scores = [d["score"] for d in found]
+    assert scores == sorted(scores, reverse=True)
+    assert found[0]["label"] == f"thing {found[0]['index']}"
+    for d in found:
+        x0, y0, x1, y1 = d["box"]
+        assert 0 <= x0 <= x1 <= 160 and 0 <= y0 <= y1 <= 120
+    # The same model run by hand on the 320 x 320 input: its boxes, scaled to the 160 x 120
+    # picture, are the summary's.
+    import importlib.util
+
+    path, _, func = factory.rpartition(":")
+    spec = importlib.util.spec_from_file_location("detector_by_hand", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = getattr(module, func)().eval()
+    x = torch.from_numpy(np.asarray(picture(160, 120).resize((320, 320), 2), np.float32) / 255)
+    with torch.no_grad():
+        direct = model([x.permute(2, 0, 1)])[0]
+    order = detection.sorted_order(direct)
+    expected = direct["boxes"][order] * torch.tensor([0.5, 0.375, 0.5, 0.375])
+    assert np.allclose([d["box"] for d in found], expected.numpy(), atol=0.05)
+    assert [d["index"] for d in found] == direct["labels"][order].tolist()
+    with np.load(out / entry["files"]["npz"]) as npz:
+        assert npz["input"].shape == (1, 3, 320, 320)
+        assert npz["logits"].shape == (1, len(found))
+        assert npz["cam/gradcam"].shape == (320, 320)
+
+
+@pytest.mark.parametrize("target, words", [
+    ("det:1000", "out of range, this model keeps at most 100 detections"),
+    ("det:x", "K must be a detection's rank"),
+])
+def test_analyse_refuses_a_bad_det_target(factory, tmp_path: Path, capsys, target, words):
+    image = tmp_path / "a.png"
+    picture(64, 48).save(image)
+    rc = cli.main(["analyse", "--model", factory, "--device", "cpu", "--target", target,
+                   "--out", str(tmp_path / "out"), str(image)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert words in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "a").exists()  # refused before any image was run
