@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from task_models import DETECTION_FACTORY, correlation, gradcam_by_hand, picture
 
 from inspector import cli
 from inspector.core.frames import PredictionFrame
@@ -19,8 +20,6 @@ from inspector.core.preprocess import Preprocess
 from inspector.core.run import DetectionTarget
 from inspector.core.session import Session
 from inspector.core.tasks import DETECTION, detection, parse_target
-
-from task_models import DETECTION_FACTORY, correlation, gradcam_by_hand, picture
 
 NAME = "fasterrcnn_mobilenet_v3_large_320_fpn"
 

@@ -17,9 +17,9 @@ from ..frames import Prediction
 
 
 def is_segmentation_model(model: nn.Module) -> bool:
+    from torchvision.models.segmentation.deeplabv3 import DeepLabV3
     from torchvision.models.segmentation.fcn import FCN
     from torchvision.models.segmentation.lraspp import LRASPP
-    from torchvision.models.segmentation.deeplabv3 import DeepLabV3
 
     return isinstance(model, (FCN, DeepLabV3, LRASPP))
 
