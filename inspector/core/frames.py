@@ -115,6 +115,7 @@ class PredictionFrame:
     task: str = "classification"
     detections: tuple = ()
     mask: np.ndarray | None = None
+    legend: tuple[tuple[int, str], ...] = ()  # (class, label) of every class in the mask
 
 
 @dataclass(frozen=True)

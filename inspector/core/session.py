@@ -290,7 +290,8 @@ class Session:
                     timings["forward"] = time.perf_counter() - t
                     target, score = read.target, read.score
                     put(PredictionFrame(run_id, read.preds, target if need_grad else None,
-                                        loaded.task, read.detections, read.mask))
+                                        loaded.task, read.detections, read.mask,
+                                        read.legend))
                     outcome.logits, outcome.detections = read.logits, read.detections
                     outcome.mask = read.mask
                 outcome.target = target

@@ -60,18 +60,21 @@ class TaskOutput:
     logits: torch.Tensor  # RunOutcome.logits: (1, N) detection scores, (1, C, H, W) scores
     detections: tuple[Detection, ...] = ()  # boxes in model-input pixels
     mask: np.ndarray | None = None  # (H, W) int64 class per model-input pixel
+    legend: tuple[tuple[int, str], ...] = ()  # (class, label) of the classes in the mask
 
 
 def read_output(task: str, output, target, categories: Sequence[str], topk: int,
                 want_score: bool = True) -> TaskOutput:
-    """The predictions, the target and its score. `target`: a DetectionTarget for a detection
-    model, a SegmentationTarget (or a plain class index) for a segmentation model, or None.
+    """The predictions, the target and its score. `target`: a DetectionTarget (or a plain
+    rank) for a detection model, a SegmentationTarget (or a plain class index) for a
+    segmentation model, or None.
     Without `want_score` (no backward) the score is None, and a target with nothing to
     explain in this image (no such detection, no pixel of that class) is no error."""
     if task == DETECTION:
-        if target is not None and not isinstance(target, DetectionTarget):
+        # A plain int is a detection's rank too: the predictions view's rows are detections.
+        if isinstance(target, SegmentationTarget):
             raise ValueError(f"a detection model explains a detection (det:K), not {target}")
-        k = 0 if target is None else target.index
+        k = 0 if target is None else int(getattr(target, "index", target))
         found = detection.detections(output, categories)
         scores = torch.tensor([[d.score for d in found]], dtype=torch.float32)
         return TaskOutput(detection.predictions(found, topk), k,
@@ -87,7 +90,8 @@ def read_output(task: str, output, target, categories: Sequence[str], topk: int,
                           segmentation.score(out, predicted, int(c), categories)
                           if want_score else None,
                           out.detach().float().to("cpu", copy=True),
-                          mask=predicted.cpu().numpy())
+                          mask=predicted.cpu().numpy(),
+                          legend=segmentation.legend(predicted, categories))
     raise ValueError(f"no task output for a {task} model")
 
 

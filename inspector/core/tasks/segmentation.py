@@ -76,6 +76,11 @@ def predictions(out: torch.Tensor, predicted: torch.Tensor, categories: Sequence
     return tuple(rows)
 
 
+def legend(predicted: torch.Tensor, categories: Sequence[str]) -> tuple[tuple[int, str], ...]:
+    """(class, label) of every class predicted somewhere, by class index."""
+    return tuple((c, _label(categories, c)) for c in torch.unique(predicted.cpu()).tolist())
+
+
 def to_original(predicted: np.ndarray, pre, original_size: tuple[int, int]) -> np.ndarray:
     """The mask over the model input as a mask of the original (width, height) image, nearest
     neighbour (classes are not interpolated); -1 where the crop left the picture out."""
