@@ -332,14 +332,17 @@ def _atlas(args: argparse.Namespace) -> int:
 
 def _models(args: argparse.Namespace) -> int:
     from inspector.core.models import _REGISTRY, cached_weights_path, list_models
+    from inspector.core.tasks.catalog import task_models
 
+    tasks = task_models()
     for name in list_models():
+        source = f"torchvision {tasks[name]}" if name in tasks else "torchvision"
         if name in _REGISTRY:
             note = "registered (ships its own weights)"
         elif cached_weights_path(name) is not None:
-            note = "torchvision, pretrained weights on this machine"
+            note = f"{source}, pretrained weights on this machine"
         else:
-            note = "torchvision, random weights (pretrained file not downloaded)"
+            note = f"{source}, random weights (pretrained file not downloaded)"
         print(f"{name:<28} {note}")
     return 0
 

@@ -116,6 +116,22 @@ def test_scorecam_and_attributions_are_refused_in_words(session):
     assert outcome.status == "error" and "Score-CAM explains classifiers" in outcome.error
 
 
+def test_copy_as_python_refuses_a_detection_model_in_words(session):
+    from inspector.core.run import RunRequest
+    from inspector.core.script_export import ScriptExportError, script_for
+
+    with pytest.raises(ScriptExportError, match="is a detection model"):
+        script_for(session.loaded, RunRequest(image=None, target=DetectionTarget(0)))
+
+
+def test_the_models_command_names_the_task(capsys):
+    assert cli.main(["models"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "torchvision detection" in lines[NAME]
+    assert "torchvision segmentation" in lines["deeplabv3_mobilenet_v3_large"]
+    assert "torchvision," in lines["resnet18"]
+
+
 def test_boxes_map_back_to_the_input_picture():
     square = Preprocess(crop_size=(320, 320), resize_size=None, mean=(0, 0, 0), std=(1, 1, 1))
     assert detection.to_original((0, 0, 320, 320), square, (160, 120)) == [0, 0, 160, 120]
