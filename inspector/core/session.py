@@ -464,7 +464,7 @@ def _default_cam_layer(loaded: LoadedModel, tree: ModuleTree) -> str | None:
     """The CAM layer when none is named (see core.cam), found on the worker when the model
     loads (it walks the model); None when the model has no layer a CAM can use."""
     if loaded.task != tasks.CLASSIFICATION:
-        return tasks.default_cam_layer(tree)
+        return tasks.default_cam_layer(tree, loaded.task)
     try:
         from .cam import default_target_layer
 

@@ -116,6 +116,26 @@ def test_scorecam_and_attributions_are_refused_in_words(session):
     assert outcome.status == "error" and "Score-CAM explains classifiers" in outcome.error
 
 
+def test_ssdlite_default_layer_reaches_the_top_detection():
+    """SSDlite has no FPN: its default layer is the backbone's finest output, which every
+    level is computed from, so even the top detection's CAM is not flat."""
+    torch.manual_seed(0)
+    s = Session()
+    try:
+        loaded = s.load_model(ModelSpec("ssdlite320_mobilenet_v3_large", device="cpu")).result(
+            timeout=120)
+        loaded.model.score_thresh = 0.0  # random weights: keep every box
+        layer = s.default_cam_layer()
+        assert layer == "backbone"
+        outcome = s.run(picture(), capture=CaptureSpec.for_modules([layer]),
+                        cams=(("gradcam", None),), timeout=120)
+        s.channel.drain()
+        assert outcome.status == "ok", outcome.error
+        assert outcome.cams[("gradcam", layer)].std() > 0.01
+    finally:
+        s.close()
+
+
 def test_copy_as_python_refuses_a_detection_model_in_words(session):
     from inspector.core.run import RunRequest
     from inspector.core.script_export import ScriptExportError, script_for

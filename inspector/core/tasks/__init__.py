@@ -134,24 +134,42 @@ def parse_target(text: str, task: str, categories: Sequence[str], model: nn.Modu
     return resolve_target(text, categories)
 
 
-def default_cam_layer(tree) -> str | None:
-    """The layer a detection or segmentation CAM reads when none is named: the last module
-    of the backbone's body with a single spatial (B, C, h, w) output. In an FPN that is the
-    deepest level's input, which every pyramid level (and so every detection's score) reads
-    through the top-down pathway; later modules (the RoI pooling, the box head) have one row
-    per proposal, not per image."""
+def default_cam_layer(tree, task: str) -> str | None:
+    """The layer a detection or segmentation CAM reads when none is named: one that every
+    detection's score (every pixel's class) reaches.
+
+    - An FPN (a backbone with a "body"): the body's last single-tensor spatial module, the
+      deepest level's input, which every pyramid level reads through the top-down pathway.
+      (A pyramid level itself reaches only the boxes pooled or predicted from it.)
+    - SSD: the VGG features, which the first level (rescaled) and the extra layers read;
+      SSDlite: the backbone itself, whose first output is the finest feature map, from
+      which every coarser level is computed.
+    - Segmentation: the backbone's last single-tensor spatial module ("out"'s source).
+
+    Never the modules after the backbone: the RoI pooling and the box head have one row per
+    proposal, not per image."""
     from ..tree import TUPLE_OUTPUT
 
     order = [n for n in (tree.order or list(tree.modules)) if n]
-    for prefix in ("backbone.body.", "backbone."):
-        found = [
-            n for n in order
-            if n.startswith(prefix) and TUPLE_OUTPUT not in tree[n].hazards
-            and (s := tree[n].output_shape) and len(s) == 4 and s[0] == 1 and s[2] * s[3] > 1
-        ]
-        if found:
-            return found[-1]
-    return None
+
+    def spatial(name: str) -> bool:
+        s = tree[name].output_shape
+        return bool(s) and len(s) == 4 and s[0] == 1 and s[2] * s[3] > 1
+
+    def last_under(prefix: str) -> str | None:
+        found = [n for n in order if n.startswith(prefix)
+                 and TUPLE_OUTPUT not in tree[n].hazards and spatial(n)]
+        return found[-1] if found else None
+
+    if task == DETECTION:
+        if "backbone.body" in tree:
+            return last_under("backbone.body.")
+        for name in ("backbone.features", "backbone"):
+            if name in tree and TUPLE_OUTPUT not in tree[name].hazards and spatial(name):
+                return name  # SSD's VGG: its features feed the first level and the extras
+        if "backbone" in tree and spatial("backbone"):
+            return "backbone"
+    return last_under("backbone.")
 
 
 __all__ = [
