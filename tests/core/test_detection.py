@@ -110,10 +110,27 @@ def test_a_detection_that_is_not_there_is_a_one_line_error(session):
         heads.score_thresh = 0.05
 
 
+def test_an_input_occlusion_edits_the_list_of_images(session):
+    from inspector.core.edit_spec import parse_edit
+
+    plain = session.run(picture(), capture=CaptureSpec.for_modules([]), backward=False,
+                        timeout=120)
+    edit = session.check_edits([parse_edit("input:occlude=0,0,320,160")])
+    occluded = session.run(picture(), capture=CaptureSpec.for_modules([]), backward=False,
+                           interventions=edit, timeout=120)
+    session.channel.drain()
+    assert plain.status == occluded.status == "ok", occluded.error
+    assert [d.box for d in plain.detections] != [d.box for d in occluded.detections]
+
+
 def test_scorecam_and_attributions_are_refused_in_words(session):
     outcome = session.run(picture(), cams=(("scorecam", None),), timeout=120)
     session.channel.drain()
     assert outcome.status == "error" and "Score-CAM explains classifiers" in outcome.error
+    outcome = session.run(picture(), attributions=("saliency",), timeout=120)
+    session.channel.drain()
+    assert outcome.error == ("input attributions explain classifiers, not a detection model: "
+                             "use a CAM (saliency asked for)")
 
 
 def test_ssdlite_default_layer_reaches_the_top_detection():
