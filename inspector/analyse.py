@@ -293,8 +293,11 @@ class Analysis:
         if outcome.status != "ok":
             entry["error"] = f"{path}: {_failure(outcome, frames)}"
             return entry
-        cams = {m: outcome.cams[(m, layer)] for m, layer in wanted}
+        # A detection model that found nothing (and was asked for no detection) has none.
+        cams = {m: outcome.cams[(m, layer)] for m, layer in wanted if (m, layer) in outcome.cams}
         entry["target"] = outcome.target
+        if outcome.notes:
+            entry["notes"] = list(outcome.notes)
         entry["top"] = _top(frames)
         if loaded.task == "detection":
             entry["detections"] = _detections(outcome, loaded.preprocess, image.size)

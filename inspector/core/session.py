@@ -289,6 +289,11 @@ class Session:
                                              want_score=need_grad)
                     timings["forward"] = time.perf_counter() - t
                     target, score = read.target, read.score
+                    if need_grad and score is None:
+                        # Nothing detected and no detection asked for: the run shows the
+                        # activations, without a gradient or a CAM (not an error).
+                        need_grad, target, cams = False, None, ()
+                        outcome.notes.append("nothing detected: no gradient and no CAM")
                     put(PredictionFrame(run_id, read.preds, target if need_grad else None,
                                         loaded.task, read.detections, read.mask,
                                         read.legend))

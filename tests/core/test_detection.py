@@ -13,7 +13,7 @@ import torch
 from task_models import DETECTION_FACTORY, correlation, gradcam_by_hand, picture
 
 from inspector import cli
-from inspector.core.frames import PredictionFrame
+from inspector.core.frames import OUTPUT, ActivationFrame, GradientFrame, PredictionFrame
 from inspector.core.hooks import CaptureSpec
 from inspector.core.models import ModelSpec
 from inspector.core.preprocess import Preprocess
@@ -98,14 +98,17 @@ def test_a_detection_that_is_not_there_is_a_one_line_error(session):
     heads = session.loaded.model.roi_heads
     heads.score_thresh = 1.0  # nothing scores above 1 (the session is idle between runs)
     try:
-        outcome = session.run(picture(), timeout=120)  # det:0 by default
+        outcome = session.run(picture(), target=DetectionTarget(0), timeout=120)
         session.channel.drain()
         assert outcome.error == "det:0: the model found no detection in this image"
-        # Without a backward there is nothing to explain, and no error.
-        forward_only = CaptureSpec.for_modules([session.default_cam_layer()])
-        outcome = session.run(picture(), backward=False, capture=forward_only, timeout=120)
-        session.channel.drain()
-        assert outcome.status == "ok" and outcome.detections == ()
+        # No detection named: the run shows the activations, with no gradient and no CAM.
+        outcome = session.run(picture(), cams=(("gradcam", None),), timeout=120)
+        frames = session.channel.drain()
+        assert outcome.status == "ok" and outcome.detections == () and outcome.cams == {}
+        assert outcome.notes == ["nothing detected: no gradient and no CAM"]
+        assert any(isinstance(f, ActivationFrame) and f.kind == OUTPUT for f in frames)
+        assert not any(isinstance(f, GradientFrame) for f in frames)
+        assert next(f for f in frames if isinstance(f, PredictionFrame)).target is None
     finally:
         heads.score_thresh = 0.05
 
@@ -236,6 +239,21 @@ def test_analyse_writes_detections_in_input_pixels(factory, tmp_path: Path, caps
         assert npz["input"].shape == (1, 3, 320, 320)
         assert npz["logits"].shape == (1, len(found))
         assert npz["cam/gradcam"].shape == (320, 320)
+
+
+def test_analyse_of_a_detector_that_finds_nothing_writes_what_there_is(tmp_path, capsys):
+    image = tmp_path / "a.png"
+    picture(64, 48).save(image)
+    out = tmp_path / "out"
+    # Random weights score every class about 1/91, under torchvision's 0.05 threshold.
+    rc = cli.main(["analyse", "--model", NAME, "--device", "cpu", "--out", str(out), str(image)])
+    assert rc == 0, capsys.readouterr().err
+    (entry,) = json.loads((out / "summary.json").read_text())["images"]
+    assert entry["error"] is None and entry["detections"] == [] and entry["target"] is None
+    assert entry["notes"] == ["nothing detected: no gradient and no CAM"]
+    assert "cam/gradcam" not in entry["files"]
+    with np.load(out / entry["files"]["npz"]) as npz:
+        assert npz["logits"].shape == (1, 0) and "cam/gradcam" not in npz.files
 
 
 @pytest.mark.parametrize("target, words", [

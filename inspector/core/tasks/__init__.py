@@ -69,7 +69,8 @@ def read_output(task: str, output, target, categories: Sequence[str], topk: int,
     rank) for a detection model, a SegmentationTarget (or a plain class index) for a
     segmentation model, or None.
     Without `want_score` (no backward) the score is None, and a target with nothing to
-    explain in this image (no such detection, no pixel of that class) is no error."""
+    explain in this image (no such detection, no pixel of that class) is no error; nor is
+    an image where nothing is detected when no detection is named (the score is None)."""
     if task == DETECTION:
         # A plain int is a detection's rank too: the predictions view's rows are detections.
         if isinstance(target, SegmentationTarget):
@@ -77,8 +78,11 @@ def read_output(task: str, output, target, categories: Sequence[str], topk: int,
         k = 0 if target is None else int(getattr(target, "index", target))
         found = detection.detections(output, categories)
         scores = torch.tensor([[d.score for d in found]], dtype=torch.float32)
+        # Nothing detected and no detection named: nothing to explain, no error (the run
+        # still shows the activations); a detection named that is not there is an error.
+        explain = want_score and (bool(found) or target is not None)
         return TaskOutput(detection.predictions(found, topk), k,
-                          detection.score(output, k) if want_score else None, scores, found)
+                          detection.score(output, k) if explain else None, scores, found)
     if task == SEGMENTATION:
         if isinstance(target, DetectionTarget):
             raise ValueError(f"a segmentation model explains a class (seg:CLASS), not {target}")
