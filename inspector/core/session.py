@@ -60,7 +60,9 @@ class RunOutcome:
 
     run_id: int
     status: str
-    logits: torch.Tensor | None = None  # (1, classes), on the CPU
+    # (1, classes), on the CPU; detection models: (1, N) the detections' scores, by score;
+    # segmentation models: (1, classes, H, W)
+    logits: torch.Tensor | None = None
     target: int | None = None  # the class, detection (rank by score) or segmentation class
     cams: dict[tuple[str, str], Any] = field(default_factory=dict)
     # Detection models: core.tasks.Detection per box (model-input pixels), by score.
@@ -508,6 +510,9 @@ def _predictions(logits: torch.Tensor, loaded: LoadedModel, req: RunRequest):
     scores = logits.detach().float()[0]
     probs = scores.softmax(-1)
     top_p, top_i = probs.topk(min(req.topk, probs.numel()))
+    if req.target is not None and not isinstance(req.target, int):  # det:K, seg:CLASS
+        raise ValueError(f"target {req.target} is for a detection or segmentation model; "
+                         f"{loaded.name} is a classifier")
     target = req.target if req.target is not None else int(top_i[0])
     if not 0 <= target < logits.shape[-1]:
         raise ValueError(f"target class {target} out of range 0..{logits.shape[-1] - 1}")

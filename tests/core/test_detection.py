@@ -156,6 +156,18 @@ def test_ssdlite_default_layer_reaches_the_top_detection():
         s.close()
 
 
+def test_a_det_target_on_a_classifier_is_one_line():
+    s = Session()
+    try:
+        s.load_model(ModelSpec("demo_shapes", device="cpu")).result(timeout=120)
+        outcome = s.run(picture(), target=DetectionTarget(0), timeout=120)
+        assert outcome.status == "error"
+        assert outcome.error == ("target det:0 is for a detection or segmentation model; "
+                                 "demo_shapes is a classifier")
+    finally:
+        s.close()
+
+
 def test_copy_as_python_refuses_a_detection_model_in_words(session):
     from inspector.core.run import RunRequest
     from inspector.core.script_export import ScriptExportError, script_for
