@@ -61,7 +61,7 @@ def sorted_order(output: dict) -> torch.Tensor:
 def detections(output: Sequence[dict], categories: Sequence[str]) -> tuple[Detection, ...]:
     """The first image's detections, by descending score."""
     first = output[0]
-    order = sorted_order(first)
+    order = sorted_order(first).cpu()  # indexes CPU copies (the model may be on a GPU)
     boxes = first["boxes"].detach().float().cpu()[order].tolist()
     labels = first["labels"].detach().cpu()[order].tolist()
     scores = first["scores"].detach().float().cpu()[order].tolist()
