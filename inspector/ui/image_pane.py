@@ -23,7 +23,7 @@ Detection and segmentation models (core.tasks) draw their results on the model i
 (`set_prediction`, from each run's PredictionFrame): the boxes scoring above the threshold
 slider, with label and score (a click on one makes it the next runs' target:
 `detectionChosen`), or the class mask with a legend of the classes present. The view
-switches to the model input when such a result first arrives.
+switches to the model input when an image's first such result arrives.
 """
 
 from __future__ import annotations
@@ -416,6 +416,11 @@ class ImagePane(QWidget):
         self._refresh()
 
     # -- detection and segmentation results ---------------------------------------------------
+    @property
+    def prediction(self):
+        """The PredictionFrame whose boxes or mask are drawn; None when there are none."""
+        return self._prediction
+
     @property
     def threshold(self) -> float:
         """Boxes scoring under this are hidden."""

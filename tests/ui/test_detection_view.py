@@ -200,7 +200,7 @@ def test_the_window_overlays_a_segmentation_mask_with_its_legend(window_with, qt
     qtbot.waitUntil(lambda: pane.canvas.overlay() is not None, timeout=TIMEOUT)
     overlay = pane.canvas.overlay()
     assert (overlay.width(), overlay.height()) == (160, 160)  # the model input's
-    frame = pane._prediction
+    frame = pane.prediction
     assert frame.mask.shape == (160, 160)
     for c, label in frame.legend:
         assert (frame.mask == c).any() and label in pane.legend.text()
