@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the layer the CAMs read (default: chosen for the model)")
     _attribution_options(a)
     a.add_argument("--target", default="top1",
-                   help="the class to explain: top1 (default), a class index or a class name")
+                   help="what to explain: top1 (default), a class index or a class name; "
+                        "det:K for a detection model (the K-th detection by score, default "
+                        "0); seg:CLASS for a segmentation model (a name or an index)")
     a.add_argument("--topk", type=int, default=5, help="predictions listed per image")
     a.add_argument("--out", required=True, type=Path, help="output folder (created)")
     a.add_argument("--stretch", action="store_true",
@@ -356,14 +358,17 @@ def _atlas(args: argparse.Namespace) -> int:
 
 def _models(args: argparse.Namespace) -> int:
     from inspector.core.models import _REGISTRY, cached_weights_path, list_models
+    from inspector.core.tasks.catalog import task_models
 
+    tasks = task_models()
     for name in list_models():
+        source = f"torchvision {tasks[name]}" if name in tasks else "torchvision"
         if name in _REGISTRY:
             note = "registered (ships its own weights)"
         elif cached_weights_path(name) is not None:
-            note = "torchvision, pretrained weights on this machine"
+            note = f"{source}, pretrained weights on this machine"
         else:
-            note = "torchvision, random weights (pretrained file not downloaded)"
+            note = f"{source}, random weights (pretrained file not downloaded)"
         print(f"{name:<28} {note}")
     return 0
 

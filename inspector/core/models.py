@@ -78,6 +78,9 @@ class LoadedModel:
     # The seed torch's generator had when the model was built: what reproduces its random
     # weights (ModelSpec.seed). None for weights that all came from files.
     seed: int | None = None
+    # "classification", "detection" or "segmentation" (core.tasks): how the model is called,
+    # what its output means and which score the gradients start from.
+    task: str = "classification"
 
     def label(self, index: int) -> str:
         return self.categories[index] if 0 <= index < len(self.categories) else f"class {index}"
@@ -133,10 +136,14 @@ def register_model(name: str, loader: Loader) -> None:
 
 
 def list_models() -> list[str]:
-    """Registered models first, then torchvision's classification models."""
+    """Registered models first, then torchvision's classification, detection and
+    segmentation models."""
     import torchvision
 
-    return sorted(_REGISTRY) + sorted(torchvision.models.list_models(module=torchvision.models))
+    from .tasks.catalog import task_models
+
+    classifiers = torchvision.models.list_models(module=torchvision.models)
+    return sorted(_REGISTRY) + sorted(classifiers) + sorted(task_models())
 
 
 def _load_demo(device: torch.device) -> LoadedModel:
@@ -334,6 +341,10 @@ def load_model(spec: ModelSpec) -> LoadedModel:
         loaded = _checkpoint(spec, device)
     elif spec.name in _REGISTRY:
         loaded = _REGISTRY[spec.name](device)
+    elif spec.name and spec.name in _task_models():
+        from .tasks import catalog
+
+        loaded = catalog.load(spec.name, device)
     elif spec.name:
         loaded = _torchvision(spec.name, device)
     else:
@@ -344,6 +355,14 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     loaded.seed = seed if spec.seed is not None or not loaded.pretrained else None
     if not loaded.pretrained:  # said wherever the description is: how to get them again
         loaded.description += f", seed {seed}"
+    if loaded.task == "classification":  # a detection or segmentation model from a factory
+        from .tasks import task_of
+
+        loaded.task = task_of(loaded.model)
+        if loaded.task != "classification" and loaded.preprocess is DEFAULT_PREPROCESS:
+            from .tasks.catalog import preprocess_for
+
+            loaded.preprocess = preprocess_for(loaded.model, loaded.task)
     if not loaded.categories:
         out = _guess_classes(loaded)
         loaded.categories = [f"class {i}" for i in range(out)]
@@ -359,6 +378,12 @@ def _seed_for_build(seed: int | None) -> int:
     return seed
 
 
+def _task_models() -> dict[str, str]:
+    from .tasks.catalog import task_models
+
+    return task_models()
+
+
 def _guess_classes(loaded: LoadedModel) -> int:
     heads = [m for m in loaded.model.modules() if isinstance(m, nn.Linear)]
     return heads[-1].out_features if heads else 0
@@ -367,12 +392,13 @@ def _guess_classes(loaded: LoadedModel) -> int:
 def probe_tree(loaded: LoadedModel):
     """The module tree from one forward of zeros; a model that cannot run its own input size
     is the model's fault, said as such (a ModelLoadError). Returns a core.tree.ModuleTree."""
+    from .tasks import example_input
     from .tree import build_tree
 
     h, w = loaded.preprocess.crop_size
     example = torch.zeros(1, 3, h, w, device=loaded.device)
     try:
-        return build_tree(loaded.model, example)
+        return build_tree(loaded.model, example_input(loaded.task, example))
     except Exception as e:
         raise ModelLoadError(
             f"{loaded.name} loaded, but fails on an input of 1 x 3 x {h} x {w}: "

@@ -198,6 +198,10 @@ class MainWindow(QMainWindow):
         self.images.imageSelected.connect(self.runs.show)
         self.images.failed.connect(self.reporter.report)
         self.images.stretchChanged.connect(self.runs.rerun)
+        # Detection and segmentation models: boxes and masks on the image, a box clicked
+        # makes it the target (core.tasks).
+        self.images.detectionChosen.connect(self.runs.set_target)
+        self.router.store.subscribe(self._predictions_stored, ("predictions",))
         self.tree.moduleSelected.connect(self._module_selected)
         self.tree.camLayerRequested.connect(self._cam_layer_requested)
         self.tree.model.captureChanged.connect(self.runs.schedule)
@@ -373,6 +377,10 @@ class MainWindow(QMainWindow):
         """Run ▸ Compute gradients was toggled."""
         self.settings.set_value("backward", on)
         self.runs.rerun()
+
+    def _predictions_stored(self, frame) -> None:
+        if frame.run_id == self.control.current_run:
+            self.images.set_prediction(frame)
 
     def _run_started(self, frame: RunStarted) -> None:
         if frame.run_id != self.control.current_run:
