@@ -5,7 +5,9 @@ thread, each image is one run whose capture keeps the whole output and output gr
 the chosen layers, and the CAMs come from core.cam. Per image it writes
 
     DIR/<name>/<name>.npz             input, logits, activation/<module>, gradient/<module>,
-                                      cam/<method>, attr/<method> (the layout: core.run_arrays)
+                                      cam/<method>, attr/<method> (the layout: core.run_arrays);
+                                      segmentation models: mask, the class per pixel of the
+                                      input image (-1 where the crop left it out)
     DIR/<name>/cam_<method>.png       the CAM over the whole original picture, with its
                                       colour bar and the class and probability explained;
                                       what the centre crop left out is hatched
@@ -14,6 +16,11 @@ the chosen layers, and the CAMs come from core.cam. Per image it writes
 
 and for the run DIR/summary.json and DIR/tensorboard/ (when tensorboard is installed).
 An image that cannot be read or run is reported and skipped; the others are done.
+
+Detection models (core.tasks): `--target det:K` explains the K-th detection by score, and
+each image's summary entry lists "detections" (box x0 y0 x1 y1 in the input image's pixels,
+label, index, score, by descending score); the NPZ's logits are the detections' scores.
+Segmentation models: `--target seg:CLASS` (a name or an index).
 
 A video named among the inputs (core.video: .mp4 .mkv .mov .avi .webm, with PyAV) stands for
 its frames 0, N, 2N, ... (`every`): each is analysed as an image, its files named by frame
@@ -197,7 +204,13 @@ class Analysis:
                 self.warn(f"note: {note}")
         tree = session.tree
         try:
-            self.target = resolve_target(self.target_text, loaded.categories)
+            if loaded.task == "classification":
+                self.target = resolve_target(self.target_text, loaded.categories)
+            else:  # det:K, seg:CLASS (core.tasks)
+                from inspector.core.tasks import parse_target
+
+                self.target = parse_target(str(self.target_text), loaded.task,
+                                           loaded.categories, loaded.model)
             if self.methods:
                 self.cam_layer = self.cam_layer or session.default_cam_layer()
                 if self.cam_layer is None:
@@ -300,9 +313,14 @@ class Analysis:
         if outcome.status != "ok":
             entry["error"] = f"{_where(path, frame)}: {_failure(outcome, frames)}"
             return entry
-        cams = {m: outcome.cams[(m, layer)] for m, layer in wanted}
+        # A detection model that found nothing (and was asked for no detection) has none.
+        cams = {m: outcome.cams[(m, layer)] for m, layer in wanted if (m, layer) in outcome.cams}
         entry["target"] = outcome.target
+        if outcome.notes:
+            entry["notes"] = list(outcome.notes)
         entry["top"] = _top(frames)
+        if loaded.task == "detection":
+            entry["detections"] = _detections(outcome, loaded.preprocess, image.size)
         if compared is not None:
             compared["top_after"] = entry["top"]
             compared["modules"] = _divergence(outcome)
@@ -333,6 +351,10 @@ class Analysis:
         files: dict[str, str] = {}
         input_hw = tuple(x.shape[-2:])
         npz = npz_arrays(x, arrays, cams, outcome.logits)  # the layout the window saves too
+        if outcome.mask is not None:
+            from inspector.core.tasks.segmentation import to_original
+
+            npz["mask"] = to_original(outcome.mask, loaded.preprocess, image.size)
         files["npz"] = self._rel(save_npz(folder / f"{name}.npz", npz))
 
         # The maps over the whole original picture (at most MAX_OVERLAY_SIDE, small ones
@@ -446,6 +468,9 @@ class Analysis:
             "model": loaded.name,
             "weights": loaded.source or None,
             "pretrained": loaded.pretrained,
+            # The seed torch's generator had when the model was built (--seed): the same
+            # seed gives the same random weights. None when every weight came from files.
+            "seed": loaded.seed,
             "device": str(loaded.device),
             "cam_layer": self.cam_layer,
             "cam_methods": self.methods,
@@ -551,10 +576,23 @@ def _picture_at(image, size: tuple[int, int]):
     return image.resize(size, Image.Resampling.NEAREST if enlarged else Image.Resampling.BICUBIC)
 
 
+def _detections(outcome, pre, size: tuple[int, int]) -> list[dict[str, Any]]:
+    """The run's detections for summary.json: boxes in the input image's pixels."""
+    from inspector.core.tasks.detection import to_original
+
+    return [{"box": [round(v, 2) for v in to_original(d.box, pre, size)], "label": d.label,
+             "index": d.class_index, "score": round(d.score, 6)} for d in outcome.detections]
+
+
 def _class_caption(loaded, outcome) -> list[str]:
     """["circle 93.1%"]: the class the maps explain and the model's probability for it."""
     if outcome is None or outcome.target is None or outcome.logits is None:
         return []
+    if loaded.task == "detection":
+        d = outcome.detections[outcome.target]
+        return [f"detection {outcome.target}: {d.label} {d.score:.1%}"]
+    if loaded.task == "segmentation":
+        return [f"{loaded.label(outcome.target)}, summed over its predicted pixels"]
     probs = outcome.logits.detach().float().reshape(-1).softmax(0)
     return [f"{loaded.label(outcome.target)} {float(probs[outcome.target]):.1%}"]
 

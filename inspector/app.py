@@ -33,10 +33,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--model",
         help="a model from the catalog (default: the bundled demo_shapes), "
-        "or path/to/file.py:function for a factory",
+        "path/to/file.py:function for a factory, timm:NAME or hf:PATH (a Hugging Face "
+        "save_pretrained folder)",
     )
     parser.add_argument("--weights", help="a checkpoint (state_dict or .safetensors) for --model")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
+    parser.add_argument("--seed", type=int, help="seed for the model's random weights: the "
+                        "same seed, the same weights (default: a new one each load)")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="hf:PATH whose folder holds its own model code: run it (only for "
+                        "folders you trust)")
     parser.add_argument(
         "--edit", action="append", default=[], metavar="MODULE:OP[=ARGS]",
         help="start with this edit in the Edits dock (repeatable; the same specs as "
@@ -74,6 +80,10 @@ def model_fields(args: argparse.Namespace) -> dict:
         fields["checkpoint"] = args.weights
     if args.device:
         fields["device"] = args.device
+    if args.seed is not None:
+        fields["seed"] = args.seed
+    if args.trust_remote_code:
+        fields["trust_remote_code"] = True
     return fields
 
 

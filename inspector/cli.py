@@ -30,7 +30,7 @@ RANDOM_WEIGHTS_NOTE = (
 
 USAGE = """\
 usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device DEV]
-                         [--reset-settings]
+                         [--seed N] [--trust-remote-code] [--reset-settings]
        network-inspector analyse --model NAME --out DIR [options] IMAGE_OR_FOLDER ...
        network-inspector atlas --model NAME --layers L1,L2 --out DIR [options] FOLDER ...
        network-inspector models
@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the layer the CAMs read (default: chosen for the model)")
     _attribution_options(a)
     a.add_argument("--target", default="top1",
-                   help="the class to explain: top1 (default), a class index or a class name")
+                   help="what to explain: top1 (default), a class index or a class name; "
+                        "det:K for a detection model (the K-th detection by score, default "
+                        "0); seg:CLASS for a segmentation model (a name or an index)")
     a.add_argument("--topk", type=int, default=5, help="predictions listed per image")
     a.add_argument("--out", required=True, type=Path, help="output folder (created)")
     a.add_argument("--stretch", action="store_true",
@@ -225,8 +227,6 @@ def _attribution_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--smoothgrad-sigma", type=float, default=d.smoothgrad_sigma,
                    help="SmoothGrad: the noise's standard deviation as a fraction of each "
                         f"image's value range (default {d.smoothgrad_sigma})")
-    p.add_argument("--seed", type=int, default=d.seed,
-                   help=f"SmoothGrad's noise seed: the same seed, the same result (default {d.seed})")
     p.add_argument("--occlusion-patch", type=int, default=d.occlusion_patch,
                    help="occlusion: the side of the square patch, filled with the data set's "
                         "mean colour (0 after normalisation), in model-input pixels "
@@ -238,27 +238,49 @@ def _attribution_options(p: argparse.ArgumentParser) -> None:
 
 def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="demo_shapes",
-                   help="a catalog name (see `network-inspector models`; default demo_shapes) "
-                        "or path/to/file.py:function returning an nn.Module")
+                   help="a catalog name (see `network-inspector models`; default demo_shapes), "
+                        "path/to/file.py:function returning an nn.Module, timm:NAME (a timm "
+                        "model; --weights or the local HF cache) or hf:PATH (a Hugging Face "
+                        "save_pretrained folder)")
     p.add_argument("--weights", default=None,
                    help="a checkpoint for --model: a state_dict (.pt/.pth, loaded with "
                         "weights_only) or .safetensors")
     p.add_argument("--trust-pickle", action="store_true",
                    help="--weights is a whole model saved with torch.save(model): unpickle it. "
                         "This runs code from the file: only for files you trust")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="--model hf:PATH whose folder holds its own model code (auto_map): run "
+                        "that code. Only for folders you trust")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed torch's generator right before the model is built: random "
+                        "weights are the same for the same seed (default: a new seed, "
+                        "recorded in summary.json). analyse: also SmoothGrad's noise seed "
+                        f"(default {AttributionOptions().seed})")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
 
 
 def _model_spec(args: argparse.Namespace):
+    """The ModelSpec of the model options; ValueError (exit status 2) for options that cannot
+    work, a missing optional extra (timm:, hf:) among them."""
+    from inspector.core import model_hub
     from inspector.core.models import ModelSpec
 
+    common = {"device": args.device, "seed": args.seed}
     if args.trust_pickle:
         if not args.weights:
             raise ValueError("--trust-pickle needs --weights FILE (the pickled model)")
-        return ModelSpec(name=None, pickle=args.weights, trust_pickle=True, device=args.device)
+        return ModelSpec(name=None, pickle=args.weights, trust_pickle=True, **common)
     if args.model and ".py:" in args.model:
-        return ModelSpec(name=None, factory=args.model, checkpoint=args.weights, device=args.device)
-    return ModelSpec(name=args.model, checkpoint=args.weights, device=args.device)
+        return ModelSpec(name=None, factory=args.model, checkpoint=args.weights, **common)
+    family = model_hub.family_of(args.model)
+    if family is not None and not model_hub.has_extra(family):
+        raise ValueError(str(model_hub.MissingExtra(family)))
+    if args.trust_remote_code and family != "hf":
+        raise ValueError("--trust-remote-code is for --model hf:PATH (a Hugging Face folder)")
+    if family == "hf" and args.weights:
+        raise ValueError("--weights is not used with hf:PATH: the weights are in the folder")
+    return ModelSpec(name=args.model, checkpoint=args.weights,
+                     trust_remote_code=args.trust_remote_code, **common)
 
 
 def _error(message: str) -> None:
@@ -298,7 +320,7 @@ def _analyse(args: argparse.Namespace) -> int:
                 ig_steps=args.ig_steps,
                 smoothgrad_samples=args.smoothgrad_samples,
                 smoothgrad_sigma=args.smoothgrad_sigma,
-                seed=args.seed,
+                seed=AttributionOptions().seed if args.seed is None else args.seed,
                 occlusion_patch=args.occlusion_patch,
                 occlusion_stride=args.occlusion_stride,
             ),
@@ -322,6 +344,12 @@ def _atlas(args: argparse.Namespace) -> int:
     except ValueError as e:
         _error(str(e))
         return 2
+    if spec.seed is None:
+        # One seed for every process that builds the model (Ray actors): the same weights.
+        import dataclasses
+        import random
+
+        spec = dataclasses.replace(spec, seed=random.randrange(2**31))
     return run_atlas(
         AtlasOptions(spec=spec, layers=_split(args.layers), out=args.out, top=args.top,
                      batch_size=args.batch_size, workers=args.workers, engine=args.engine,
@@ -336,14 +364,17 @@ def _atlas(args: argparse.Namespace) -> int:
 
 def _models(args: argparse.Namespace) -> int:
     from inspector.core.models import _REGISTRY, cached_weights_path, list_models
+    from inspector.core.tasks.catalog import task_models
 
+    tasks = task_models()
     for name in list_models():
+        source = f"torchvision {tasks[name]}" if name in tasks else "torchvision"
         if name in _REGISTRY:
             note = "registered (ships its own weights)"
         elif cached_weights_path(name) is not None:
-            note = "torchvision, pretrained weights on this machine"
+            note = f"{source}, pretrained weights on this machine"
         else:
-            note = "torchvision, random weights (pretrained file not downloaded)"
+            note = f"{source}, random weights (pretrained file not downloaded)"
         print(f"{name:<28} {note}")
     return 0
 

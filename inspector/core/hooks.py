@@ -207,14 +207,20 @@ class Capture:
 
         def pre_hook(mod, args):
             try:
-                if not args or not isinstance(args[0], torch.Tensor):
-                    raise TypeError("input edits need a tensor as the first input")
-                x = args[0]
+                first = args[0] if args else None
+                # Detection models take a list of (3, H, W) images (core.tasks): edited as
+                # the batch they stand for, and handed on as a list again.
+                images = (isinstance(first, list) and bool(first)
+                          and all(isinstance(t, torch.Tensor) for t in first))
+                if not images and not isinstance(first, torch.Tensor):
+                    raise TypeError("input edits need a tensor (or a list of images) as the "
+                                    "first input")
+                x = torch.stack(first) if images else first
                 for item in on_input:
                     edited = item.edit_input(x, self.run_id)
                     if edited is not None:
                         x = edited
-                return (x, *args[1:])
+                return (list(x) if images else x, *args[1:])
             except Exception as e:
                 raise HookError(name, "intervention", e) from e
 

@@ -40,7 +40,13 @@ def replace_leaf(value: Any, path: str, new: torch.Tensor) -> Any:
         return new
     head, _, rest = path.partition(".")
     if isinstance(value, Mapping):
-        return {**value, head: replace_leaf(value[head], rest, new)}
+        items = {**value, head: replace_leaf(value[head], rest, new)}
+        try:
+            # Its own type: the modules after it read a ModelOutput's attributes
+            # (Hugging Face's `outputs.pooler_output`), which a plain dict lacks.
+            return type(value)(**items)
+        except TypeError:
+            return items
     items = list(value)
     items[int(head)] = replace_leaf(items[int(head)], rest, new)
     return type(value)(items) if isinstance(value, list) else tuple(items)

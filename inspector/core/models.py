@@ -24,6 +24,7 @@ from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: 
     apply_state_dict,
     read_state_dict,
 )
+from .model_hub import family_of, load_hub_model
 from .preprocess import Preprocess
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -46,6 +47,8 @@ class ModelSpec:
     pickle: str | None = None
     trust_pickle: bool = False
     device: str | None = None
+    seed: int | None = None
+    trust_remote_code: bool = False
 
     def what(self) -> str:
         """What is being loaded, for "Could not load ...": the file is named by the reason."""
@@ -72,6 +75,12 @@ class LoadedModel:
     # What it was loaded from (load_model fills it in): how Copy as Python
     # (core.script_export) writes the same load as code.
     spec: ModelSpec | None = None
+    # The seed torch's generator had when the model was built: what reproduces its random
+    # weights (ModelSpec.seed). None for weights that all came from files.
+    seed: int | None = None
+    # "classification", "detection" or "segmentation" (core.tasks): how the model is called,
+    # what its output means and which score the gradients start from.
+    task: str = "classification"
 
     def label(self, index: int) -> str:
         return self.categories[index] if 0 <= index < len(self.categories) else f"class {index}"
@@ -127,10 +136,14 @@ def register_model(name: str, loader: Loader) -> None:
 
 
 def list_models() -> list[str]:
-    """Registered models first, then torchvision's classification models."""
+    """Registered models first, then torchvision's classification, detection and
+    segmentation models."""
     import torchvision
 
-    return sorted(_REGISTRY) + sorted(torchvision.models.list_models(module=torchvision.models))
+    from .tasks.catalog import task_models
+
+    classifiers = torchvision.models.list_models(module=torchvision.models)
+    return sorted(_REGISTRY) + sorted(classifiers) + sorted(task_models())
 
 
 def _load_demo(device: torch.device) -> LoadedModel:
@@ -317,24 +330,58 @@ def _wrap_module(model, name, description, device, path) -> LoadedModel:
 def load_model(spec: ModelSpec) -> LoadedModel:
     """Load what `spec` names, on its device, in eval mode. Raises ModelLoadError."""
     device = pick_device(spec.device)
+    seed = _seed_for_build(spec.seed)
     if spec.pickle:
         loaded = _pickle(spec, device)
     elif spec.factory:
         loaded = _factory(spec, device)
+    elif family_of(spec.name):
+        loaded = load_hub_model(spec, device)
     elif spec.checkpoint:
         loaded = _checkpoint(spec, device)
     elif spec.name in _REGISTRY:
         loaded = _REGISTRY[spec.name](device)
+    elif spec.name and spec.name in _task_models():
+        from .tasks import catalog
+
+        loaded = catalog.load(spec.name, device)
     elif spec.name:
         loaded = _torchvision(spec.name, device)
     else:
         raise ModelLoadError("no model given")
     loaded.model.to(device).eval()
     loaded.spec = spec
+    # A seed the user gave is always recorded; a drawn one only where it made the weights.
+    loaded.seed = seed if spec.seed is not None or not loaded.pretrained else None
+    if not loaded.pretrained:  # said wherever the description is: how to get them again
+        loaded.description += f", seed {seed}"
+    if loaded.task == "classification":  # a detection or segmentation model from a factory
+        from .tasks import task_of
+
+        loaded.task = task_of(loaded.model)
+        if loaded.task != "classification" and loaded.preprocess is DEFAULT_PREPROCESS:
+            from .tasks.catalog import preprocess_for
+
+            loaded.preprocess = preprocess_for(loaded.model, loaded.task)
     if not loaded.categories:
         out = _guess_classes(loaded)
         loaded.categories = [f"class {i}" for i in range(out)]
     return loaded
+
+
+def _seed_for_build(seed: int | None) -> int:
+    """Seed torch's generator for building a model (its random initial weights): with
+    `seed`, or else a new one, drawn from the OS, that is returned so it can be recorded."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+    torch.manual_seed(seed)
+    return seed
+
+
+def _task_models() -> dict[str, str]:
+    from .tasks.catalog import task_models
+
+    return task_models()
 
 
 def _guess_classes(loaded: LoadedModel) -> int:
@@ -345,12 +392,13 @@ def _guess_classes(loaded: LoadedModel) -> int:
 def probe_tree(loaded: LoadedModel):
     """The module tree from one forward of zeros; a model that cannot run its own input size
     is the model's fault, said as such (a ModelLoadError). Returns a core.tree.ModuleTree."""
+    from .tasks import example_input
     from .tree import build_tree
 
     h, w = loaded.preprocess.crop_size
     example = torch.zeros(1, 3, h, w, device=loaded.device)
     try:
-        return build_tree(loaded.model, example)
+        return build_tree(loaded.model, example_input(loaded.task, example))
     except Exception as e:
         raise ModelLoadError(
             f"{loaded.name} loaded, but fails on an input of 1 x 3 x {h} x {w}: "

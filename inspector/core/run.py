@@ -19,11 +19,36 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class DetectionTarget:
+    """Explain detection `index` of a detection model's output (0: the highest score)."""
+
+    index: int = 0
+
+    def __str__(self) -> str:
+        return f"det:{self.index}"
+
+
+@dataclass(frozen=True)
+class SegmentationTarget:
+    """Explain class `index` of a segmentation model, summed over its predicted pixels."""
+
+    index: int
+
+    def __str__(self) -> str:
+        return f"seg:{self.index}"
+
+
+# What a run explains: a class index (classifiers), a detection, a segmentation class, or
+# None (the top-1 class, the first detection, the largest non-background class).
+Target = int | DetectionTarget | SegmentationTarget | None
+
+
+@dataclass(frozen=True)
 class RunRequest:
     image: Any  # a path, a PIL image, or a preprocessed (3, H, W) / (1, 3, H, W) tensor
     # What the hooks capture. None: the input, output and output gradient of every leaf.
     capture: CaptureSpec | None = None
-    target: int | None = None  # class to explain; None: the top-1 prediction
+    target: Target = None  # what to explain (see Target); None: the top prediction
     backward: bool = True
     interventions: tuple[Intervention, ...] = ()
     cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)

@@ -41,6 +41,9 @@ def script_for(
     modules: the modules whose outputs (and gradients) the script records; None: the
     request's captured modules (`capture.modules`), or every leaf without a capture.
     """
+    if loaded.task != "classification":  # core.tasks: a list of images in, boxes or masks out
+        raise ScriptExportError(f"Copy as Python writes classifier runs; {loaded.name} is a "
+                                f"{loaded.task} model")
     part = model_code(loaded)
     names = dict(loaded.model.named_modules())
     captured = _captured(loaded.model, names, request, modules)

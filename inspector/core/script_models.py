@@ -16,6 +16,7 @@ from pathlib import Path
 
 from torch import nn
 
+from .model_hub import family_of
 from .models import DEMO_MODEL, LoadedModel, ModelSpec
 
 
@@ -39,6 +40,10 @@ def model_code(loaded: LoadedModel) -> ModelCode:
     if spec is None:
         raise ScriptExportError(f"{loaded.name} was not loaded by core.models.load_model, so "
                                 f"how to load it again is not known")
+    if family_of(spec.name):
+        raise ScriptExportError(f"{spec.name} is a {family_of(spec.name)} model: a script "
+                                f"uses torch, torchvision, numpy and Pillow only, so it cannot "
+                                f"load it")
     if spec.pickle:
         return _pickle(loaded, spec)
     if spec.factory:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import fused_stats
+from . import fused_stats, tasks
 from .cam import logits_of
 from .channel import FrameChannel
 from .compare import KEPT_RUNS, KeptOutputs, OutputRecorder
@@ -60,9 +60,14 @@ class RunOutcome:
 
     run_id: int
     status: str
-    logits: torch.Tensor | None = None  # (1, classes), on the CPU
-    target: int | None = None
+    # (1, classes), on the CPU; detection models: (1, N) the detections' scores, by score;
+    # segmentation models: (1, classes, H, W)
+    logits: torch.Tensor | None = None
+    target: int | None = None  # the class, detection (rank by score) or segmentation class
     cams: dict[tuple[str, str], Any] = field(default_factory=dict)
+    # Detection models: core.tasks.Detection per box (model-input pixels), by score.
+    detections: tuple = ()
+    mask: np.ndarray | None = None  # segmentation models: (H, W) class per model-input pixel
     # method -> signed (C, H, W) float32 attribution at the model input, as core.saliency gives
     attributions: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
@@ -252,6 +257,12 @@ class Session:
         put(RunStarted(run_id, label, loaded.name, str(device), size, display, time.time(),
                        described))
 
+        if loaded.task != tasks.CLASSIFICATION:
+            refused = _refused_for_task(req, loaded.task)
+            if refused:
+                put(ErrorFrame(run_id, refused, exception="ValueError"))
+                outcome.error = refused
+                return self._finish(run_id, "error", outcome, timings, described, never_called)
         cams, spec = self._cam_plan(req.cams, spec)
         need_grad = req.backward or spec.needs_grad
         recorder = self._recorder(req, spec, outcome)
@@ -265,11 +276,31 @@ class Session:
                 x = x.to(device)
                 if need_grad:
                     x.requires_grad_(True)
-                logits = logits_of(model(x))
-                timings["forward"] = time.perf_counter() - t
-                preds, target = _predictions(logits, loaded, req)
-                put(PredictionFrame(run_id, preds, target if need_grad else None))
-                outcome.logits = logits.detach().to("cpu", copy=True)
+                if loaded.task == tasks.CLASSIFICATION:
+                    logits = logits_of(model(x))
+                    timings["forward"] = time.perf_counter() - t
+                    preds, target = _predictions(logits, loaded, req)
+                    score = logits[0, target] if need_grad else None
+                    put(PredictionFrame(run_id, preds, target if need_grad else None))
+                    outcome.logits = logits.detach().to("cpu", copy=True)
+                else:
+                    # Detection and segmentation: core.tasks calls the model and reads
+                    # its output (a list of dicts, an OrderedDict of maps).
+                    read = tasks.read_output(loaded.task, tasks.forward(loaded.task, model, x),
+                                             req.target, loaded.categories, req.topk,
+                                             want_score=need_grad)
+                    timings["forward"] = time.perf_counter() - t
+                    target, score = read.target, read.score
+                    if need_grad and score is None:
+                        # Nothing detected and no detection asked for: the run shows the
+                        # activations, without a gradient or a CAM (not an error).
+                        need_grad, target, cams = False, None, ()
+                        outcome.notes.append("nothing detected: no gradient and no CAM")
+                    put(PredictionFrame(run_id, read.preds, target if need_grad else None,
+                                        loaded.task, read.detections, read.mask,
+                                        read.legend))
+                    outcome.logits, outcome.detections = read.logits, read.detections
+                    outcome.mask = read.mask
                 outcome.target = target
                 if recorder is not None and recorder.reference is not None:
                     modules, rel, cos = recorder.divergence()
@@ -281,7 +312,7 @@ class Session:
                     t = time.perf_counter()
                     # Gradients w.r.t. the input only: every hooked activation lies on the way,
                     # so its tensor hooks fire, and autograd skips the parameter gradients.
-                    torch.autograd.grad(logits[0, target], x)
+                    torch.autograd.grad(score, x)
                     timings["backward"] = time.perf_counter() - t
             never_called = tuple(cap.never_called())
             if cams:
@@ -439,12 +470,33 @@ def _progress_reporter(put, run_id: int, step: str, cancel: threading.Event):
 def _default_cam_layer(loaded: LoadedModel, tree: ModuleTree) -> str | None:
     """The CAM layer when none is named (see core.cam), found on the worker when the model
     loads (it walks the model); None when the model has no layer a CAM can use."""
+    if loaded.task != tasks.CLASSIFICATION:
+        return tasks.default_cam_layer(tree, loaded.task)
     try:
         from .cam import default_target_layer
 
         return default_target_layer(loaded.model, tree)
     except Exception:  # noqa: BLE001 - no spatial or token layer, or no CAM module
         return None
+
+
+def _refused_for_task(req: RunRequest, task: str) -> str | None:
+    """What a detection or segmentation run cannot do, in one line: Score-CAM and the input
+    attributions run the model as a classifier (masked inputs, a logit per class)."""
+    from .methods import cam_method
+
+    def is_scorecam(method: str) -> bool:
+        try:
+            return cam_method(method) == "scorecam"
+        except ValueError:  # an unknown method: said where the CAMs are computed
+            return False
+
+    if any(is_scorecam(m) for m, _ in req.cams):
+        return f"Score-CAM explains classifiers, not a {task} model: choose a gradient CAM"
+    if req.attributions:
+        return (f"input attributions explain classifiers, not a {task} model: use a CAM "
+                f"({', '.join(req.attributions)} asked for)")
+    return None
 
 
 def _label_of(image: Any) -> str:
@@ -458,6 +510,9 @@ def _predictions(logits: torch.Tensor, loaded: LoadedModel, req: RunRequest):
     scores = logits.detach().float()[0]
     probs = scores.softmax(-1)
     top_p, top_i = probs.topk(min(req.topk, probs.numel()))
+    if req.target is not None and not isinstance(req.target, int):  # det:K, seg:CLASS
+        raise ValueError(f"target {req.target} is for a detection or segmentation model; "
+                         f"{loaded.name} is a classifier")
     target = req.target if req.target is not None else int(top_i[0])
     if not 0 <= target < logits.shape[-1]:
         raise ValueError(f"target class {target} out of range 0..{logits.shape[-1] - 1}")

@@ -4,11 +4,16 @@ numpy arrays, PIL images and QImages that every picture in the window goes throu
 The canvas also lets the user drag a rectangle on the picture (the occlusion edit): while
 `box_mode` is on, or with Shift held, a left drag draws a box, and `boxDrawn` gives it in the
 picture's own pixels, whatever size the picture is shown at.
+
+Over the picture it draws what a detection or segmentation model found: labelled boxes
+(`set_detections`; a click inside one emits `detectionClicked` with its key) and a
+translucent class mask (`set_overlay`, an image of the picture's size).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
@@ -16,6 +21,17 @@ from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 MIN_DRAG = 3  # widget pixels: a shorter drag is a click, not a box
+BOX_COLOR, CHOSEN_COLOR = QColor("#4fc3f7"), QColor("#ff7043")
+
+
+@dataclass(frozen=True)
+class DrawnBox:
+    """A detection drawn over the picture: its box in picture pixels, its caption."""
+
+    box: tuple[float, float, float, float]  # x0, y0, x1, y1
+    text: str
+    key: int  # what a click on it emits (the detection's rank)
+    chosen: bool = False  # the detection the CAM explains: drawn in another colour
 
 
 def qimage_from_rgb(array: np.ndarray) -> QImage:
@@ -55,6 +71,7 @@ class ImageCanvas(QWidget):
     """Paints one image scaled to fit, centred; a hint when there is none."""
 
     boxDrawn = Signal(tuple)  # (x0, y0, x1, y1) in the image's pixels, x1 and y1 exclusive
+    detectionClicked = Signal(int)  # the key of the detection box clicked
 
     def __init__(self, hint: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,6 +81,8 @@ class ImageCanvas(QWidget):
         self.boxes_allowed = False  # whether the picture shown takes boxes at all
         self._drag: tuple[QPointF, QPointF] | None = None  # widget positions
         self._marks: list[tuple[int, int, int, int]] = []  # boxes outlined on the image
+        self._detections: list[DrawnBox] = []
+        self._overlay: QImage | None = None  # a translucent mask of the image's size
         self.setMinimumSize(120, 90)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
@@ -82,6 +101,30 @@ class ImageCanvas(QWidget):
 
     def marks(self) -> list[tuple[int, int, int, int]]:
         return list(self._marks)
+
+    def set_detections(self, boxes) -> None:
+        """Draw these DrawnBox over the image (in image pixels)."""
+        self._detections = list(boxes)
+        self.update()
+
+    def detections(self) -> list[DrawnBox]:
+        return list(self._detections)
+
+    def set_overlay(self, overlay: QImage | None) -> None:
+        """Paint this (translucent) image over the picture, scaled as the picture is."""
+        self._overlay = overlay
+        self.update()
+
+    def overlay(self) -> QImage | None:
+        return self._overlay
+
+    def detection_at(self, point: QPointF) -> DrawnBox | None:
+        """The detection under an image point: the smallest box containing it (a box inside
+        another stays clickable)."""
+        inside = [d for d in self._detections
+                  if d.box[0] <= point.x() <= d.box[2] and d.box[1] <= point.y() <= d.box[3]]
+        return min(inside, key=lambda d: (d.box[2] - d.box[0]) * (d.box[3] - d.box[1]),
+                   default=None)
 
     def set_box_mode(self, on: bool) -> None:
         self.box_mode = on
@@ -121,6 +164,13 @@ class ImageCanvas(QWidget):
             self._drag = (event.position(), event.position())
             event.accept()
             return
+        if event.button() == Qt.MouseButton.LeftButton and self._detections:
+            point = self.to_image(event.position())
+            hit = self.detection_at(point) if point is not None else None
+            if hit is not None:
+                event.accept()
+                self.detectionClicked.emit(hit.key)
+                return
         super().mousePressEvent(event)
 
     def mouseMoveEvent(self, event) -> None:  # noqa: N802
@@ -160,6 +210,9 @@ class ImageCanvas(QWidget):
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform,
                         rect.width() < self._image.width())
         p.drawImage(rect, self._image)
+        if self._overlay is not None:
+            p.drawImage(rect, self._overlay)
+        self._paint_detections(p)
         if self._marks:
             p.setPen(QPen(QColor("#ffd54f"), 1.5))
             p.setBrush(QColor(0, 0, 0, 140))
@@ -170,3 +223,20 @@ class ImageCanvas(QWidget):
             p.setPen(QPen(QColor("#ffd54f"), 1.5, Qt.PenStyle.DashLine))
             p.setBrush(QColor(0, 0, 0, 90))
             p.drawRect(QRectF(self._drag[0], self._drag[1]).normalized())
+
+    def _paint_detections(self, p: QPainter) -> None:
+        metrics = p.fontMetrics()
+        for d in sorted(self._detections, key=lambda d: d.chosen):  # the chosen one on top
+            color = CHOSEN_COLOR if d.chosen else BOX_COLOR
+            a = self.from_image(QPointF(d.box[0], d.box[1]))
+            b = self.from_image(QPointF(d.box[2], d.box[3]))
+            p.setPen(QPen(color, 2.5 if d.chosen else 1.5))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(a, b).normalized())
+            # The caption above the box, inside the widget when the box touches the top.
+            w, h = metrics.horizontalAdvance(d.text) + 6, metrics.height() + 2
+            top = a.y() - h if a.y() - h >= 0 else a.y()
+            label = QRectF(a.x(), top, w, h)
+            p.fillRect(label, color)
+            p.setPen(QColor("black"))
+            p.drawText(label, Qt.AlignmentFlag.AlignCenter, d.text)

@@ -21,6 +21,12 @@ choice into every run it submits (RunRequest.stretch), and the large view follow
 which pixels of the model input it covers (`occludeRequested`), and the window makes it an
 edit of the next runs. Boxes are drawn on the model input only: that is where their pixels
 are, whatever the resize and crop did to the original.
+
+Detection and segmentation models (core.tasks) draw their results on the model input too
+(`set_prediction`, from each run's PredictionFrame): the boxes scoring above the threshold
+slider, with label and score (a click on one makes it the next runs' target:
+`detectionChosen`), or the class mask with a legend of the classes present. The view
+switches to the model input when an image's first such result arrives.
 """
 
 from __future__ import annotations
@@ -43,13 +49,16 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QSizePolicy,
+    QSlider,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from inspector.core.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
+from inspector.core.run import DetectionTarget
 from inspector.core.video import first_frame, is_video
+from inspector.ui import task_overlay
 from inspector.ui.arrow_keys import claims_arrow_keys
 from inspector.ui.image_canvas import ImageCanvas, pil_from_qimage, qimage_from_pil, qimage_from_rgb
 
@@ -57,6 +66,7 @@ THUMB = 72
 ORIGINAL_MAX = 1600  # the large view never needs more pixels than a screen
 LOAD_BUDGET_S = 0.025
 ORIGINAL, MODEL_INPUT = "original", "model_input"
+DEFAULT_THRESHOLD = 50  # of 100: boxes scoring under 0.5 are hidden until the slider moves
 EntryRole = Qt.ItemDataRole.UserRole + 1
 
 
@@ -89,6 +99,7 @@ class ImagePane(QWidget):
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
     stretchChanged = Signal(bool)  # "Stretch levels" was toggled: run again with it
     occludeRequested = Signal(tuple)  # (x0, y0, x1, y1) of the model input, x1/y1 exclusive
+    detectionChosen = Signal(object)  # core.run.DetectionTarget: a box was clicked
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -101,6 +112,8 @@ class ImagePane(QWidget):
         self._model_input: QImage | None = None
         self.mode = ORIGINAL
         self._occlusions: list[tuple[int, int, int, int]] = []  # boxes the next runs occlude
+        self._prediction = None  # the PredictionFrame of a detection or segmentation run
+        self._mask_overlay: QImage | None = None  # its mask, coloured (made once per frame)
 
         self.canvas = ImageCanvas("Drop images or folders anywhere on the window,\n"
                                   "or press Ctrl+O to open, Ctrl+V to paste")
@@ -116,6 +129,26 @@ class ImagePane(QWidget):
         self.occlude_button.setDefaultAction(self.occlude_action)
         self.occlude_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self.canvas.boxDrawn.connect(self._box_drawn)
+        self.canvas.detectionClicked.connect(self._detection_clicked)
+        # Detection models: the score under which boxes are hidden.
+        self.threshold_slider = QSlider(Qt.Orientation.Horizontal)
+        self.threshold_slider.setRange(0, 100)
+        self.threshold_slider.setValue(DEFAULT_THRESHOLD)
+        self.threshold_slider.setToolTip("Boxes scoring under this are hidden; click a box to "
+                                         "explain it (the CAM target)")
+        self.threshold_slider.valueChanged.connect(self._threshold_changed)
+        self.threshold_label = QLabel()
+        self.detection_bar = QWidget()
+        row = QHBoxLayout(self.detection_bar)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.threshold_label)
+        row.addWidget(self.threshold_slider, 1)
+        self.detection_bar.hide()
+        # Segmentation models: the classes in the mask.
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.hide()
         self.caption = QLabel()
         self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -169,6 +202,8 @@ class ImagePane(QWidget):
         layout.setSpacing(3)
         layout.addLayout(bar)
         layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.detection_bar)
+        layout.addWidget(self.legend)
         layout.addWidget(self.caption)  # under the picture: the pane is often narrow
         layout.addWidget(self.list)
 
@@ -367,6 +402,7 @@ class ImagePane(QWidget):
     def _row_changed(self, row: int) -> None:
         entry = self.current()
         self._model_input = None
+        self._prediction = self._mask_overlay = None  # another image's boxes and mask
         if entry is not None and entry.video is not None:
             self.videoSelected.emit(entry)  # the player shows its frames (show_frame)
             return
@@ -418,6 +454,50 @@ class ImagePane(QWidget):
         self._model_input = qimage_from_rgb(display) if display is not None else None
         self._refresh()
 
+    # -- detection and segmentation results ---------------------------------------------------
+    @property
+    def prediction(self):
+        """The PredictionFrame whose boxes or mask are drawn; None when there are none."""
+        return self._prediction
+
+    @property
+    def threshold(self) -> float:
+        """Boxes scoring under this are hidden."""
+        return self.threshold_slider.value() / 100
+
+    def set_prediction(self, frame) -> None:
+        """The current run's PredictionFrame: its boxes or mask are drawn on the model input;
+        a classifier's (no boxes, no mask) clears them."""
+        shows = bool(frame is not None and (frame.detections or frame.mask is not None))
+        first = shows and self._prediction is None
+        self._prediction = frame if shows else None
+        self._mask_overlay = (task_overlay.mask_image(frame.mask, frame.legend)
+                              if shows and frame.mask is not None else None)
+        if first and self.mode != MODEL_INPUT:
+            self.set_mode(MODEL_INPUT)  # that is where the boxes' pixels are (calls _refresh)
+        else:
+            self._refresh()
+
+    def _threshold_changed(self, _value: int) -> None:
+        self._refresh()
+
+    def _detection_clicked(self, rank: int) -> None:
+        frame = self._prediction
+        if frame is not None and rank != frame.target:
+            self.detectionChosen.emit(DetectionTarget(rank))
+
+    def _task_overlays(self) -> None:
+        frame = self._prediction if self.mode == MODEL_INPUT else None
+        detections = frame is not None and frame.task == "detection"
+        mask = frame.mask if frame is not None else None
+        self.detection_bar.setVisible(detections)
+        self.threshold_label.setText(f"Score ≥ {self.threshold:.2f}")
+        self.canvas.set_detections(task_overlay.drawn_boxes(
+            frame.detections, self.threshold, frame.target) if detections else [])
+        self.canvas.set_overlay(self._mask_overlay if mask is not None else None)
+        self.legend.setVisible(mask is not None)
+        self.legend.setText(task_overlay.legend_html(frame.legend) if mask is not None else "")
+
     def set_mode(self, mode: str) -> None:
         self.mode = mode
         if mode == ORIGINAL:
@@ -436,6 +516,7 @@ class ImagePane(QWidget):
     def _refresh(self) -> None:
         self.canvas.boxes_allowed = self.mode == MODEL_INPUT and self._model_input is not None
         self.canvas.set_marks(self._occlusions if self.mode == MODEL_INPUT else [])
+        self._task_overlays()
         if self.mode == MODEL_INPUT:
             self.canvas.hint = "The model's input appears here after a run"
             self.canvas.set_image(self._model_input)

@@ -199,6 +199,10 @@ class MainWindow(QMainWindow):
         self.images.imageSelected.connect(self.runs.show)
         self.images.failed.connect(self.reporter.report)
         self.images.stretchChanged.connect(self.runs.rerun)
+        # Detection and segmentation models: boxes and masks on the image, a box clicked
+        # makes it the target (core.tasks).
+        self.images.detectionChosen.connect(self.runs.set_target)
+        self.router.store.subscribe(self._predictions_stored, ("predictions",))
         self.tree.moduleSelected.connect(self._module_selected)
         self.tree.camLayerRequested.connect(self._cam_layer_requested)
         self.tree.model.captureChanged.connect(self.runs.schedule)
@@ -317,14 +321,19 @@ class MainWindow(QMainWindow):
         self.runs.rerun()
 
     def _set_cam_layers(self, tree, choose: str | None = None) -> None:
-        """The CAM view's layers: those with a spatial output, the model's default CAM layer
-        (found on the worker, sent in ModelLoaded) selected, or `choose`."""
+        """The CAM view's layers: every one a CAM can read (token and channels-last layers
+        too, core.cam.cam_layers), the model's default CAM layer (found on the worker, sent
+        in ModelLoaded) selected, or `choose`: the selection is the layer the map is
+        computed at."""
         cam = self.views.get("cam")
         if cam is None or tree is None:
             return
-        layers = tree.with_spatial_output()
-        if choose is not None and choose not in layers:
-            layers.append(choose)
+        from inspector.core.cam import cam_layers  # torch is loaded: a model is
+
+        layers = cam_layers(tree)
+        for wanted in (self.runs.default_cam_layer, choose):
+            if wanted is not None and wanted not in layers:
+                layers.append(wanted)
         cam.set_layers(layers, choose or self.runs.default_cam_layer)
 
     def open_model_dialog(self) -> None:
@@ -369,6 +378,10 @@ class MainWindow(QMainWindow):
         """Run ▸ Compute gradients was toggled."""
         self.settings.set_value("backward", on)
         self.runs.rerun()
+
+    def _predictions_stored(self, frame) -> None:
+        if frame.run_id == self.control.current_run:
+            self.images.set_prediction(frame)
 
     def _run_started(self, frame: RunStarted) -> None:
         if frame.run_id != self.control.current_run:

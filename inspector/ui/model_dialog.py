@@ -1,10 +1,11 @@
 """The Open Model dialog: what to load and on which device.
 
-Four ways in, one tab each: a model from the catalog (the bundled demo and torchvision's
+Six ways in, one tab each: a model from the catalog (the bundled demo and torchvision's
 classifiers, searchable, each marked with whether pretrained weights are on this machine),
 a checkpoint (state_dict or safetensors) for a chosen architecture, a Python file with a
-factory function, and a whole pickled model, which needs the user's explicit trust because
-unpickling runs code. The dialog only builds a `core.models.ModelSpec`; loading happens on
+factory function, a whole pickled model, which needs the user's explicit trust because
+unpickling runs code, a timm model and a Hugging Face folder (ui.hub_tabs). Random
+weights take the seed below the tabs. The dialog only builds a `core.models.ModelSpec`; loading happens on
 the worker.
 
 This module imports core's models (and so torch) when the dialog is built: the window opens
@@ -13,7 +14,6 @@ it only once the engine is loaded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QStringListModel, Qt
@@ -23,21 +23,23 @@ from PySide6.QtWidgets import (
     QCompleter,
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QFormLayout,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QPushButton,
+    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-CATALOG, CHECKPOINT, FACTORY, PICKLE = range(4)
-TAB_NAMES = ["Catalog", "Checkpoint", "Python file", "Pickled model"]
+from inspector.ui.hub_tabs import HfTab, TimmTab
+from inspector.ui.hub_tabs import PathRow as _FileRow
+
+CATALOG, CHECKPOINT, FACTORY, PICKLE, TIMM, HF = range(6)
+TAB_NAMES = ["Catalog", "Checkpoint", "Python file", "Pickled model", "timm", "Hugging Face"]
+NEW_SEED = -1  # the seed box's "a new seed each load"
 CHECKPOINT_FILTER = "Checkpoints (*.pt *.pth *.safetensors *.bin *.ckpt);;All files (*)"
 PICKLE_WARNING = (
     "<b>Loading a pickled model runs code from the file.</b> A pickle can do anything your "
@@ -55,30 +57,6 @@ def weights_note(name: str) -> str:
         return "bundled, trained weights"
     return "pretrained weights on this machine" if models.cached_weights_path(name) else \
         "random weights (no pretrained file here)"
-
-
-class _FileRow(QWidget):
-    """A path field with a Browse button."""
-
-    def __init__(self, caption: str, file_filter: str, start_dir: Callable[[], str]) -> None:
-        super().__init__()
-        self.edit = QLineEdit()
-        self.edit.setPlaceholderText("path/to/file")
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(self._browse)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.edit, 1)
-        layout.addWidget(browse)
-        self._caption, self._filter, self._start_dir = caption, file_filter, start_dir
-
-    def _browse(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, self._caption, self._start_dir(), self._filter)
-        if path:
-            self.edit.setText(path)
-
-    def path(self) -> str:
-        return self.edit.text().strip()
 
 
 class ModelDialog(QDialog):
@@ -104,6 +82,13 @@ class ModelDialog(QDialog):
         self.tabs.addTab(self._checkpoint_tab(names), TAB_NAMES[CHECKPOINT])
         self.tabs.addTab(self._factory_tab(), TAB_NAMES[FACTORY])
         self.tabs.addTab(self._pickle_tab(), TAB_NAMES[PICKLE])
+        self.timm = TimmTab(CHECKPOINT_FILTER, self._start_dir)
+        self.timm.changed.connect(self._update_ok)
+        self.timm.activated.connect(self.accept)
+        self.tabs.addTab(self.timm, TAB_NAMES[TIMM])
+        self.hf = HfTab(self._start_dir)
+        self.hf.changed.connect(self._update_ok)
+        self.tabs.addTab(self.hf, TAB_NAMES[HF])
         self.tabs.currentChanged.connect(self._update_ok)
 
         self.device = QComboBox()
@@ -120,8 +105,15 @@ class ModelDialog(QDialog):
         )
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
+        self.seed = QSpinBox()
+        self.seed.setRange(NEW_SEED, 2**31 - 1)
+        self.seed.setSpecialValueText("a new seed each load")
+        self.seed.setValue(NEW_SEED)
+        self.seed.setToolTip("Random weights (a model without pretrained weights here) are "
+                             "drawn from this seed: the same seed, the same weights")
         bottom = QFormLayout()
         bottom.addRow("Device:", self.device)
+        bottom.addRow("Seed for random weights:", self.seed)
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs, 1)
         layout.addLayout(bottom)
@@ -245,6 +237,10 @@ class ModelDialog(QDialog):
         tab = self.tabs.currentIndex()
         if tab == CATALOG:
             return None if self._current_catalog_name() else "Choose a model"
+        if tab == TIMM:
+            return self.timm.problem()
+        if tab == HF:
+            return self.hf.problem()
         if tab == CHECKPOINT:
             if not self.arch.currentText().strip():
                 return "Choose the architecture"
@@ -271,9 +267,11 @@ class ModelDialog(QDialog):
             return
         if self._settings is not None:
             self._settings.set_value("model_dialog/tab", self.tabs.currentIndex())
+            # The next Browse starts where this file (or folder) is.
             used = {CHECKPOINT: self.checkpoint, FACTORY: self.factory_file,
-                    PICKLE: self.pickle_file}.get(self.tabs.currentIndex())
-            if used is not None:
+                    PICKLE: self.pickle_file, HF: getattr(self.hf, "folder", None),
+                    TIMM: getattr(self.timm, "weights", None)}.get(self.tabs.currentIndex())
+            if used is not None and used.path():
                 self._settings.set_value("model_dialog/dir", str(Path(used.path()).parent))
         super().accept()
 
@@ -281,18 +279,23 @@ class ModelDialog(QDialog):
         """The core.models.ModelSpec for what the user chose."""
         from inspector.core.models import ModelSpec
 
-        device = self.device.currentData()
+        common = {"device": self.device.currentData(),
+                  "seed": None if self.seed.value() == NEW_SEED else self.seed.value()}
         tab = self.tabs.currentIndex()
         if tab == CATALOG:
-            return ModelSpec(name=self._current_catalog_name(), device=device)
+            return ModelSpec(name=self._current_catalog_name(), **common)
         if tab == CHECKPOINT:
             return ModelSpec(name=self.arch.currentText().strip(),
-                             checkpoint=self.checkpoint.path(), device=device)
+                             checkpoint=self.checkpoint.path(), **common)
         if tab == FACTORY:
             factory = f"{self.factory_file.path()}:{self.factory_function.text().strip()}"
-            return ModelSpec(name=None, factory=factory, device=device)
+            return ModelSpec(name=None, factory=factory, **common)
+        if tab == TIMM:
+            return ModelSpec(**self.timm.fields(), **common)
+        if tab == HF:
+            return ModelSpec(**self.hf.fields(), **common)
         return ModelSpec(name=None, pickle=self.pickle_file.path(), trust_pickle=True,
-                         device=device)
+                         **common)
 
 
 def spec_label(spec) -> str:
@@ -302,6 +305,8 @@ def spec_label(spec) -> str:
     if spec.factory:
         file, _, fn = spec.factory.rpartition(":")
         return f"{Path(file).name}:{fn}"
+    if spec.name and spec.name.startswith("hf:"):
+        return f"{Path(spec.name[3:]).name} (Hugging Face)"
     if spec.checkpoint:
         return f"{spec.name} + {Path(spec.checkpoint).name}"
     return spec.name or "?"

@@ -45,8 +45,10 @@ class RecentFiles(QObject):
             menu.addAction("(none)").setEnabled(False)
 
     def model_loaded(self, spec) -> None:
-        """Remember a model that loaded; a pickled one asks for trust again next time."""
-        self.settings.add_recent_model({**dataclasses.asdict(spec), "trust_pickle": False})
+        """Remember a model that loaded; a pickled one asks for trust again next time, and a
+        Hugging Face folder's own code runs again only when consented to in Open model."""
+        self.settings.add_recent_model({**dataclasses.asdict(spec), "trust_pickle": False,
+                                        "trust_remote_code": False})
 
     def open_model(self, spec) -> None:
         if spec.pickle:

@@ -46,7 +46,10 @@ class RunBuilder(QObject):
         self.cam_view = None  # CamView: method and layer; DEFAULT_CAM at the default layer without
         self.default_cam_layer: str | None = None  # of the loaded model (ModelLoaded.cam_layer)
         self.entry = None  # the ImageEntry being shown
-        self.target: int | None = None  # class to explain; None: the top-1 prediction
+        # What to explain (core.run.Target): a class index, a DetectionTarget (a box clicked
+        # in the image pane; a plain index from the predictions view is a detection's rank
+        # too) or a SegmentationTarget; None: the top-1 prediction.
+        self.target = None
         self.edits = None  # EditList: the interventions of the next runs
         # Whether each run keeps its captured outputs in the Session (to be pinned as run A
         # and compared with later); the unedited baseline always does.
@@ -68,7 +71,7 @@ class RunBuilder(QObject):
         self.entry = entry
         self.rerun()
 
-    def set_target(self, target: int | None) -> None:
+    def set_target(self, target) -> None:
         self.target = target
         self.rerun()
 

@@ -8,7 +8,7 @@
 """
 
 from .compute import CamResult, cam_from_capture, compute_cams
-from .layer import default_target_layer
+from .layer import cam_layers, default_target_layer
 from .methods import (
     METHODS,
     CamMethod,
@@ -31,6 +31,7 @@ __all__ = [
     "Progress",
     "Target",
     "cam_from_capture",
+    "cam_layers",
     "class_scores",
     "compute_cams",
     "default_target_layer",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..tokens import NCHW, NHWC, TOKENS, Layout, detect_layout
+from ..tree import TUPLE_OUTPUT
 
 
 def _input_hw(tree) -> tuple[int, int] | None:
@@ -16,6 +17,20 @@ def _input_hw(tree) -> tuple[int, int] | None:
     return None
 
 
+def cam_layers(tree) -> list[str]:
+    """Every module a CAM can read, in forward order: those whose output is a spatial map
+    (B, C, h, w), a channels-last map (B, h, w, C) or a token grid (B, N, D) of two or more
+    cells (core.tokens reads them; default_target_layer picks among them)."""
+    input_hw = _input_hw(tree)
+    names = tree.order or list(tree.modules)
+    return [n for n in names if n and _grid_cells(tree.modules[n].output_shape, input_hw) >= 2]
+
+
+def _grid_cells(shape, input_hw) -> int:
+    found = detect_layout(shape, input_hw) if shape else None
+    return found.grid[0] * found.grid[1] if found is not None else 0
+
+
 def default_target_layer(model: nn.Module, tree) -> str:
     """The layer a CAM reads when the user names none.
 
@@ -23,7 +38,8 @@ def default_target_layer(model: nn.Module, tree) -> str:
     patch token still reaches the class score (after ViT's last block only the class token
     is read, so patch-token gradients there are zero). A block is a module with two or more
     LayerNorms over token or channels-last outputs. CNNs: the last module with a spatial
-    (B, C, h, w) output of more than one cell (resnet's layer4, not its 1 x 1 avgpool).
+    (B, C, h, w) output of more than one cell (resnet's layer4, not its 1 x 1 avgpool),
+    one that returns a plain tensor where there is one.
     """
     input_hw = _input_hw(tree)
     modules = dict(model.named_modules())
@@ -49,6 +65,10 @@ def default_target_layer(model: nn.Module, tree) -> str:
         return last[0]
     spatial = [n for n in order if layout(n) is not None]
     candidates = [n for n in spatial if layout(n).kind == NCHW] or spatial
+    # A module that returns a plain tensor rather than a wrapper of several (Hugging Face's
+    # backbone returns a ModelOutput after its last stage): the same map, a simpler layer.
+    plain = [n for n in candidates if TUPLE_OUTPUT not in tree.modules[n].hazards]
+    candidates = plain or candidates
     if candidates:
         return candidates[-1]
     raise ValueError(

@@ -50,8 +50,10 @@ from inspector.ui.views.token_page import (
     TOKEN_GRID_MEAN,
     TOKEN_HEATMAP,
     TokenPage,
-    token_grid_side,
+    square_grid,
 )
+
+TokenGrid = tuple[int, tuple[int, int]]  # (extra tokens, (rows, columns)): token_page
 
 MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
 MAX_BARS = 256  # more bars than this are slow to draw and too thin to read: a line instead
@@ -83,6 +85,8 @@ class TensorPanel(QWidget):
         self._cmaps_chosen: dict[bool, str] = {}  # diverging or not -> the map last chosen
         self.tokens: TokenPage | None = None  # built when a token output first arrives
         self._grid_allowed = True
+        self._token_grid: TokenGrid | None = None  # the view's, from the model input's size
+        self._features: int | None = None  # the layer's feature count (a pooled preview)
         self._cmap = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
 
         layout = QVBoxLayout(self)
@@ -250,17 +254,21 @@ class TensorPanel(QWidget):
 
     def show_tensor(self, preview: np.ndarray | None, tokens_are_patches: bool = True,
                     channel_keys: dict[str, np.ndarray] | None = None,
-                    diverging: bool | None = None) -> None:
+                    diverging: bool | None = None, token_grid: TokenGrid | None = None,
+                    features: int | None = None) -> None:
         """Draw `preview` (float32, batch dimension already removed). `tokens_are_patches`
         False: (N, D) rows are not the model's tokens (pooled), so no patch grid is offered.
         `channel_keys`: SORT_MEAN / SORT_MAX / SORT_CHANGE -> a value per channel, to order
         the mosaic by. `diverging`: colours for signed data centred at 0 (a difference of
-        two runs), else the panel's own kind."""
+        two runs), else the panel's own kind. `token_grid`: the patch grid of (N, D) tokens
+        (token_page.patch_grid), else a square one is guessed; `features`: the layer's own
+        feature count when the preview averaged groups of them."""
         if preview is None:
             self.show_message("No preview was captured for this tensor; statistics are above.")
             return
         self.data = preview
         self._grid_allowed = tokens_are_patches
+        self._token_grid, self._features = token_grid, features
         self.channel_keys = dict(channel_keys or {})
         self._set_diverging(self._default_diverging if diverging is None else diverging)
         self._sync_sort_combo()
@@ -395,10 +403,19 @@ class TensorPanel(QWidget):
         self.feature_spin.blockSignals(True)
         self.feature_spin.setRange(0, data.shape[1] - 1)
         self.feature_spin.blockSignals(False)
-        grid = token_grid_side(data.shape[0]) if self._grid_allowed else None
-        self.tokens.draw(data, grid, self.token_combo.currentData(), self.feature_spin.value(),
-                         self.normalisation, self.diverging)
+        self.tokens.draw(data, self._patch_grid(data.shape[0]), self.token_combo.currentData(),
+                         self.feature_spin.value(), self.normalisation, self.diverging,
+                         self._features)
         self._set_mode(TOKENS)
+
+    def _patch_grid(self, n_tokens: int) -> TokenGrid | None:
+        """The grid of n tokens: the view's when it fits them, else a square guess."""
+        if not self._grid_allowed:
+            return None
+        grid = self._token_grid
+        if grid is not None and grid[0] + grid[1][0] * grid[1][1] == n_tokens:
+            return grid
+        return square_grid(n_tokens)
 
     def _set_mode(self, mode: str) -> None:
         self.mode = mode
@@ -408,9 +425,7 @@ class TensorPanel(QWidget):
         self.back_button.setVisible(mode == ZOOM)
         self.norm_combo.setVisible(mode == MOSAIC or (is_tokens and not grid))
         self.cmap_combo.setVisible(mode in (MOSAIC, ZOOM, TOKENS))
-        has_grid = (
-            is_tokens and self._grid_allowed and token_grid_side(self.data.shape[0]) is not None
-        )
+        has_grid = is_tokens and self._patch_grid(self.data.shape[0]) is not None
         self.token_combo.setVisible(has_grid)
         self.feature_spin.setVisible(has_grid and self.token_combo.currentData() == TOKEN_GRID_FEATURE)
         self.vector_combo.setVisible(mode == VECTOR)

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 from inspector.core.frames import RunFinished, TensorFrame
 from inspector.ui.views.base import FrameView, fmt
 from inspector.ui.views.tensor_panel import SORT_CHANGE, SORT_MAX, SORT_MEAN, TensorPanel
+from inspector.ui.views.token_page import patch_grid
 
 KIND_NOUNS = {  # as a header says what is shown
     "input": "input",
@@ -345,8 +346,12 @@ class TensorView(FrameView):
             self.panel.show_message(text)
             return
         name = f"<b>{html.escape(module_label(shown.module))}</b> {KIND_NOUNS[shown.kind]}"
-        # Tokens pooled by core no longer form their patch grid: no grid then.
+        # Tokens pooled by core no longer form their patch grid: no grid then. A preview
+        # that averaged features only (768 -> 256 in vit_b_16) keeps every token.
         pooled = shown.preview is not None and tuple(shown.preview.shape) != tuple(shown.shape[1:])
+        tokens = self._token_layout(shown)
+        if tokens is not None:
+            pooled = tokens["token_grid"] is None
         keys = channel_keys(shown, reference if compare != SHOW_A else frame)
         first, second = self._names()
         if compare == SHOW_DIFF:
@@ -361,7 +366,7 @@ class TensorView(FrameView):
             self.header.setText(f"{name} \u00b7 <b>{difference}</b> (run {frame.run_id} "
                                 f"\u2212 run {reference.run_id}) \u00b7 {diff_html(diff)}")
             self.panel.show_tensor(diff, tokens_are_patches=not pooled, channel_keys=keys,
-                                   diverging=True)
+                                   diverging=True, **(tokens or {}))
             return
         what = f" \u00b7 <b>{first}</b> (run {shown.run_id})" if compare == SHOW_A else ""
         text = f"{name}{what} \u00b7 {stats_html(shown)}"
@@ -369,7 +374,20 @@ class TensorView(FrameView):
         if compare == SHOW_B and finished is not None and frame.run_id < finished:
             text += " \u00b7 <i>from an earlier run (the last run did not capture it)</i>"
         self.header.setText(text)
-        self.panel.show_tensor(shown.preview, tokens_are_patches=not pooled, channel_keys=keys)
+        self.panel.show_tensor(shown.preview, tokens_are_patches=not pooled, channel_keys=keys,
+                               **(tokens or {}))
+
+    def _token_layout(self, frame: TensorFrame) -> dict | None:
+        """For a (B, N, D) output whose preview kept every token: its patch grid (found for
+        the model input's size, as CAMs read it) and its feature count, as show_tensor
+        takes them; None otherwise."""
+        preview, shape = frame.preview, tuple(frame.shape)
+        if preview is None or preview.ndim != 2 or len(shape) != 3 or preview.shape[0] != shape[1]:
+            return None
+        started = self.store.started(frame.run_id)
+        display = started.display if started is not None else None
+        input_hw = tuple(display.shape[:2]) if display is not None else None
+        return {"token_grid": patch_grid(shape[1], input_hw), "features": shape[2]}
 
 
 def diff_html(diff: np.ndarray) -> str:

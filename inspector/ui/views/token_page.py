@@ -1,5 +1,6 @@
 """The tensor panel's page for token outputs, (N, D): a token x feature heatmap, or, when
-the tokens form a square patch grid, one feature (or the mean of all) over that grid."""
+the tokens form a patch grid (core.tokens finds it from the model input's size: 14 x 14 after
+vit_b_16's class token), one feature (or the mean of all) over that grid."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ TOKEN_HEATMAP, TOKEN_GRID_MEAN, TOKEN_GRID_FEATURE = "heatmap", "grid_mean", "gr
 
 
 def token_grid_side(n_tokens: int) -> tuple[int, int] | None:
-    """(side, first patch token) when the tokens form a square grid, else None.
+    """(side, first patch token) when the tokens form a square grid, else None: the guess
+    without the model input's size (see patch_grid).
 
     N square: every token is a patch. N - 1 square: token 0 is a class token, left out.
     """
@@ -27,6 +29,25 @@ def token_grid_side(n_tokens: int) -> tuple[int, int] | None:
         if side > 1 and side * side == n:
             return side, skip
     return None
+
+
+def square_grid(n_tokens: int) -> tuple[int, tuple[int, int]] | None:
+    """token_grid_side as patch_grid gives grids: (extra tokens, (side, side))."""
+    found = token_grid_side(n_tokens)
+    return None if found is None else (found[1], (found[0], found[0]))
+
+
+def patch_grid(n_tokens: int, input_hw: tuple[int, int] | None) -> tuple[int, tuple[int, int]] | None:
+    """(extra tokens before the grid, (rows, columns)) of a token output, as core.tokens
+    reads it for CAMs: the grid whose cells cover the model input with equal strides (197
+    tokens over 224 x 224: a class token and 14 x 14; DeiT's distillation token, registers,
+    non-square inputs too). Without the input's size, only a square grid is guessed."""
+    if input_hw is None:
+        return square_grid(n_tokens)
+    from inspector.core.tokens import token_grid  # torch is loaded: a run's frames arrived
+
+    found = token_grid(n_tokens, input_hw)
+    return None if found is None or found[1][0] * found[1][1] < 2 else found
 
 
 class TokenPage:
@@ -52,8 +73,11 @@ class TokenPage:
     def is_heatmap(self) -> bool:
         return self.image is not None and self.image is self.buffer
 
-    def draw(self, data: np.ndarray, grid: tuple[int, int] | None, choice: str, feature: int,
-             normalisation: str, diverging: bool) -> None:
+    def draw(self, data: np.ndarray, grid: tuple[int, tuple[int, int]] | None, choice: str,
+             feature: int, normalisation: str, diverging: bool,
+             features: int | None = None) -> None:
+        """`grid`: (extra tokens, (rows, columns)), or None for the heatmap only. `features`:
+        the layer's feature count, when the preview averaged groups of them."""
         n, d = data.shape
         if grid is None or choice == TOKEN_HEATMAP:
             image = self._heatmap(data, normalisation, diverging)
@@ -62,20 +86,21 @@ class TokenPage:
             self.plot.setLabel("left", "token")
             self.plot.setTitle(f"{n} tokens \u00d7 {d} features")
         else:
-            side, self.skip = grid
+            self.skip, (gh, gw) = grid
             patches = data[self.skip:]
             if choice == TOKEN_GRID_MEAN:
                 values, what = patches.mean(axis=1), "mean of features"
             else:
-                values, what = patches[:, feature], f"feature {feature}"
-            image = np.ascontiguousarray(values.reshape(side, side), dtype=np.float32)
+                values, what = patches[:, feature], _feature_text(feature, d, features)
+            image = np.ascontiguousarray(values.reshape(gh, gw), dtype=np.float32)
             lo, hi = channel_ranges(image[None])
             self.levels = levels_for(lo[0], hi[0], diverging)
             self.plot.setAspectLocked(True)
             self.plot.setLabel("bottom", "patch column")
             self.plot.setLabel("left", "patch row")
-            note = " (class token left out)" if self.skip else ""
-            self.plot.setTitle(f"{side}\u00d7{side} patch grid, {what}{note}")
+            note = {0: "", 1: " (class token left out)"}.get(
+                self.skip, f" ({self.skip} extra tokens left out)")
+            self.plot.setTitle(f"{gh}\u00d7{gw} patch grid, {what}{note}")
         self.image = image
         self.item.setImage(image, autoLevels=False, levels=self.levels)
         self.bar.setLevels(self.levels)
@@ -115,3 +140,13 @@ class TokenPage:
             return f"token {i}   feature {j}   value {data[i, j]:.4g}"
         token = self.skip + i * w + j
         return f"token {token} (row {i}, column {j})   value {self.image[i, j]:.4g}"
+
+
+def _feature_text(feature: int, shown: int, features: int | None) -> str:
+    """Which features column `feature` of the preview holds: one, or the group the preview
+    averaged (torch's adaptive average pooling bins)."""
+    if not features or features == shown:
+        return f"feature {feature}"
+    first = feature * features // shown
+    last = -(-(feature + 1) * features // shown) - 1
+    return f"features {first}\u2013{last} (averaged in the preview)"

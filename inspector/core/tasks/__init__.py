@@ -1,0 +1,191 @@
+"""What a model does, where it is not classification: detection and segmentation.
+
+    detection.py     boxes, labels and scores: a list of images in, a list of dicts out
+    segmentation.py  a class per pixel: an OrderedDict with "out" (and "aux")
+    catalog.py       torchvision's detection and segmentation models, loaded offline
+
+The Session asks this package how to call the model (`forward`), what its output means for
+the predictions view and which score the gradients start from (`read_output`), and which
+layer a CAM reads by default (`default_cam_layer`). A classifier goes through none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..frames import Prediction
+from ..run import DetectionTarget, SegmentationTarget
+from . import detection, segmentation
+from .detection import Detection
+
+CLASSIFICATION = "classification"
+DETECTION = "detection"
+SEGMENTATION = "segmentation"
+
+
+def task_of(model: nn.Module) -> str:
+    """The task of a module, from its type (torchvision's detection and segmentation
+    classes); anything else is a classifier."""
+    if "torchvision" not in type(model).__module__:
+        return CLASSIFICATION
+    if detection.is_detection_model(model):
+        return DETECTION
+    if segmentation.is_segmentation_model(model):
+        return SEGMENTATION
+    return CLASSIFICATION
+
+
+def forward(task: str, model: nn.Module, x: torch.Tensor):
+    """The model's output for a (B, 3, H, W) batch, called the way the model takes it."""
+    return detection.forward(model, x) if task == DETECTION else model(x)
+
+
+def example_input(task: str, x: torch.Tensor):
+    """The probe forward's argument (core.tree.build_tree): a list of images for detection."""
+    return list(x) if task == DETECTION else x
+
+
+@dataclass
+class TaskOutput:
+    """A detection or segmentation run's output, read for the views and the backward."""
+
+    preds: tuple[Prediction, ...]
+    target: int  # the detection (by score rank) or the class explained
+    score: torch.Tensor | None  # the scalar the gradients start from, on the autograd graph
+    logits: torch.Tensor  # RunOutcome.logits: (1, N) detection scores, (1, C, H, W) scores
+    detections: tuple[Detection, ...] = ()  # boxes in model-input pixels
+    mask: np.ndarray | None = None  # (H, W) int64 class per model-input pixel
+    legend: tuple[tuple[int, str], ...] = ()  # (class, label) of the classes in the mask
+
+
+def read_output(task: str, output, target, categories: Sequence[str], topk: int,
+                want_score: bool = True) -> TaskOutput:
+    """The predictions, the target and its score. `target`: a DetectionTarget (or a plain
+    rank) for a detection model, a SegmentationTarget (or a plain class index) for a
+    segmentation model, or None.
+    Without `want_score` (no backward) the score is None, and a target with nothing to
+    explain in this image (no such detection, no pixel of that class) is no error; nor is
+    an image where nothing is detected when no detection is named (the score is None)."""
+    if task == DETECTION:
+        # A plain int is a detection's rank too: the predictions view's rows are detections.
+        if isinstance(target, SegmentationTarget):
+            raise ValueError(f"a detection model explains a detection (det:K), not {target}")
+        k = 0 if target is None else int(getattr(target, "index", target))
+        found = detection.detections(output, categories)
+        scores = torch.tensor([[d.score for d in found]], dtype=torch.float32)
+        # Nothing detected and no detection named: nothing to explain, no error (the run
+        # still shows the activations); a detection named that is not there is an error.
+        explain = want_score and (bool(found) or target is not None)
+        return TaskOutput(detection.predictions(found, topk), k,
+                          detection.score(output, k) if explain else None, scores, found)
+    if task == SEGMENTATION:
+        if isinstance(target, DetectionTarget):
+            raise ValueError(f"a segmentation model explains a class (seg:CLASS), not {target}")
+        out = segmentation.logits(output)
+        predicted = segmentation.mask(out)
+        c = (segmentation.default_class(predicted) if target is None
+             else getattr(target, "index", target))
+        return TaskOutput(segmentation.predictions(out, predicted, categories, topk), int(c),
+                          segmentation.score(out, predicted, int(c), categories)
+                          if want_score else None,
+                          out.detach().float().to("cpu", copy=True),
+                          mask=predicted.cpu().numpy(),
+                          legend=segmentation.legend(predicted, categories))
+    raise ValueError(f"no task output for a {task} model")
+
+
+def parse_target(text: str, task: str, categories: Sequence[str], model: nn.Module):
+    """`det:K` or `seg:CLASS` (a name or an index) as a run's target, checked against the
+    model; ValueError with one line for one that cannot work. "top1" or "" -> None."""
+    from ..cam import resolve_target
+
+    text = text.strip()
+    kind, sep, rest = text.partition(":")
+    kind = kind.lower() if sep else ""
+    if kind == "det":
+        if task != DETECTION:
+            raise ValueError(f"--target {text}: det:K needs a detection model, this is a "
+                             f"{task} model")
+        if not rest.strip().isdigit():
+            raise ValueError(f"--target {text}: K must be a detection's rank, 0 or more")
+        k, most = int(rest), detection.max_detections(model)
+        if k >= most:
+            raise ValueError(f"--target {text}: out of range, this model keeps at most "
+                             f"{most} detections (0..{most - 1})")
+        return DetectionTarget(k)
+    if kind == "seg":
+        if task != SEGMENTATION:
+            raise ValueError(f"--target {text}: seg:CLASS needs a segmentation model, this "
+                             f"is a {task} model")
+        c = resolve_target(rest, categories)
+        if not isinstance(c, int) or not 0 <= c < len(categories):
+            raise ValueError(f"--target {text}: not a class of this model "
+                             f"(0..{len(categories) - 1} or a name)")
+        return SegmentationTarget(c)
+    if task == DETECTION:
+        if text.lower() in ("", "top1", "top-1", "top"):
+            return None
+        raise ValueError(f"--target {text}: a detection model's target is det:K (K-th "
+                         f"detection by score)")
+    if task == SEGMENTATION:
+        c = resolve_target(text, categories)
+        return None if c is None else parse_target(f"seg:{c}", task, categories, model)
+    return resolve_target(text, categories)
+
+
+def default_cam_layer(tree, task: str) -> str | None:
+    """The layer a detection or segmentation CAM reads when none is named: one that every
+    detection's score (every pixel's class) reaches.
+
+    - An FPN (a backbone with a "body"): the body's last single-tensor spatial module, the
+      deepest level's input, which every pyramid level reads through the top-down pathway.
+      (A pyramid level itself reaches only the boxes pooled or predicted from it.)
+    - SSD: the VGG features, which the first level (rescaled) and the extra layers read;
+      SSDlite: the backbone itself, whose first output is the finest feature map, from
+      which every coarser level is computed.
+    - Segmentation: the backbone's last single-tensor spatial module ("out"'s source).
+
+    Never the modules after the backbone: the RoI pooling and the box head have one row per
+    proposal, not per image."""
+    from ..tree import TUPLE_OUTPUT
+
+    order = [n for n in (tree.order or list(tree.modules)) if n]
+
+    def spatial(name: str) -> bool:
+        s = tree[name].output_shape
+        return bool(s) and len(s) == 4 and s[0] == 1 and s[2] * s[3] > 1
+
+    def last_under(prefix: str) -> str | None:
+        found = [n for n in order if n.startswith(prefix)
+                 and TUPLE_OUTPUT not in tree[n].hazards and spatial(n)]
+        return found[-1] if found else None
+
+    if task == DETECTION:
+        if "backbone.body" in tree:
+            return last_under("backbone.body.")
+        for name in ("backbone.features", "backbone"):
+            if name in tree and TUPLE_OUTPUT not in tree[name].hazards and spatial(name):
+                return name  # SSD's VGG: its features feed the first level and the extras
+        if "backbone" in tree and spatial("backbone"):
+            return "backbone"
+    return last_under("backbone.")
+
+
+__all__ = [
+    "CLASSIFICATION",
+    "DETECTION",
+    "SEGMENTATION",
+    "Detection",
+    "TaskOutput",
+    "default_cam_layer",
+    "example_input",
+    "forward",
+    "parse_target",
+    "read_output",
+    "task_of",
+]

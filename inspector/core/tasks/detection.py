@@ -1,0 +1,104 @@
+"""Detection models (torchvision Faster R-CNN, Mask R-CNN, RetinaNet, FCOS, SSD, SSDlite).
+
+They take a list of (3, H, W) images with values in 0..1 (their own GeneralizedRCNNTransform
+normalises and resizes, and maps the boxes back to the size it was given) and, in eval mode,
+return one dict per image: "boxes" (N, 4) x0 y0 x1 y1, "labels" (N,), "scores" (N,), sorted
+by score. The scores stay on the autograd graph through the box head and the backbone (the
+proposals are detached), so the score of detection K is a target for Grad-CAM like a logit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..frames import Prediction
+
+
+@dataclass(frozen=True)
+class Detection:
+    index: int  # rank by score, 0 first: what `det:K` names
+    box: tuple[float, float, float, float]  # x0, y0, x1, y1 in model-input pixels
+    label: str
+    class_index: int
+    score: float
+
+
+def is_detection_model(model: nn.Module) -> bool:
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
+
+    return isinstance(getattr(model, "transform", None), GeneralizedRCNNTransform)
+
+
+def input_side(model: nn.Module) -> int:
+    """The side the model's own transform resizes the shorter side to (320, 800, 300)."""
+    return int(model.transform.min_size[0])
+
+
+def max_detections(model: nn.Module) -> int:
+    """At most this many detections per image (Faster R-CNN keeps them in roi_heads)."""
+    for owner in (getattr(model, "roi_heads", None), model):
+        n = getattr(owner, "detections_per_img", None)
+        if n is not None:
+            return int(n)
+    return 100
+
+
+def forward(model: nn.Module, x: torch.Tensor):
+    """The model's output for a (B, 3, H, W) batch: it takes a list of images."""
+    return model(list(x))
+
+
+def sorted_order(output: dict) -> torch.Tensor:
+    """Indices of the first image's detections by descending score (torchvision's NMS
+    already sorts them; sorted again so that det:K means the K-th by score for any model)."""
+    return torch.argsort(output["scores"].detach(), descending=True, stable=True)
+
+
+def detections(output: Sequence[dict], categories: Sequence[str]) -> tuple[Detection, ...]:
+    """The first image's detections, by descending score."""
+    first = output[0]
+    order = sorted_order(first).cpu()  # indexes CPU copies (the model may be on a GPU)
+    boxes = first["boxes"].detach().float().cpu()[order].tolist()
+    labels = first["labels"].detach().cpu()[order].tolist()
+    scores = first["scores"].detach().float().cpu()[order].tolist()
+    return tuple(
+        Detection(k, tuple(float(v) for v in box), _label(categories, int(c)), int(c), float(s))
+        for k, (box, c, s) in enumerate(zip(boxes, labels, scores, strict=True))
+    )
+
+
+def score(output: Sequence[dict], index: int) -> torch.Tensor:
+    """Detection `index`'s class score, on the autograd graph."""
+    first = output[0]
+    n = int(first["scores"].shape[0])
+    if not 0 <= index < n:
+        found = "no detection" if n == 0 else f"{n} detection{'s' if n > 1 else ''} (0..{n - 1})"
+        raise ValueError(f"det:{index}: the model found {found} in this image")
+    return first["scores"][sorted_order(first)[index]]
+
+
+def predictions(found: Sequence[Detection], topk: int) -> tuple[Prediction, ...]:
+    """The predictions view's rows: the top detections as "label score" (index: K)."""
+    return tuple(Prediction(d.index, d.label, d.score, d.score) for d in found[:topk])
+
+
+def to_original(box, pre, original_size: tuple[int, int]) -> list[float]:
+    """A box in model-input pixels as pixels of the original (width, height) image: the app's
+    preprocessing undone (the model's own resize torchvision has undone already)."""
+    rw, rh = pre.resized_size(original_size)
+    left, top = pre.crop_offset(original_size)
+    w, h = original_size
+    sx, sy = w / rw, h / rh
+    x0, y0, x1, y1 = box
+    # torchvision clips boxes to the model input; the picture's part of it is all of it
+    # unless the crop padded, where a box can reach the padding: clipped to the picture.
+    out = [(x0 + left) * sx, (y0 + top) * sy, (x1 + left) * sx, (y1 + top) * sy]
+    return [min(max(v, 0.0), float(lim)) for v, lim in zip(out, (w, h, w, h), strict=True)]
+
+
+def _label(categories: Sequence[str], index: int) -> str:
+    return categories[index] if 0 <= index < len(categories) else f"class {index}"

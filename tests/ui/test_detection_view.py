@@ -1,0 +1,207 @@
+"""Detection and segmentation results in the image pane: boxes with label and score above a
+threshold slider, a click on a box making it the next run's target, and a segmentation mask
+with its legend. The pane alone with made-up frames first, then the window with torchvision's
+Faster R-CNN and DeepLabV3 (random weights, seeded; nothing downloaded)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtCore import QPointF, Qt
+
+from inspector.core.frames import Prediction, PredictionFrame
+from inspector.core.run import DetectionTarget
+from inspector.core.tasks.detection import Detection
+from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL, ImagePane
+from inspector.ui.main_window import MainWindow
+from inspector.ui.settings import AppSettings
+
+TIMEOUT = 120_000  # ms: detection models on a busy CPU
+
+DETECTOR = '''
+import torch
+import torchvision
+
+CLASSES = [f"thing {i}" for i in range(91)]
+
+
+def build():
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(
+        "fasterrcnn_mobilenet_v3_large_320_fpn", weights=None, weights_backbone=None,
+        num_classes=91)
+    with torch.no_grad():  # random weights score ~1/91: lift class 1 above the threshold
+        model.roi_heads.box_predictor.cls_score.bias[1] += 6.0
+    model.roi_heads.detections_per_img = 12  # fewer boxes: a quicker test
+    return model
+'''
+
+SEGMENTER = '''
+import torch
+import torchvision
+
+CLASSES = ["background", "cat", "dog"] + [f"class {i}" for i in range(3, 21)]
+PREPROCESS = {"crop_size": (160, 160), "resize_size": None,
+              "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225)}
+
+
+def build():
+    torch.manual_seed(0)
+    return torchvision.models.get_model(
+        "deeplabv3_mobilenet_v3_large", weights=None, weights_backbone=None, num_classes=21)
+'''
+
+
+def _detection_frame(target: int = 0) -> PredictionFrame:
+    found = (Detection(0, (10, 10, 60, 50), "cat", 17, 0.9),
+             Detection(1, (70, 20, 90, 40), "dog", 18, 0.6),
+             Detection(2, (20, 60, 40, 90), "cat", 17, 0.2))
+    top = tuple(Prediction(d.index, d.label, d.score, d.score) for d in found)
+    return PredictionFrame(1, top, target, "detection", found)
+
+
+def _center(canvas, box) -> QPointF:
+    return canvas.from_image(QPointF((box[0] + box[2]) / 2, (box[1] + box[3]) / 2))
+
+
+def test_boxes_above_the_threshold_and_a_click_chooses_one(qtbot):
+    pane = ImagePane()
+    qtbot.addWidget(pane)
+    pane.resize(400, 500)
+    pane.show()
+    pane.set_model_input(np.zeros((100, 100, 3), np.uint8))
+    assert not pane.detection_bar.isVisible()
+    pane.set_prediction(_detection_frame())
+    assert pane.mode == MODEL_INPUT  # where the boxes' pixels are
+    assert pane.detection_bar.isVisible() and pane.threshold == 0.5
+    drawn = pane.canvas.detections()
+    assert [(d.key, d.text, d.chosen) for d in drawn] == [(0, "cat 0.90", True),
+                                                         (1, "dog 0.60", False)]
+    pane.threshold_slider.setValue(0)
+    assert [d.key for d in pane.canvas.detections()] == [0, 1, 2]
+    pane.threshold_slider.setValue(70)
+    assert [d.key for d in pane.canvas.detections()] == [0]
+    assert pane.threshold_label.text() == "Score ≥ 0.70"
+    pane.threshold_slider.setValue(0)
+
+    chosen = []
+    pane.detectionChosen.connect(chosen.append)
+    qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton,
+                     pos=_center(pane.canvas, (70, 20, 90, 40)).toPoint())
+    assert chosen == [DetectionTarget(1)]
+    # The box explained already, or the picture outside every box: no new target.
+    qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton,
+                     pos=_center(pane.canvas, (10, 10, 30, 20)).toPoint())
+    qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton,
+                     pos=_center(pane.canvas, (92, 92, 98, 98)).toPoint())
+    assert chosen == [DetectionTarget(1)]
+    # Boxes are on the model input only; a classifier's frame clears them.
+    pane.set_mode(ORIGINAL)
+    assert pane.canvas.detections() == [] and not pane.detection_bar.isVisible()
+    pane.set_mode(MODEL_INPUT)
+    pane.set_prediction(PredictionFrame(2, (), 3))
+    assert pane.canvas.detections() == [] and not pane.detection_bar.isVisible()
+
+
+def test_the_mask_overlays_the_input_with_a_legend(qtbot):
+    pane = ImagePane()
+    qtbot.addWidget(pane)
+    pane.show()
+    pane.set_model_input(np.full((4, 6, 3), 200, np.uint8))
+    mask = np.zeros((4, 6), np.int64)
+    mask[1:3, 2:5] = 12
+    legend = ((0, "__background__"), (12, "dog"))
+    pane.set_prediction(PredictionFrame(1, (), 12, "segmentation", (), mask, legend))
+    overlay = pane.canvas.overlay()
+    assert (overlay.width(), overlay.height()) == (6, 4)
+    assert overlay.pixelColor(0, 0).alpha() == 0  # background: the picture shows through
+    dog = overlay.pixelColor(3, 1)
+    assert dog.alpha() > 0 and (dog.red(), dog.green(), dog.blue()) == (64, 0, 128)  # VOC's dog
+    assert pane.legend.isVisible() and "dog" in pane.legend.text()
+    assert "#400080" in pane.legend.text()  # the swatch in the mask's colour
+    assert not pane.detection_bar.isVisible()
+
+
+# -- the window with real models --------------------------------------------------------------
+
+
+@pytest.fixture
+def window_with(qtbot, tmp_path):
+    from inspector.core.session import Session
+
+    def make(source: str, image) -> MainWindow:
+        factory = tmp_path / "task_model.py"
+        factory.write_text(source)
+        window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
+        qtbot.addWidget(window)
+        window.build_views()
+        window.show()
+        window.start([str(image)], {"name": None, "factory": f"{factory}:build"},
+                     session=Session())
+        qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
+                        timeout=TIMEOUT)
+        assert window.model_name, window.reporter.last_message
+        return window
+
+    return make
+
+
+def _wait_run(qtbot, window):
+    qtbot.waitUntil(lambda: window.last_run is not None
+                    and window.last_run.run_id == window.control.current_run
+                    and not window.control.running, timeout=TIMEOUT)
+    assert window.last_run.status == "ok", window.reporter.last_message
+    return window.last_run
+
+
+def _picture(path, size=(120, 90)):
+    rng = np.random.default_rng(0)
+    small = rng.integers(0, 255, (6, 8, 3), dtype=np.uint8)
+    Image.fromarray(small).resize(size, Image.Resampling.BILINEAR).save(path)
+    return path
+
+
+@pytest.mark.slow
+def test_the_window_draws_detections_and_a_clicked_box_is_the_next_target(
+        window_with, qtbot, tmp_path):
+    window = window_with(DETECTOR, _picture(tmp_path / "street.png"))
+    first = _wait_run(qtbot, window)
+    pane = window.images
+    qtbot.waitUntil(lambda: bool(pane.canvas.detections()), timeout=TIMEOUT)
+    assert pane.mode == MODEL_INPUT
+    pane.threshold_slider.setValue(0)
+    drawn = pane.canvas.detections()
+    assert len(drawn) >= 2 and drawn[0].chosen  # det 0 explained by default
+    assert all(d.text.startswith("thing ") for d in drawn)
+    pane.threshold_slider.setValue(100)  # no random score reaches 1.0
+    assert pane.canvas.detections() == []
+    pane.threshold_slider.setValue(0)
+
+    smallest = min(drawn[1:], key=lambda d: (d.box[2] - d.box[0]) * (d.box[3] - d.box[1]))
+    point = _center(pane.canvas, smallest.box)
+    expected = pane.canvas.detection_at(pane.canvas.to_image(point)).key
+    assert expected != 0
+    qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton, pos=point.toPoint())
+    assert window.runs.target == DetectionTarget(expected)
+    qtbot.waitUntil(lambda: window.control.current_run != first.run_id, timeout=TIMEOUT)
+    _wait_run(qtbot, window)
+    assert window.control.last_request.target == DetectionTarget(expected)
+    qtbot.waitUntil(lambda: [d.key for d in pane.canvas.detections() if d.chosen] == [expected],
+                    timeout=TIMEOUT)
+    assert window.views["predictions"].target == expected
+
+
+@pytest.mark.slow
+def test_the_window_overlays_a_segmentation_mask_with_its_legend(window_with, qtbot, tmp_path):
+    window = window_with(SEGMENTER, _picture(tmp_path / "pets.png"))
+    _wait_run(qtbot, window)
+    pane = window.images
+    qtbot.waitUntil(lambda: pane.canvas.overlay() is not None, timeout=TIMEOUT)
+    overlay = pane.canvas.overlay()
+    assert (overlay.width(), overlay.height()) == (160, 160)  # the model input's
+    frame = pane.prediction
+    assert frame.mask.shape == (160, 160)
+    for c, label in frame.legend:
+        assert (frame.mask == c).any() and label in pane.legend.text()
+    assert pane.legend.isVisible()
