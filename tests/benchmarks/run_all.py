@@ -15,6 +15,8 @@ BENCHMARKS = [
     ("activation mosaic", ["tests.benchmarks.bench_mosaic"]),
     ("desktop app", ["tests.benchmarks.bench_ui"]),
     ("atlas throughput", ["tests.benchmarks.bench_atlas"]),
+    ("edit to prediction", ["tests.benchmarks.bench_edits"]),
+    ("video throughput", ["tests.benchmarks.bench_video", "--window"]),
 ]
 
 
