@@ -12,21 +12,21 @@ Images are decoded a few per event-loop turn (as the image pane does), so a clic
 channel whose top images are large photos never freezes the window; their thumbnails are
 kept, since the same images come back for many channels.
 
-Installed by one call from the main window once its views exist (`install`); it uses only
-the window's public parts: its docks, tree, image pane, views, runs, reporter and settings.
+The window's File ▸ Open atlas and the wiring to the tree, the mosaic and the image pane
+are in atlas_actions.py.
 """
 
 from __future__ import annotations
 
+import html
 import time
 from collections import OrderedDict
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QColor, QIcon, QImage, QPainter, QPen, QPixmap
+from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QIcon, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QListView,
@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.images import ImageLoadError, load_image
-from inspector.ui.atlas_file import MAKE_ONE, Atlas, AtlasError, TopImage, read_atlas
+from inspector.ui.atlas_file import MAKE_ONE, Atlas, TopImage
 from inspector.ui.image_canvas import qimage_from_pil
 
 THUMB = 128  # the thumbnails' longer side, in pixels
@@ -49,7 +49,6 @@ CACHE_SIZE = 256  # thumbnails of whole images kept (the same images recur acros
 HINT_STYLE = "color: #8a8a8a; padding: 12px;"
 NOTE_STYLE = "color: #ef6c00;"
 DEAD_STYLE = "color: #c62828; font-weight: 600;"
-SETTINGS_KEY = "atlas_dir"
 
 # What each thumbnail's item holds, for the double-click and for tests.
 EntryRole = Qt.ItemDataRole.UserRole + 1  # the atlas_file.TopImage
@@ -209,9 +208,11 @@ class DatasetView(QWidget):
         layer = atlas.layers.get(self.layer) if self.layer is not None else None
         self.header.setText(self._header_html(atlas, layer))
         if layer is None:
-            where = f"<b>{self.layer}</b> is not in this atlas. " if self.layer else ""
-            self._show_hint(f"{where}Choose one of its layers ({', '.join(atlas.layers)}) in "
-                            "the module tree or above.")
+            where = f"<b>{html.escape(self.layer)}</b> is not in this atlas. " if self.layer \
+                else ""
+            layers = html.escape(", ".join(atlas.layers))
+            self._show_hint(f"{where}Choose one of its layers ({layers}) in the module tree or "
+                            "above.")
             return
         if self.channel is None:
             self._show_hint("Click a channel in Activations (or choose it above) to see the "
@@ -235,9 +236,9 @@ class DatasetView(QWidget):
         self.list.hide()
 
     def _header_html(self, atlas: Atlas, layer) -> str:
-        lines = [f"<b>Atlas</b> {atlas.describe()}"]
+        lines = [f"<b>Atlas</b> {html.escape(atlas.describe())}"]
         if layer is not None:
-            line = f"<b>{layer.name}</b>, {layer.channels} channels"
+            line = f"<b>{html.escape(layer.name)}</b>, {layer.channels} channels"
             dead = len(layer.dead)
             if dead:
                 line += f", {dead} dead in the atlas"
@@ -394,111 +395,3 @@ def missing_picture() -> QImage:
     p.drawText(image.rect(), Qt.AlignmentFlag.AlignCenter, "image gone,\nno crop")
     p.end()
     return image
-
-
-# -- in the window ----------------------------------------------------------------------------------
-
-
-class DatasetDock(QObject):
-    """File ▸ Open atlas…, the Dataset dock's view, and its wiring to the window."""
-
-    def __init__(self, window) -> None:
-        super().__init__(window)
-        self.window = window
-        self.view = DatasetView()
-        self.dock = window.docks["dataset"]
-        placeholder = self.dock.widget()
-        self.dock.setWidget(self.view)
-        if placeholder is not None:
-            placeholder.deleteLater()
-        self.open_action = QAction("Open &atlas…", window)
-        self.open_action.setStatusTip("Open the folder written by `network-inspector atlas`: "
-                                      "the images that excite each channel most")
-        self.open_action.triggered.connect(self.open_dialog)
-        _insert_in_file_menu(window, self.open_action)
-
-        self.view.imageRequested.connect(self.open_image)
-        self.view.failed.connect(window.reporter.report)
-        window.tree.moduleSelected.connect(self.view.show_module)
-        activation = window.views.get("activation")
-        if activation is not None:
-            activation.panel.mosaic_view.channelClicked.connect(
-                lambda channel: self.channel_clicked(activation.module, channel))
-        window.router.modelLoaded.connect(self._model_loaded)
-        window.closed.connect(self.view.stop)
-        self.view.set_loaded_model(window.model_name)
-        self.view.show_module(window.tree.current_module())
-
-    def open_dialog(self) -> None:
-        start = str(self.window.settings.value(SETTINGS_KEY, str(Path.home())))
-        folder = QFileDialog.getExistingDirectory(self.window, "Open an atlas folder", start)
-        if folder:
-            self.open(folder)
-
-    def open(self, where: str | Path) -> bool:
-        """Show the atlas in `where` (its folder or atlas.json); a bad one is a message in the
-        status bar and the atlas shown before stays."""
-        try:
-            atlas = read_atlas(where)
-        except AtlasError as e:
-            self.window.reporter.report(str(e))
-            return False
-        self.window.settings.set_value(SETTINGS_KEY, str(atlas.folder))
-        self.view.set_atlas(atlas)
-        self.view.show_module(self.window.tree.current_module())
-        self._tree_counts()
-        self.dock.show()
-        self.dock.raise_()
-        self.window.reporter.info(f"Opened the atlas in {atlas.folder}: {atlas.describe()}.")
-        return True
-
-    def channel_clicked(self, module: str | None, channel: int) -> None:
-        self.view.show_channel(module, channel)
-        if self.view.atlas is not None and self.view.channel is not None:
-            self.dock.raise_()  # the user asked to see it (the dock may be a tab)
-
-    def open_image(self, path: str) -> None:
-        """List the image in the image pane and run it (listed already: shown and run again)."""
-        images = self.window.images
-        current = images.current()
-        if current is not None and current.path is not None and Path(current.path) == Path(path):
-            self.window.runs.rerun()
-        else:
-            images.add_paths([path])
-        self.window.docks["images"].raise_()
-
-    def _model_loaded(self, frame) -> None:
-        self.view.set_loaded_model(frame.name)
-        self._tree_counts()
-
-    def _tree_counts(self) -> None:
-        """The atlas's dead channels per layer in the module tree, for the model it was made
-        with only: another model's counts would be read as this one's."""
-        atlas, model = self.view.atlas, self.window.model_name
-        if atlas is None or atlas.model != model:
-            self.window.tree.model.set_atlas({})
-            return
-        self.window.tree.model.set_atlas(
-            {name: (len(layer.dead), layer.channels) for name, layer in atlas.layers.items()},
-            f"{atlas.images:,} images, {atlas.folder}")
-
-
-def _insert_in_file_menu(window, action: QAction) -> None:
-    """After File ▸ Open model (the other things that open), or at the end."""
-    bar_menus = [a.menu() for a in window.menuBar().actions() if a.menu() is not None]
-    file_menu = next((m for m in bar_menus if m.title() == "&File"), None)
-    if file_menu is None:
-        return
-    actions = file_menu.actions()
-    after = next((i for i, a in enumerate(actions) if a.text() == "Open &model…"), None)
-    if after is not None and after + 1 < len(actions):
-        file_menu.insertAction(actions[after + 1], action)
-    else:
-        file_menu.addAction(action)
-
-
-def install(window) -> DatasetDock:
-    """The Dataset dock in `window` (call once its views exist; a second call returns it)."""
-    if getattr(window, "atlas", None) is None:
-        window.atlas = DatasetDock(window)
-    return window.atlas
