@@ -240,6 +240,9 @@ class MainWindow(QMainWindow):
             cam.optionsChanged.connect(self.runs.schedule)  # a burst of spin box steps: one run
         self.compare.views_ready()  # the divergence plot selects modules in the tree
         save_view.install_save_actions(self)  # File ▸ Save view as PNG / Save run as NPZ
+        from inspector.ui import atlas_actions
+
+        atlas_actions.install(self)  # File ▸ Open atlas and the Dataset dock (a channel atlas)
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)

@@ -76,7 +76,7 @@ def _badge_icon(color: str, text: str, *, ring: bool = False) -> QIcon:
         p.drawEllipse(2, 2, size - 4, size - 4)
         font = p.font()
         font.setBold(True)
-        font.setPixelSize(20)
+        font.setPixelSize({0: 20, 1: 20, 2: 16}.get(len(text), 12))  # counts: "12", "99+"
         p.setFont(font)
         p.setPen(QColor("white"))
         p.drawText(pix.rect(), Qt.AlignmentFlag.AlignCenter, text)
@@ -100,6 +100,25 @@ def hazard_icon(hazards: frozenset[str]) -> QIcon | None:
         if key in hazards:
             return _ICONS["inplace" if key == "output_modified_inplace" else key]
     return None
+
+
+_ATLAS_ICONS: dict[int, QIcon] = {}
+
+
+def atlas_icon(dead: int) -> QIcon:
+    """The Health column's badge for a layer of the opened channel atlas: its count of dead
+    channels (grey when none is dead; "99+" past 99)."""
+    icon = _ATLAS_ICONS.get(dead)
+    if icon is None:
+        text = str(dead) if dead < 100 else "99+"
+        icon = _ATLAS_ICONS[dead] = _badge_icon("#6d4c41" if dead else "#9e9e9e", text)
+    return icon
+
+
+def atlas_text(dead: int, channels: int, about: str) -> str:
+    """The Health tooltip's line for an atlas layer; `about`: which atlas (images, folder)."""
+    return (f"Dead in the atlas: {dead}/{channels} channels (maximum ≤ 0 on every image; "
+            f"{about})")
 
 
 EDIT_GLYPH = "\u270e"  # a pencil: the module's output (or gradient) is edited in the runs

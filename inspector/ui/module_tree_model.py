@@ -10,7 +10,9 @@ Columns (module_tree_cells): the module, its type, output shape, parameters; the
 output mean, std and fraction of zeros with a health badge (dead or exploding values); then
 one checkbox per hook kind (input, output, output gradient, input gradient), which is what
 the next run captures. A module that the next runs edit (the window's Edits) has a pencil
-badge after its name, and its tooltip lists the edits (`set_edits`).
+badge after its name, and its tooltip lists the edits (`set_edits`). The layers of an opened
+channel atlas (the Dataset dock) carry their count of dead channels in the atlas as a badge
+in the Health column, explained in its tooltip (`set_atlas`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from inspector.ui.module_tree_cells import (
     STALE_BRUSH,
     STATS_COLUMNS,
     WHITE_BRUSH,
+    atlas_icon,
+    atlas_text,
     compact,
     edit_badge,
     format_count,
@@ -96,6 +100,8 @@ class ModuleTreeModel(QAbstractItemModel):
         self._row: dict[str, int] = {}
         self.kinds: dict[str, frozenset[str]] = {}
         self.edits: dict[str, tuple[str, ...]] = {}  # module -> descriptions of its edits on
+        self.atlas_dead: dict[str, tuple[int, int]] = {}  # layer -> (dead, channels) in the atlas
+        self._atlas_about = ""
         self._dirty: set[str] = set()
         self._rows: dict[str, tuple[list, list, list]] = {}  # see _cells
         self._rows_run: int | None = None  # the statistics run the cached rows were made for
@@ -182,6 +188,17 @@ class ModuleTreeModel(QAbstractItemModel):
             index = self.index_of(name, COL_NAME)
             if index.isValid():
                 self.dataChanged.emit(index, index, [Qt.ItemDataRole.DisplayRole,
+                                                     Qt.ItemDataRole.ToolTipRole])
+
+    def set_atlas(self, dead: dict[str, tuple[int, int]], about: str = "") -> None:
+        """Per layer of the channel atlas opened: (dead channels, channels); `about` says which
+        atlas (its image count and folder) in the tooltips. {} takes the badges away."""
+        changed = set(dead) | set(self.atlas_dead)
+        self.atlas_dead, self._atlas_about = dict(dead), about
+        for name in changed:
+            index = self.index_of(name, COL_HEALTH)
+            if index.isValid():
+                self.dataChanged.emit(index, index, [Qt.ItemDataRole.DecorationRole,
                                                      Qt.ItemDataRole.ToolTipRole])
 
     # -- live statistics -------------------------------------------------------------------
@@ -326,9 +343,16 @@ class ModuleTreeModel(QAbstractItemModel):
         if role == ALIGNMENT:
             return ALIGN.get(col)
         if role == DECORATION:
-            return hazard_icon(self._tree.modules[name].hazards) if col == COL_NAME else None
+            if col == COL_NAME:
+                return hazard_icon(self._tree.modules[name].hazards)
+            if col == COL_HEALTH and name in self.atlas_dead:
+                return atlas_icon(self.atlas_dead[name][0])
+            return None
         if role == TOOLTIP:
-            return self._tooltip(name, self._tree.modules[name], col)
+            tip = self._tooltip(name, self._tree.modules[name], col)
+            if col == COL_HEALTH and name in self.atlas_dead:
+                tip += "<br>" + html.escape(atlas_text(*self.atlas_dead[name], self._atlas_about))
+            return tip
         if role == FONT and col == COL_NAME and not name:
             font = QGuiApplication.font()
             font.setBold(True)
