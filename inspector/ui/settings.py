@@ -25,7 +25,7 @@ ORGANIZATION = "network-inspector"
 APPLICATION = "network-inspector"
 # Bump when the set of docks changes: Qt would otherwise restore a layout that lacks the
 # new docks, or refuse the old one silently.
-LAYOUT_VERSION = 2  # 2: the Edits and Divergence docks
+LAYOUT_VERSION = 3  # 2: the Edits and Divergence docks; 3: Dataset
 MAX_RECENT = 10
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
