@@ -147,6 +147,10 @@ class Capture:
                 self.error_module = self._failing_module(tb)
             self._remove()
 
+    def eval(self) -> None:
+        """The model in eval mode for the run (its flags are put back on exit)."""
+        self._state.eval()
+
     def _settle_deferred(self, exc: BaseException | None) -> None:
         """Send the frames whose statistics an idle core computed (see deferred_stats)."""
         deferred, self._deferred = self._deferred, None

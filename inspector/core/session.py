@@ -278,7 +278,7 @@ class Session:
             with cap, HookSet() as extra, torch.set_grad_enabled(full_backward):
                 if recorder is not None:  # after the Capture's hooks: sees the edited output
                     recorder.install(model, extra)
-                model.eval()
+                cap.eval()
                 t = time.perf_counter()
                 x = x.to(device)
                 if full_backward:
@@ -302,7 +302,8 @@ class Session:
                     if need_grad and score is None:
                         # Nothing detected and no detection asked for: the run shows the
                         # activations, without a gradient or a CAM (not an error).
-                        need_grad, target, cams = False, None, ()
+                        need_grad = full_backward = False
+                        target, cams = None, ()
                         outcome.notes.append("nothing detected: no gradient and no CAM")
                     put(PredictionFrame(run_id, read.preds,
                                         target if need_grad or cams else None,

@@ -34,7 +34,6 @@ import importlib.util
 
 from PySide6.QtCore import QObject, QTimer
 
-from inspector.core.frames import OUTPUT
 from inspector.core.methods import ATTRIBUTION_METHODS, DEFAULT_CAM, GRADIENT_FREE_CAMS
 from inspector.ui import capture_choice
 from inspector.ui.session_control import SessionControl
@@ -107,11 +106,10 @@ class RunBuilder(QObject):
         selected = self.tree.current_module()
         cams = self._cams(backward)
         if self.live:
-            # The selected module's output (when its output hook is on, as in a full run),
-            # previewed; no gradient frames, so that the backward of a gradient CAM (kept
-            # only when gradients are on, as above) stops at the CAM layer.
-            kinds = model.capture_modules().get(selected, frozenset()) & {OUTPUT}
-            modules = {selected: kinds} if selected is not None and kinds else {}
+            # The selected module's output, previewed; no gradient frames, so that the
+            # backward of a gradient CAM (there only when gradients are on, as in a full
+            # run) stops at the CAM layer.
+            modules = capture_choice.live_modules(model.capture_modules(), selected)
             preview = frozenset(modules)
             backward = False
         else:
