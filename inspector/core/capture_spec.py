@@ -63,7 +63,14 @@ class CaptureSpec:
 
     @property
     def needs_grad(self) -> bool:
-        return bool(self.keep) or any(k & set(GRADIENT_KINDS) for k in self.modules.values())
+        return bool(self.keep) or self.captures_gradients
+
+    @property
+    def captures_gradients(self) -> bool:
+        """Whether a module's gradient (input or output) is asked for: a backward pass down
+        to the model input then, since any captured module may lie anywhere on the way."""
+        gradients = frozenset(GRADIENT_KINDS)
+        return any(k & gradients for k in self.modules.values())
 
     def names(self) -> set[str]:
         return set(self.modules) | set(self.preview) | set(self.keep) | set(self.full)

@@ -26,6 +26,10 @@ How each kind is captured:
   (CopySlices goes straight to the base), so its hook would never fire. Modules with an
   `inplace` flag (ReLU, Hardswish, Dropout, ...) get `inplace=False` for the run when their
   grad_input is asked for; the flag is restored on exit like `training`.
+- graph_from (a run whose only gradient is a CAM layer's): the forward runs without autograd
+  until that module's output, which its forward hook makes the root of the graph (a fresh
+  leaf); the backward then stops there instead of going down to the input, and the modules
+  before it record nothing (see `Capture._start_graph`).
 """
 
 from __future__ import annotations
@@ -41,7 +45,13 @@ from . import stats as _stats
 from .capture_spec import CaptureSpec, leaf_names  # noqa: F401  (imported from here by callers)
 from .deferred_stats import Deferred, memory_for
 from .frames import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT, ActivationFrame, GradientFrame
-from .hookset import HookSet, ModelState, remaining_hooks, tensor_leaves  # noqa: F401
+from .hookset import (  # noqa: F401
+    HookSet,
+    ModelState,
+    remaining_hooks,
+    replace_leaf,
+    tensor_leaves,
+)
 from .interventions import Intervention, InterventionSet
 
 
@@ -74,9 +84,14 @@ class Capture:
         run_id: int = 0,
         interventions: Iterable[Intervention] = (),
         cancel: threading.Event | None = None,
+        graph_from: Iterable[str] = (),
     ) -> None:
         self.model = model
         self.spec = spec
+        # Modules at whose output autograd starts recording (see _start_graph): the forward
+        # before them runs without a graph, and a backward to `graph_roots` stops there.
+        self.graph_from = frozenset(graph_from)
+        self.graph_roots: list[torch.Tensor] = []
         self.sink = sink or (lambda frame: None)
         self.run_id = run_id
         self.interventions = InterventionSet(tuple(interventions))
@@ -99,7 +114,7 @@ class Capture:
 
     def __enter__(self) -> Capture:
         modules = dict(self.model.named_modules())
-        captured = self.spec.names()
+        captured = self.spec.names() | self.graph_from
         wanted = captured | self.interventions.modules()
         missing = sorted(wanted - set(modules))
         if missing:
@@ -131,6 +146,10 @@ class Capture:
             if exc is not None:
                 self.error_module = self._failing_module(tb)
             self._remove()
+
+    def eval(self) -> None:
+        """The model in eval mode for the run (its flags are put back on exit)."""
+        self._state.eval()
 
     def _settle_deferred(self, exc: BaseException | None) -> None:
         """Send the frames whose statistics an idle core computed (see deferred_stats)."""
@@ -250,6 +269,7 @@ class Capture:
     def _install_capture(self, name: str, module: nn.Module) -> None:
         kinds = self.spec.kinds_for(name)
         keep = name in self.spec.keep
+        start_graph = name in self.graph_from
         emit_output = OUTPUT in kinds
         watch_grad = GRAD_OUTPUT in kinds or keep
         cancel = self.cancel
@@ -290,6 +310,8 @@ class Capture:
                 call = count[0]
                 count[0] = call + 1
             try:
+                if start_graph:
+                    output = self._start_graph(output)
                 leaves = (("", output),) if type(output) is torch.Tensor else tensor_leaves(output)
                 for path, t in leaves:
                     if emit_output:
@@ -302,10 +324,30 @@ class Capture:
                 raise
             except Exception as e:
                 raise HookError(name, OUTPUT, e) from e
+            return output if start_graph else None
 
         if needs_pre:
             self._hooks.forward_pre(module, pre_hook, with_kwargs=True)
         self._hooks.forward(module, forward_hook)
+
+    def _start_graph(self, output):
+        """Autograd on from here, and each floating-point tensor of `output` not yet in the
+        graph made a root of it: a fresh leaf (kept in `graph_roots`, the inputs of the
+        backward), of which the rest of the model gets a copy, since a leaf that requires
+        grad may not be modified in place. A tensor already in the graph (downstream of an
+        earlier root: a second CAM layer, a second call) stays as it is: its gradient is
+        computed on the way to that root, and cutting it would hide the paths through it.
+
+        The gradient a root receives is the gradient of the module's output, the same as
+        a full backward's at that output (core.cam reads it from the kept copy below)."""
+        torch.set_grad_enabled(True)  # the Session's grad-mode context restores it
+        for path, t in list(tensor_leaves(output)):
+            if t.requires_grad or not (t.is_floating_point() or t.is_complex()):
+                continue
+            root = t.detach().requires_grad_(True)
+            self.graph_roots.append(root)
+            output = replace_leaf(output, path, root.clone())
+        return output
 
     def _hook_inputs(self, name, call, args, kwargs):
         def swap(value, path):

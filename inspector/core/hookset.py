@@ -72,6 +72,7 @@ class ModelState:
         self.requires_grad = requires_grad
         self._flags: list[tuple[nn.Module, str, Any]] = []
         self._params: list[tuple[torch.Tensor, bool]] = []
+        self._training = False  # whether a module was in training mode on entry
 
     def __enter__(self) -> ModelState:
         flags, params = self._flags, self._params
@@ -82,6 +83,7 @@ class ModelState:
             for attr in ("training", "inplace"):
                 if attr in state:
                     flags.append((mod, attr, state[attr]))
+            self._training = self._training or state.get("training", False)
             for p in state["_parameters"].values():
                 if p is not None:
                     params.append((p, p.requires_grad))
@@ -99,6 +101,13 @@ class ModelState:
     def __exit__(self, *exc: object) -> None:
         self.restore()
 
+    def eval(self) -> None:
+        """`model.eval()` for the body, skipped when no module was in training mode on entry:
+        Module.train walks every module in Python (0.06 ms a run on the demo CNN, 0.24 ms on
+        resnet50), and a model in the app is in eval mode but for these few lines."""
+        if self._training:
+            self.model.eval()
+
     def disable_inplace(self, module: nn.Module) -> bool:
         """Give `module` inplace=False for the body, when it has the flag set; True if so."""
         if not module.__dict__.get("inplace", False):
@@ -107,6 +116,7 @@ class ModelState:
         return True
 
     def restore(self) -> None:
+        self._training = False
         flags, self._flags = self._flags, []
         for mod, attr, value in flags:
             if mod.__dict__.get(attr) is not value:  # Module.__setattr__ is slow: only changes

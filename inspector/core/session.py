@@ -264,24 +264,32 @@ class Session:
                 outcome.error = refused
                 return self._finish(run_id, "error", outcome, timings, described, never_called)
         cams, spec = self._cam_plan(req.cams, spec)
-        need_grad = req.backward or spec.needs_grad
+        # A backward down to the input when gradients are asked for (or an edit changes
+        # them: it may sit anywhere on the way); else only as far as the layers of the
+        # gradient CAMs, whose outputs start the graph (Capture's graph_from): a video's
+        # live run keeps Grad-CAM for about the price of a forward.
+        full_backward = (req.backward or spec.captures_gradients
+                         or any(i.edits_gradient for i in req.interventions))
+        graph_from = frozenset() if full_backward else _gradient_cam_layers(cams)
+        need_grad = full_backward or bool(graph_from)
         recorder = self._recorder(req, spec, outcome)
-        cap = Capture(model, spec, put, run_id, req.interventions, cancel)
+        cap = Capture(model, spec, put, run_id, req.interventions, cancel, graph_from)
         try:
-            with cap, HookSet() as extra, torch.set_grad_enabled(need_grad):
+            with cap, HookSet() as extra, torch.set_grad_enabled(full_backward):
                 if recorder is not None:  # after the Capture's hooks: sees the edited output
                     recorder.install(model, extra)
-                model.eval()
+                cap.eval()
                 t = time.perf_counter()
                 x = x.to(device)
-                if need_grad:
+                if full_backward:
                     x.requires_grad_(True)
                 if loaded.task == tasks.CLASSIFICATION:
                     logits = logits_of(model(x))
                     timings["forward"] = time.perf_counter() - t
                     preds, target = _predictions(logits, loaded, req)
                     score = logits[0, target] if need_grad else None
-                    put(PredictionFrame(run_id, preds, target if need_grad else None))
+                    explained = need_grad or bool(cams)
+                    put(PredictionFrame(run_id, preds, target if explained else None))
                     outcome.logits = logits.detach().to("cpu", copy=True)
                 else:
                     # Detection and segmentation: core.tasks calls the model and reads
@@ -294,9 +302,11 @@ class Session:
                     if need_grad and score is None:
                         # Nothing detected and no detection asked for: the run shows the
                         # activations, without a gradient or a CAM (not an error).
-                        need_grad, target, cams = False, None, ()
+                        need_grad = full_backward = False
+                        target, cams = None, ()
                         outcome.notes.append("nothing detected: no gradient and no CAM")
-                    put(PredictionFrame(run_id, read.preds, target if need_grad else None,
+                    put(PredictionFrame(run_id, read.preds,
+                                        target if need_grad or cams else None,
                                         loaded.task, read.detections, read.mask,
                                         read.legend))
                     outcome.logits, outcome.detections = read.logits, read.detections
@@ -308,11 +318,17 @@ class Session:
                         run_id, req.compare_with, modules,
                         np.asarray(rel, np.float64), np.asarray(cos, np.float64))
                     put(outcome.divergence)
-                if need_grad:
+                if full_backward:
                     t = time.perf_counter()
                     # Gradients w.r.t. the input only: every hooked activation lies on the way,
                     # so its tensor hooks fire, and autograd skips the parameter gradients.
                     torch.autograd.grad(score, x)
+                    timings["backward"] = time.perf_counter() - t
+                elif need_grad and cap.graph_roots and score.requires_grad:
+                    # Down to the CAM layers only. Without a root (the layer did not run) or
+                    # a score that depends on one, the CAM says why below.
+                    t = time.perf_counter()
+                    torch.autograd.grad(score, cap.graph_roots, allow_unused=True)
                     timings["backward"] = time.perf_counter() - t
             never_called = tuple(cap.never_called())
             if cams:
@@ -478,6 +494,20 @@ def _default_cam_layer(loaded: LoadedModel, tree: ModuleTree) -> str | None:
         return default_target_layer(loaded.model, tree)
     except Exception:  # noqa: BLE001 - no spatial or token layer, or no CAM module
         return None
+
+
+def _gradient_cam_layers(cams) -> frozenset[str]:
+    """The layers of the CAMs that read a gradient (an unknown method counts: its error
+    comes where the CAMs are computed)."""
+    from .methods import CAM_METHODS, cam_method
+
+    def needs_grad(method: str) -> bool:
+        try:
+            return CAM_METHODS[cam_method(method)].needs_grad
+        except (ValueError, KeyError):
+            return True
+
+    return frozenset(layer for method, layer in cams if layer is not None and needs_grad(method))
 
 
 def _refused_for_task(req: RunRequest, task: str) -> str | None:

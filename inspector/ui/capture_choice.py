@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from inspector.core.frames import GRADIENT_KINDS
+from inspector.core.frames import GRADIENT_KINDS, OUTPUT
 from inspector.core.previews import PREVIEW_ELEMENTS, preview_shape
 
 _GRADIENTS = frozenset(GRADIENT_KINDS)  # core keeps the kinds in a tuple, in hook order
@@ -23,6 +23,13 @@ def capture_modules(kinds: dict[str, frozenset[str]], backward: bool) -> dict[st
         return dict(kinds)
     forward_only = {n: frozenset(k) - _GRADIENTS for n, k in kinds.items()}
     return {n: k for n, k in forward_only.items() if k}
+
+
+def live_modules(kinds: dict[str, frozenset[str]], selected: str | None) -> dict[str, frozenset]:
+    """What a live run (a video playing) captures: the selected module's output, the one
+    tensor the activation view shows, when its output hook is on; nothing else."""
+    wanted = kinds.get(selected, frozenset()) & {OUTPUT} if selected is not None else set()
+    return {selected: frozenset(wanted)} if wanted else {}
 
 
 def preview_modules(tree, modules: dict, selected: str | None) -> frozenset[str]:

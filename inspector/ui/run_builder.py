@@ -18,6 +18,14 @@ with the model load: the image, stretch, capture (modules, kinds and previews), 
 gradients, CAM methods and layers, attributions and top-k. Any of those changing, a new
 model (model_changed) or a new image (show) runs it again; so does its failing or being
 cancelled. With no edit on, the baseline is let go and plain runs go alone.
+
+While a video or the camera plays (`live`, set by the video player with each frame it
+submits), each run is a lean live run (`request` while `live`): it keeps exactly what moves on screen
+live, the selected module's activations (its output, with statistics and previews) and the
+CAM, and nothing else: no statistics of the other modules, no gradient frames, and a gradient
+CAM's backward stops at the CAM layer (core.session: backward=False with a gradient CAM).
+Pausing runs the frame shown again with the full request, so that a still frame has the
+gradient view and every module's statistics.
 """
 
 from __future__ import annotations
@@ -54,6 +62,8 @@ class RunBuilder(QObject):
         # Whether each run keeps its captured outputs in the Session (to be pinned as run A
         # and compared with later); the unedited baseline always does.
         self.keep_outputs = False
+        # A stream plays: runs are live runs (see the module docstring); set by show().
+        self.live = False
         self._baseline_key = None  # the request (without edits) the cached baseline ran
         self.cams_available = importlib.util.find_spec("inspector.core.cam") is not None
         self._timer = QTimer(self)
@@ -63,12 +73,14 @@ class RunBuilder(QObject):
         control.router.runFinished.connect(self._run_finished)
 
     # -- what the user changes ---------------------------------------------------------------
-    def show(self, entry) -> None:
-        """Make `entry` the current image and run it (now, or once a model is loaded)."""
+    def show(self, entry, live: bool = False) -> None:
+        """Make `entry` the current image and run it (now, or once a model is loaded); with
+        `live`, as a frame of a stream playing, until the next show."""
         if entry is not self.entry:
             self.target = None  # a class chosen for another image
             self._baseline_key = None
         self.entry = entry
+        self.live = live
         self.rerun()
 
     def set_target(self, target) -> None:
@@ -91,14 +103,24 @@ class RunBuilder(QObject):
 
         backward = self.backward_action.isChecked()
         model = self.tree.model
-        modules = capture_choice.capture_modules(model.capture_modules(), backward)
-        preview = capture_choice.preview_modules(model.tree, modules, self.tree.current_module())
+        selected = self.tree.current_module()
+        cams = self._cams(backward)
+        if self.live:
+            # The selected module's output, previewed; no gradient frames, so that the
+            # backward of a gradient CAM (there only when gradients are on, as in a full
+            # run) stops at the CAM layer.
+            modules = capture_choice.live_modules(model.capture_modules(), selected)
+            preview = frozenset(modules)
+            backward = False
+        else:
+            modules = capture_choice.capture_modules(model.capture_modules(), backward)
+            preview = capture_choice.preview_modules(model.tree, modules, selected)
         return RunRequest(
             image=self.entry.source,
             capture=CaptureSpec(modules=modules, preview=preview),
             target=self.target,
             backward=backward,
-            cams=self._cams(backward),
+            cams=cams,
             attributions=self._attributions(),
             attribution_options=self._attribution_options(),
             label=self.entry.name,

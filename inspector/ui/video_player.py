@@ -4,9 +4,12 @@ Selecting a listed video (dropped, opened, or named on the command line) plays i
 image pane: frames come from core.video.ReadAhead (decoded on its own thread, a few ahead)
 and a timer on the UI thread shows one per frame period of the video, so playback follows
 the video's frame rate and never waits for the decoder or the model. Each frame shown is
-offered to the model through SessionControl.submit_if_idle: run (with everything the window
-shows live: the tree's statistics, the mosaics, the CAM) when no run is busy, else dropped
-and counted in the status bar, never queued.
+offered to the model through SessionControl.submit_if_idle: run when no run is busy, else
+dropped and counted in the status bar, never queued. While playing, a frame runs as a lean
+live run (RunBuilder.show(entry, live=True)): the selected module's activations, the
+predictions and the CAM follow the video; the gradient view and the other modules'
+statistics do not (the "live" mark under the image says so). Pausing, or the video ending,
+runs the frame shown again in full, so that a still frame has everything.
 
 Pause, step (one frame back or forward) and seek (the slider) run the frame they land on
 even when a run is busy: the user asked for that frame. File ▸ Camera (camera.py) streams
@@ -31,6 +34,10 @@ from inspector.ui.image_pane import ORIGINAL_MAX, ImageEntry
 
 POLL_MS = 10  # waiting for a frame asked for (a step, a seek) or for the video to open
 FPS_WINDOW_S = 2.0  # the frame rate shown is measured over this last stretch
+LIVE_TIP = ("While it plays, each frame updates the selected module's activations, the "
+            "predictions and the CAM only (a lean run, to keep up with the video).\n"
+            "The gradient view and the other modules' statistics are of the last full run: "
+            "pause to run the frame shown in full.")
 
 
 class VideoControls(QWidget):
@@ -49,12 +56,16 @@ class VideoControls(QWidget):
         self.slider.setToolTip("Seek: the frame under the handle is shown and run")
         self.counter = QLabel("")
         self.counter.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.live = QLabel("live")
+        self.live.setToolTip(LIVE_TIP)
+        self.live.hide()
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         for widget in (self.play, self.back, self.forward):
             layout.addWidget(widget)
         layout.addWidget(self.slider, 1)
         layout.addWidget(self.counter)
+        layout.addWidget(self.live)
 
     def _button(self, icon, tip: str) -> QToolButton:
         button = QToolButton()
@@ -68,6 +79,7 @@ class VideoControls(QWidget):
             QStyle.StandardPixmap.SP_MediaPlay
         self.play.setIcon(self.style().standardIcon(pixmap))
         self.play.setToolTip("Pause" if playing else "Play")
+        self.live.setVisible(playing)
 
     def set_seekable(self, seekable: bool, frames: int = 1) -> None:
         for widget in (self.back, self.forward, self.slider):
@@ -109,6 +121,7 @@ class VideoPlayer(QObject):
         self._awaiting: int | None = None  # a frame asked for by a step or seek
         self._shown_at: deque[float] = deque()
         self._unrun = False  # the frame shown was dropped, not run
+        self._ran_live = False  # the frame shown ran as a live run only
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._timer.timeout.connect(self._tick)
@@ -160,6 +173,8 @@ class VideoPlayer(QObject):
             self.playing = not self.playing
             self._camera.pause(not self.playing)
             self.controls.show_playing(self.playing)
+            if not self.playing:
+                self._run_in_full()
             return
         if self._ahead is None:
             return
@@ -175,10 +190,13 @@ class VideoPlayer(QObject):
         """One frame back (-1) or forward (+1), paused; it is run."""
         if self._ahead is None:
             return
-        self._set_playing(False)
         base = self._awaiting if self._awaiting is not None else self.index
         target = max(0, min(base + delta, self.frame_count - 1))
-        if target == self.index and self._awaiting is None:
+        staying = target == self.index and self._awaiting is None
+        # The frame shown is run in full only when the step stays on it: else the frame
+        # stepped to runs (in full: paused) instead.
+        self._set_playing(False, run_shown=staying)
+        if staying:
             return
         if target != self.index + 1 or self._awaiting is not None:
             self._ahead.seek(target)  # one forward needs none: it is the next one decoded
@@ -205,6 +223,8 @@ class VideoPlayer(QObject):
         self.video = None
         self.playing = False
         self._awaiting = None
+        self._unrun = self._ran_live = False
+        self.runs.live = False  # what runs next (Run again) is a still image's full run
         self.index = -1
         self.controls.hide()
         self.status.show_stream(None)
@@ -235,7 +255,7 @@ class VideoPlayer(QObject):
         self.control.reset_dropped()
         self._show_figures()
 
-    def _set_playing(self, playing: bool) -> None:
+    def _set_playing(self, playing: bool, run_shown: bool = True) -> None:
         self.playing = playing
         self.controls.show_playing(playing)
         if playing:
@@ -243,8 +263,15 @@ class VideoPlayer(QObject):
             self._timer.start(max(1, round(1000 / self.fps)))
         elif self._awaiting is None:
             self._timer.stop()
-            if self._unrun:  # the frame shown was dropped: paused on it, it runs now
-                self._run(explicit=True)
+            if run_shown:
+                self._run_in_full()
+
+    def _run_in_full(self) -> None:
+        """Paused on the frame shown: run it with everything, when it was dropped or ran as
+        a live run only (a still frame gets the gradient view and every statistic)."""
+        if self.frame_entry is not None and self.frame_entry.image is not None \
+                and (self._unrun or self._ran_live):
+            self._run(explicit=True)
 
     def _await(self, index: int) -> None:
         """Show frame `index` as soon as it is decoded, and run it."""
@@ -303,20 +330,23 @@ class VideoPlayer(QObject):
         self._shown_at.append(now)
         while self._shown_at and now - self._shown_at[0] > FPS_WINDOW_S:
             self._shown_at.popleft()
+        self._unrun, self._ran_live = True, False  # a new frame: not run yet
         self._run(explicit)
         self.frameShown.emit(index)
 
     def _run(self, explicit: bool) -> None:
         """Run the frame shown: at once when the user asked for it (a run going on is
-        cancelled), else only when no run is busy (the frame is dropped)."""
-        entry, before = self.frame_entry, self.control.current_run
+        cancelled), else only when no run is busy (the frame is dropped). A live run while
+        playing, else a full one."""
+        entry, before, live = self.frame_entry, self.control.current_run, self.playing
         if explicit:
-            self.runs.show(entry)
+            self.runs.show(entry, live)
         else:
-            self.control.submit_if_idle(lambda: self.runs.show(entry))
+            self.control.submit_if_idle(lambda: self.runs.show(entry, live))
         ran = self.control.current_run != before  # not without a model, nor when dropped
-        self._unrun = not ran
-        self.frames_run += ran
+        if ran:
+            self.frames_run += self._unrun  # a frame run again in full counts once
+            self._unrun, self._ran_live = False, live
         self._show_figures()
 
     def _show_figures(self) -> None:

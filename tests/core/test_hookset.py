@@ -141,6 +141,22 @@ def test_model_state_sets_and_restores_mode_and_requires_grad():
     assert _state(model) == before
 
 
+def test_model_state_eval_puts_a_training_module_in_eval_and_skips_a_model_in_eval(
+        monkeypatch):
+    model = Sabotage().eval()
+    model.drop.train()  # one module left in training mode: eval() must reach it
+    with ModelState(model) as state:
+        state.eval()
+        assert not any(m.training for m in model.modules())
+    assert model.drop.training and not model.conv.training  # put back on exit
+    model.eval()
+    calls = []
+    monkeypatch.setattr(model, "train", lambda mode=True: calls.append(mode))
+    with ModelState(model) as state:
+        state.eval()  # every module already in eval mode: no walk of Module.train
+    assert calls == []
+
+
 def test_hookset_removes_module_and_tensor_hooks_when_the_body_raises():
     model = Sabotage()
     seen = []

@@ -179,6 +179,57 @@ def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot
     qtbot.waitUntil(lambda: not player.playing and player.index == FRAMES - 1, timeout=TIMEOUT)
 
 
+def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_window, qtbot,
+                                                                      clip):
+    from inspector.core.frames import GRAD_OUTPUT, OUTPUT
+
+    window = make_window("build_fast")
+    player, control = window.video, window.control
+    submitted = []  # (run id, request, whether the player was playing)
+    control.runSubmitted.connect(
+        lambda run_id: submitted.append((run_id, control.last_request, player.playing)))
+    selected = window.tree.current_module()
+    layer = window.runs.default_cam_layer
+    assert selected and layer
+    window.images.add_paths([clip])
+    qtbot.waitUntil(lambda: player.frames_run >= 3, timeout=TIMEOUT)
+    assert player.controls.live.isVisible()
+    # While playing: the selected module's output and the CAM, no gradient frames (a
+    # gradient CAM's backward then stops at its layer).
+    live = [(run_id, request) for run_id, request, playing in submitted if playing]
+    assert len(live) >= 3
+    for _, request in live:
+        assert request.backward is False
+        assert dict(request.capture.modules) == {selected: frozenset({OUTPUT})}
+        assert request.capture.preview == {selected}
+        assert [method for method, _ in request.cams] == ["gradcam"]
+    # A live run reaches the views: its CAM and the selected module's activations.
+    qtbot.waitUntil(lambda: any(window.router.store.status(run_id) == "ok"
+                                for run_id, _ in live), timeout=TIMEOUT)
+    shown = next(run_id for run_id, _ in live if window.router.store.status(run_id) == "ok")
+    assert window.router.store.get(("cam", "gradcam", layer), shown) is not None
+    assert window.router.store.get(("tensor", selected, OUTPUT, 0, ""), shown) is not None
+    # Pausing runs the frame shown again, with everything.
+    before = len(submitted)
+    player.pause()
+    assert not player.controls.live.isVisible()
+    assert len(submitted) == before + 1
+    _, full, playing = submitted[-1]
+    assert not playing and full.backward is True
+    assert full.label == f"clip.mp4 · frame {player.index}"
+    assert len(full.capture.modules) > 1
+    assert any(GRAD_OUTPUT in kinds for kinds in full.capture.modules.values())
+    _wait_shown(qtbot, window)
+    assert window.last_run.status == "ok", window.reporter.last_message
+    run = window.last_run.run_id
+    assert window.router.store.get(("tensor", selected, GRAD_OUTPUT, 0, ""), run) is not None
+    # Paused, a step runs its frame in full at once: no second run of the frame left.
+    player.step(1)
+    qtbot.waitUntil(lambda: len(submitted) == before + 2, timeout=TIMEOUT)
+    assert submitted[-1][1].backward is True
+    assert submitted[-1][1].label == f"clip.mp4 · frame {player.index}"
+
+
 def test_without_pyav_a_video_is_a_message_naming_the_extra(make_window, qtbot, clip,
                                                              monkeypatch):
     window = make_window("build_fast")
