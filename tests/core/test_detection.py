@@ -28,9 +28,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def session():
-    torch.manual_seed(0)
     s = Session()
-    loaded = s.load_model(ModelSpec(NAME, device="cpu")).result(timeout=120)
+    # The same random weights on every run: load_model seeds torch right before the build.
+    loaded = s.load_model(ModelSpec(NAME, device="cpu", seed=0)).result(timeout=120)
     # Random weights score every class ~1/91, under torchvision's 0.05 threshold: lift
     # class 1 so that the model detects boxes (set before any run, on no running model).
     with torch.no_grad():
@@ -139,11 +139,10 @@ def test_scorecam_and_attributions_are_refused_in_words(session):
 def test_ssdlite_default_layer_reaches_the_top_detection():
     """SSDlite has no FPN: its default layer is the backbone's finest output, which every
     level is computed from, so even the top detection's CAM is not flat."""
-    torch.manual_seed(0)
     s = Session()
     try:
-        loaded = s.load_model(ModelSpec("ssdlite320_mobilenet_v3_large", device="cpu")).result(
-            timeout=120)
+        loaded = s.load_model(ModelSpec("ssdlite320_mobilenet_v3_large", device="cpu",
+                                        seed=0)).result(timeout=120)
         loaded.model.score_thresh = 0.0  # random weights: keep every box
         layer = s.default_cam_layer()
         assert layer == "backbone"
@@ -258,7 +257,8 @@ def test_analyse_of_a_detector_that_finds_nothing_writes_what_there_is(tmp_path,
     picture(64, 48).save(image)
     out = tmp_path / "out"
     # Random weights score every class about 1/91, under torchvision's 0.05 threshold.
-    rc = cli.main(["analyse", "--model", NAME, "--device", "cpu", "--out", str(out), str(image)])
+    rc = cli.main(["analyse", "--model", NAME, "--device", "cpu", "--seed", "0", "--out", str(out),
+                   str(image)])
     assert rc == 0, capsys.readouterr().err
     (entry,) = json.loads((out / "summary.json").read_text())["images"]
     assert entry["error"] is None and entry["detections"] == [] and entry["target"] is None

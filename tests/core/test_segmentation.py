@@ -27,9 +27,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def session():
-    torch.manual_seed(0)
     s = Session()
-    s.load_model(ModelSpec(NAME, device="cpu")).result(timeout=120)
+    # The same random weights on every run: load_model seeds torch right before the build.
+    s.load_model(ModelSpec(NAME, device="cpu", seed=0)).result(timeout=120)
     yield s
     s.close()
 
