@@ -9,6 +9,7 @@ once; results arrive as frames on `session.channel` (and as futures for model lo
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -331,14 +332,17 @@ class Session:
                     torch.autograd.grad(score, cap.graph_roots, allow_unused=True)
                     timings["backward"] = time.perf_counter() - t
             never_called = tuple(cap.never_called())
-            if cams:
-                t = time.perf_counter()
-                self._cams(run_id, cams, cap, target, x.detach(), cancel, outcome)
-                timings["cam"] = time.perf_counter() - t
-            if req.attributions:
-                t = time.perf_counter()
-                self._attributions(run_id, req, model, target, x.detach(), cancel, outcome)
-                timings["attributions"] = time.perf_counter() - t
+            # Score-CAM's masked forwards and the input attributions run the model again:
+            # with this run's edits on, so that they explain the model the run showed.
+            with _edits_on(model, run_id, req.interventions, cancel):
+                if cams:
+                    t = time.perf_counter()
+                    self._cams(run_id, cams, cap, target, x.detach(), cancel, outcome)
+                    timings["cam"] = time.perf_counter() - t
+                if req.attributions:
+                    t = time.perf_counter()
+                    self._attributions(run_id, req, model, target, x.detach(), cancel, outcome)
+                    timings["attributions"] = time.perf_counter() - t
         except RunCancelled:
             self._channel_of(run_id).cancel_run(run_id)
             return self._finish(
@@ -397,7 +401,10 @@ class Session:
     def _prepare(self, image, loaded: LoadedModel, stretch: bool = False):
         if isinstance(image, torch.Tensor):
             x = image if image.ndim == 4 else image[None]
-            return x.float(), None, loaded.preprocess.to_display(x[0].detach().cpu())
+            # A copy: the run sets requires_grad and edits may replace it; the caller's
+            # tensor stays as it was.
+            x = x.detach().to(torch.float32, copy=True)
+            return x, None, loaded.preprocess.to_display(x[0].cpu())
         if isinstance(image, Image.Image):
             img = image if image.mode == "RGB" else as_rgb(image, stretch=stretch)
         else:
@@ -463,6 +470,14 @@ class Session:
             outcome.attributions[name] = signed
             shown = display_map(name, torch.from_numpy(signed)[None])[0]
             self._channel_of(run_id).put(CamFrame(run_id, name, ATTRIBUTION_LAYER, target, shown))
+
+
+def _edits_on(model, run_id: int, interventions, cancel: threading.Event):
+    """A context in which `model` runs with `interventions` (and nothing captured): for the
+    forwards a run makes after its own (Score-CAM, attributions); no-op without edits."""
+    if not interventions:
+        return contextlib.nullcontext()
+    return Capture(model, CaptureSpec(stats=False), None, run_id, interventions, cancel)
 
 
 def _progress_reporter(put, run_id: int, step: str, cancel: threading.Event):

@@ -366,3 +366,37 @@ def test_the_session_checks_edits_against_its_model(demo):
             empty.check_edits([edit])
     finally:
         empty.close()
+
+
+def test_score_cam_and_attributions_explain_the_edited_model(demo):
+    """Score-CAM's masked forwards and the attributions run the model after the run's own
+    forward: the edits are on for them too (occlusion equals one computed by hand on the
+    model with the same edit as a plain hook)."""
+    from inspector.core.interventions import ZeroChannels
+    from inspector.core.occlusion import occlusion_sensitivity
+
+    x = torch.rand(1, 3, 128, 128)
+    edit = ZeroChannels("stage3.1.conv", tuple(range(0, 96, 2)))
+    plain = demo.run(x, backward=False, attributions=("occlusion",))
+    edited = demo.run(x, backward=False, attributions=("occlusion",), interventions=(edit,))
+    assert plain.status == edited.status == "ok"
+    model = demo.loaded.model
+    module = dict(model.named_modules())["stage3.1.conv"]
+    handle = module.register_forward_hook(lambda m, a, out: edit.edit_output(out, 0))
+    try:
+        expected = occlusion_sensitivity(model, x, edited.target)[0].numpy()[0]
+    finally:
+        handle.remove()
+    assert remaining_hooks(model) == []
+    assert not torch.allclose(torch.from_numpy(plain.attributions["occlusion"]),
+                              torch.from_numpy(expected))
+    assert torch.allclose(torch.from_numpy(edited.attributions["occlusion"]),
+                          torch.from_numpy(expected), atol=1e-5)
+
+
+def test_a_tensor_given_as_the_image_is_left_as_it_was(demo):
+    x = torch.rand(1, 3, 128, 128)
+    before = x.clone()
+    outcome = demo.run(x, interventions=(parse_edit("input:occlude=0,0,64,64"),))
+    assert outcome.status == "ok"
+    assert not x.requires_grad and torch.equal(x, before)
