@@ -221,12 +221,18 @@ class RunStore:
         run is not A itself), else the unedited run when the current run is edited; None when
         there is nothing to compare."""
         pinned = self.pinned_run
-        if pinned is not None and pinned in self._runs and pinned != self.current_run:
+        if self._usable(pinned) and pinned != self.current_run:
             return pinned
         baseline = self.baseline_run
-        if baseline in self._runs and baseline != self.current_run and self.edited():
+        if self._usable(baseline) and baseline != self.current_run and self.edited():
             return baseline
         return None
+
+    def _usable(self, run_id: int | None) -> bool:
+        """Kept, and finished well or still arriving: a cancelled or failed run has only
+        part of its frames, and nothing is compared with it."""
+        run = self._runs.get(run_id) if run_id is not None else None
+        return run is not None and run.status in (None, "ok")
 
     def reference_names(self) -> tuple[str, str] | None:
         """What the views call the reference and the current run: ("before", "after") for

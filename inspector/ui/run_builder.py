@@ -179,7 +179,9 @@ class RunBuilder(QObject):
         if request is None:
             return None
         control = self.control
-        pinned = control.router.store.pinned_run
+        store = control.router.store
+        # Run A as the reference only while it is good: a failed or cancelled A kept nothing.
+        pinned = store.pinned_run if store.status(store.pinned_run) in (None, "ok") else None
         if not request.interventions:
             self._baseline_key = None
             if control.baseline_run is not None:

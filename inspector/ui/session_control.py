@@ -258,7 +258,10 @@ class SessionControl(QObject):
         self.framesDropped.emit(0)
 
     def _cancel_current(self) -> None:
-        if self.running and self.current_run is not None:
+        # Run A (pinned) is what the next runs are compared with: the user moving on to run B
+        # must not cancel it (cancel() still does, when asked).
+        if (self.running and self.current_run is not None
+                and self.current_run != self.router.store.pinned_run):
             self.session.cancel(self.current_run)
 
     def cancel(self) -> None:

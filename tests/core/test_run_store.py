@@ -313,3 +313,19 @@ def test_run_a_stays_over_other_weights_of_the_same_modules_as_a_reference_only(
     assert store.runs() == [3] and store.reference_run is None
     store.put(loaded("", "conv", "fc"))  # another model: A goes
     assert store.runs() == [] and store.pinned_run is None
+
+
+def test_a_cancelled_or_failed_reference_is_not_compared_with():
+    from inspector.core.frames import RunFinished, RunStarted
+
+    store = RunStore()
+    store.set_baseline(1)
+    store.put(RunStarted(1, "a.png", "m", "cpu"))
+    store.put(RunStarted(2, "a.png", "m", "cpu", edits=("zero channels [1] of x",)))
+    assert store.reference_run == 1  # still arriving: compared as its frames come
+    store.put(RunFinished(1, "cancelled"))
+    assert store.reference_run is None
+    store.pin(2)
+    store.put(RunFinished(2, "error"))
+    store.put(RunStarted(3, "b.png", "m", "cpu"))
+    assert store.reference_run is None  # run A failed: nothing to compare with
