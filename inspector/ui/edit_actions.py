@@ -22,10 +22,6 @@ from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
 from inspector.ui.edit_commands import EditHistory
 
-# The mosaic's tiles are dim 1 of the module's output (core.stats.preview keeps the first
-# channels of the first batch item, and 3-D convolutions' middle depth slice): a channel
-# edit made from a tile acts on that dimension, whatever the output's rank.
-MOSAIC_CHANNEL_DIM = 1
 # Modules whose output an edit cannot replace (a forward hook needs one tensor).
 NOT_EDITABLE = {"never_called": "it is never called",
                 "tuple_output": "it returns several tensors"}
@@ -124,15 +120,29 @@ class EditActions(QObject):
         menu.addAction("Scale this channel…", lambda: self.ask_scale_channel(module, channel))
         return menu
 
+    def add(self, intervention) -> None:
+        """Push `intervention` on the undo stack once the Session has checked it against the
+        model, as the CLI's --edit is (core.edit_spec.check_edits: channels in range, a
+        module whose output can be edited; a channels-last output's channel dim filled in),
+        so that the same edit means the same in the window, the CLI and Copy as Python."""
+        from inspector.core.edit_spec import EditSpecError
+
+        try:
+            (checked,) = self.control.session.check_edits((intervention,))
+        except EditSpecError as e:
+            self.reporter.report(f"{e}; no edit was made")
+            return
+        self.history.add(checked)
+
     def zero_channel(self, module: str, channel: int) -> None:
         from inspector.core.interventions import ZeroChannels
 
-        self.history.add(ZeroChannels(module, (channel,), dim=MOSAIC_CHANNEL_DIM))
+        self.add(ZeroChannels(module, (channel,)))
 
     def keep_channel(self, module: str, channel: int) -> None:
         from inspector.core.interventions import KeepChannels
 
-        self.history.add(KeepChannels(module, (channel,), dim=MOSAIC_CHANNEL_DIM))
+        self.add(KeepChannels(module, (channel,)))
 
     def ask_scale_channel(self, module: str, channel: int) -> None:
         from inspector.core.interventions import ScaleChannels
@@ -141,7 +151,7 @@ class EditActions(QObject):
             self.window, "Scale a channel", f"Multiply channel {channel} of {module} by:",
             2.0, -1e6, 1e6, 4)
         if ok:
-            self.history.add(ScaleChannels(module, (channel,), factor, dim=MOSAIC_CHANNEL_DIM))
+            self.add(ScaleChannels(module, (channel,), factor))
 
     # -- the module tree ---------------------------------------------------------------------------
     def add_module_actions(self, menu: QMenu, name: str, info) -> None:
@@ -188,7 +198,7 @@ class EditActions(QObject):
             self.reporter.report(f"Clamp output: the minimum {lo:g} is above the maximum "
                                  f"{hi:g}; no edit was made")
         else:
-            self.history.add(Clamp(module, lo, hi))
+            self.add(Clamp(module, lo, hi))
 
     def ask_noise(self, module: str) -> None:
         from inspector.core.interventions import AddNoise
@@ -203,12 +213,12 @@ class EditActions(QObject):
             self.reporter.report(f"Add noise: the standard deviation must be 0 or more, "
                                  f"got {std:g}; no edit was made")
             return
-        self.history.add(AddNoise(module, std, seed))
+        self.add(AddNoise(module, std, seed))
 
     def replace_with_mean(self, module: str) -> None:
         from inspector.core.interventions import ReplaceWithMean
 
-        self.history.add(ReplaceWithMean(module))
+        self.add(ReplaceWithMean(module))
 
     def ask_scale_gradient(self, module: str) -> None:
         from inspector.core.interventions import ScaleGradient
@@ -219,7 +229,7 @@ class EditActions(QObject):
             0.5, -1e6, 1e6, 4)
         if not ok:
             return
-        self.history.add(ScaleGradient(module, factor))
+        self.add(ScaleGradient(module, factor))
         backward = getattr(self.runs, "backward_action", None)
         if backward is not None and not backward.isChecked():
             self.reporter.info("The gradient edit applies once Run ▸ Compute gradients is on")
@@ -230,7 +240,7 @@ class EditActions(QObject):
         from inspector.core.interventions import Occlude
 
         x0, y0, x1, y1 = (int(v) for v in box)
-        self.history.add(Occlude("", box=(x0, y0, x1, y1)))
+        self.add(Occlude("", box=(x0, y0, x1, y1)))
 
     # -- Copy as Python ----------------------------------------------------------------------------
     def copy_as_python(self) -> None:

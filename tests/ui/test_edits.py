@@ -208,7 +208,7 @@ def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_resto
     assert not np.allclose(after, before, atol=1e-4)
     assert window.router.store.edited(edited.run_id)
     # The unedited run went first, kept for comparisons, and the edited run names it.
-    zero = ZeroChannels("features.0", (channel,), dim=1)
+    zero = ZeroChannels("features.0", (channel,))
     assert [r.interventions for r in submitted] == [(), (zero,)]
     baseline = window.control.baseline_run
     assert submitted[0].keep_outputs and submitted[1].compare_with == baseline
@@ -273,7 +273,7 @@ def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
     action(window.tree._build_menu("features.1"), "Scale gradient…").trigger()
     wait_run(qtbot, window)
     assert submitted[-1].interventions[2:] == (
-        ScaleChannels("features.3", (5,), 0.25, dim=1), ScaleGradient("features.1", 0.25))
+        ScaleChannels("features.3", (5,), 0.25), ScaleGradient("features.1", 0.25))
 
     # Switching every edit off: plain runs, no baseline kept.
     for edit in list(window.edits):
@@ -460,3 +460,17 @@ def test_copy_as_python_gives_a_script_that_reproduces_the_edited_run(
     result = np.array(json.loads(out.read_text())["logits"]).reshape(-1)
     shown = logits(window, edited.run_id)
     assert np.allclose(result, shown, atol=1e-4), (result, shown)
+
+
+def test_an_edit_made_in_the_window_is_checked_as_the_cli_checks_it(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    """The window's edits go through the Session's check (core.edit_spec.check_edits): a
+    channel the output does not have is refused with a message, and nothing is added."""
+    window = make_window(images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    window.edit_actions.zero_channel("features.0", 99)  # features.0 has 8 channels
+    assert len(window.edits) == 0
+    assert "out of range" in window.reporter.last_message
+    window.edit_actions.zero_channel("features.0", 7)
+    assert [e.intervention.channels for e in window.edits] == [(7,)]
