@@ -29,7 +29,10 @@ from torch import nn
 
 from .hookset import HookSet
 
-KEPT_RUNS = 2  # runs whose outputs a Session keeps at once (the least recently used goes)
+# Runs whose outputs a Session keeps at once (the least recently used goes): the window needs
+# run A and the unedited run of the edits, and one more lets a run be pinned again (or saved)
+# without pushing either out.
+KEPT_RUNS = 3
 
 
 _EQUAL = torch.tensor([1.0, 1.0, 1.0, 0.0], dtype=torch.float64)  # what _from_sums reads as 0, 1

@@ -192,9 +192,10 @@ class RunBuilder(QObject):
         # pinning A twice can push a finished baseline out, and it then runs again.
         evicted = (control.baseline_run is not None and not control.baseline_running
                    and control.baseline_run not in control.session.kept_runs())
-        if self._baseline_key != unedited or control.baseline_run is None or evicted:
+        key = _baseline_key(unedited)
+        if self._baseline_key != key or control.baseline_run is None or evicted:
             control.submit_baseline(unedited)
-            self._baseline_key = unedited
+            self._baseline_key = key
         reference = pinned if pinned is not None else control.baseline_run
         return control.submit(request.with_(compare_with=reference))
 
@@ -208,3 +209,15 @@ class RunBuilder(QObject):
 
     def stop(self) -> None:
         self._timer.stop()
+
+
+def _baseline_key(request) -> tuple:
+    """What the cached unedited run must share with the next one: the request, with its
+    image compared by identity when it is an object (a PIL image or a tensor: a video
+    frame, a camera frame); `==` on two PIL images compares their pixels, a full copy of
+    each on every frame. A path is compared as a path."""
+    image = request.image
+    same = image if isinstance(image, (str, bytes)) or hasattr(image, "__fspath__") else id(image)
+    # The image itself rides along so that its id cannot be reused while the key lives
+    # (tuples compare an element with itself by identity, without calling __eq__).
+    return (same, request.with_(image=None), image)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from inspector.core.compare import KeptOutputs, divergence, rel_l2_cosine
+from inspector.core.compare import KEPT_RUNS, KeptOutputs, divergence, rel_l2_cosine
 from inspector.core.frames import DivergenceFrame
 from inspector.core.hooks import CaptureSpec, remaining_hooks
 from inspector.core.interventions import ScaleChannels, ZeroChannels
@@ -133,9 +133,10 @@ def test_only_captured_modules_are_compared_and_a_shape_change_leaves_modules_ou
     assert np.all(b.divergence.rel_l2 > 0)
 
 
-def test_at_most_the_two_latest_kept_runs_and_a_comparison_counts_as_use(session):
+def test_at_most_the_latest_kept_runs_and_a_comparison_counts_as_use(session, monkeypatch):
     x = image(4)
-    assert session.keep_runs == 2
+    assert session.keep_runs == KEPT_RUNS
+    monkeypatch.setattr(session, "keep_runs", 2)  # the bound under test
     plain = session.run(x)  # asks for nothing: keeps nothing
     assert session.kept_runs() == ()
     first = session.run(x, keep_outputs=True).run_id
