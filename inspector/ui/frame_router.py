@@ -20,10 +20,9 @@ follow. Errors and a newly loaded model are never held back or skipped. The coun
 
 With `stagger`, a batch is stored at once but its notifications reach the subscribers one
 subscriber per tick (16 ms apart) instead of all in one go. Qt paints what changed at the
-end of each event-loop turn, so every view updating at once meant one long turn: handing a
-run to the views took 12 ms (median) to 70 ms and the paint that followed another 10-40 ms,
-and that turn was the 99th-percentile lateness of a 16 ms timer (35-65 ms measured with
-bench_ui on demo_shapes). One view per turn keeps each turn to that view's share. Each
+end of each event-loop turn, so every view updating at once meant one long turn, which set
+the window's worst timer lateness (bench_ui). One view per turn keeps each turn to that
+view's share. Each
 subscriber is still told of every frame of the batch it wants, in order; the run's
 `runFinished` is emitted after the last one was told.
 

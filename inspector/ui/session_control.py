@@ -10,12 +10,11 @@ running; the results come back as frames through the FrameRouter.
 A stream of frames (a video playing, the camera) goes through `submit_if_idle`: a frame that
 comes while a run is still busy is dropped and counted (`framesDropped`), never queued, so
 the views follow the newest frame the model can keep up with and no backlog builds up. A run
-is busy until the router has handed it to the run store (its RunFinished was stored), not
-only until the worker finished it: a run started as soon as the worker is free made the
-previous run's frames obsolete before the router's next delivery (at most every 0.2 s), and
-the views showed a fragment of a run now and then (bench_video, resnet18: 0.3 runs a second
-reached the views). Nor until the views were told of it one by one (the router's stagger,
-16 ms a view), which left the worker idle most of the time (2.3 runs a second).
+is busy until the router has handed it to the run store (its RunFinished was stored): ending
+it when the worker finished would let the next run make its frames obsolete before the
+router delivered them, so the views would show only fragments; ending it when every view
+had been told (the router's stagger) would leave the worker idle (tests/benchmarks/README.md
+has the figures).
 
 While edits are on, the window also runs the unedited image once (`submit_baseline`): that
 run is not the current run, so the edited run submitted right after it does not cancel it,
