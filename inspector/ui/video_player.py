@@ -29,11 +29,13 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QStyle, QToolButton, QWidget
 
 from inspector.core.video import READ_AHEAD, ReadAhead
+from inspector.ui.frame_router import MIN_DELIVERY_INTERVAL_S
 from inspector.ui.image_canvas import pil_from_qimage
 from inspector.ui.image_pane import ORIGINAL_MAX, ImageEntry
 
 POLL_MS = 10  # waiting for a frame asked for (a step, a seek) or for the video to open
 FPS_WINDOW_S = 2.0  # the frame rate shown is measured over this last stretch
+STREAM_DELIVERY_INTERVAL_S = 0.05  # the frame router's pace while a stream plays
 LIVE_TIP = ("While it plays, each frame updates the selected module's activations, the "
             "predictions and the CAM only (a lean run, to keep up with the video).\n"
             "The gradient view and the other modules' statistics are of the last full run: "
@@ -112,7 +114,7 @@ class VideoPlayer(QObject):
         self.video: ImageEntry | None = None  # the listed video playing
         self.frame_entry: ImageEntry | None = None  # what the runs run: the frame shown
         self.index = -1  # the frame shown
-        self.playing = False
+        self._playing = False
         self.frames_shown = 0
         self.frames_run = 0
         self._ahead: ReadAhead | None = None
@@ -136,6 +138,19 @@ class VideoPlayer(QObject):
         control.framesDropped.connect(lambda _n: self._show_figures())
 
     # -- what the user does -----------------------------------------------------------------
+    @property
+    def playing(self) -> bool:
+        return self._playing
+
+    @playing.setter
+    def playing(self, on: bool) -> None:
+        self._playing = on
+        # A stream's live runs are small: the router hands each finished one to the views
+        # (at most STREAM_DELIVERY_INTERVAL_S apart) instead of one every 0.2 s, which would
+        # show five frames a second of a model that runs thirty.
+        self.control.router.min_interval_s = (
+            STREAM_DELIVERY_INTERVAL_S if on else MIN_DELIVERY_INTERVAL_S)
+
     def play_video(self, entry: ImageEntry) -> None:
         """Play a listed video from its first frame."""
         self.stop()
