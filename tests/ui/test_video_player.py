@@ -182,6 +182,8 @@ def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot
 def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_window, qtbot,
                                                                       clip):
     from inspector.core.frames import GRAD_OUTPUT, OUTPUT
+    from inspector.ui.frame_router import MIN_DELIVERY_INTERVAL_S
+    from inspector.ui.video_player import STREAM_DELIVERY_INTERVAL_S
 
     window = make_window("build_fast")
     player, control = window.video, window.control
@@ -194,6 +196,8 @@ def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_windo
     window.images.add_paths([clip])
     qtbot.waitUntil(lambda: player.frames_run >= 3, timeout=TIMEOUT)
     assert player.controls.live.isVisible()
+    # Small runs: the router hands each to the views at a stream's pace, not every 0.2 s.
+    assert window.router.min_interval_s == STREAM_DELIVERY_INTERVAL_S
     # While playing: the selected module's output and the CAM, no gradient frames (a
     # gradient CAM's backward then stops at its layer).
     live = [(run_id, request) for run_id, request, playing in submitted if playing]
@@ -213,6 +217,7 @@ def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_windo
     before = len(submitted)
     player.pause()
     assert not player.controls.live.isVisible()
+    assert window.router.min_interval_s == MIN_DELIVERY_INTERVAL_S
     assert len(submitted) == before + 1
     _, full, playing = submitted[-1]
     assert not playing and full.backward is True
