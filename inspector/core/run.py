@@ -20,9 +20,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DetectionTarget:
-    """Explain detection `index` of a detection model's output (0: the highest score)."""
+    """Explain detection `index` of a detection model's output (0: the highest score).
+
+    With `box` (model-input pixels) and `class_index`, the detection chosen is the one of
+    that class that overlaps the box most, whatever its rank: a box the user clicked stays
+    the same object when an edit or the next video frame reorders the scores."""
 
     index: int = 0
+    box: tuple[float, float, float, float] | None = None
+    class_index: int | None = None
 
     def __str__(self) -> str:
         return f"det:{self.index}"

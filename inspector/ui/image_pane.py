@@ -484,7 +484,10 @@ class ImagePane(QWidget):
     def _detection_clicked(self, rank: int) -> None:
         frame = self._prediction
         if frame is not None and rank != frame.target:
-            self.detectionChosen.emit(DetectionTarget(rank))
+            # The object, not its rank: the next runs (an edit, the next video frame) may
+            # order the scores otherwise.
+            chosen = frame.detections[rank]
+            self.detectionChosen.emit(DetectionTarget(rank, chosen.box, chosen.class_index))
 
     def _task_overlays(self) -> None:
         frame = self._prediction if self.mode == MODEL_INPUT else None

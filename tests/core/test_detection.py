@@ -281,3 +281,17 @@ def test_analyse_refuses_a_bad_det_target(factory, tmp_path: Path, capsys, targe
     assert rc == 2
     assert words in err and "Traceback" not in err
     assert not (tmp_path / "out" / "a").exists()  # refused before any image was run
+
+
+def test_a_clicked_box_is_followed_by_overlap_not_by_rank():
+    """A DetectionTarget with a box picks the detection of its class that overlaps the box
+    most, whatever its rank now; none of that class overlapping is a one-line error."""
+    from inspector.core.tasks.detection import Detection, matching
+
+    found = (Detection(0, (0, 0, 10, 10), "cat", 17, 0.9),
+             Detection(1, (50, 50, 80, 80), "dog", 18, 0.8),
+             Detection(2, (52, 48, 82, 79), "cat", 17, 0.7))
+    assert matching(found, (50, 50, 80, 80), 17, rank=0) == 2  # the cat there, rank 2 now
+    assert matching(found, (50, 50, 80, 80), 18, rank=0) == 1
+    with pytest.raises(ValueError, match="no detection of that class overlaps"):
+        matching(found, (200, 200, 220, 220), 17, rank=0)

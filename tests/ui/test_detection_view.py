@@ -89,13 +89,14 @@ def test_boxes_above_the_threshold_and_a_click_chooses_one(qtbot):
     pane.detectionChosen.connect(chosen.append)
     qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton,
                      pos=_center(pane.canvas, (70, 20, 90, 40)).toPoint())
-    assert chosen == [DetectionTarget(1)]
+    # The object clicked: its rank, box and class (the next runs find it by overlap).
+    assert chosen == [DetectionTarget(1, (70, 20, 90, 40), 18)]
     # The box explained already, or the picture outside every box: no new target.
     qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton,
                      pos=_center(pane.canvas, (10, 10, 30, 20)).toPoint())
     qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton,
                      pos=_center(pane.canvas, (92, 92, 98, 98)).toPoint())
-    assert chosen == [DetectionTarget(1)]
+    assert len(chosen) == 1
     # Boxes are on the model input only; a classifier's frame clears them.
     pane.set_mode(ORIGINAL)
     assert pane.canvas.detections() == [] and not pane.detection_bar.isVisible()
@@ -183,10 +184,11 @@ def test_the_window_draws_detections_and_a_clicked_box_is_the_next_target(
     expected = pane.canvas.detection_at(pane.canvas.to_image(point)).key
     assert expected != 0
     qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton, pos=point.toPoint())
-    assert window.runs.target == DetectionTarget(expected)
+    assert window.runs.target.index == expected
+    assert window.runs.target.box is not None  # the object clicked, found by overlap
     qtbot.waitUntil(lambda: window.control.current_run != first.run_id, timeout=TIMEOUT)
     _wait_run(qtbot, window)
-    assert window.control.last_request.target == DetectionTarget(expected)
+    assert window.control.last_request.target == window.runs.target
     qtbot.waitUntil(lambda: [d.key for d in pane.canvas.detections() if d.chosen] == [expected],
                     timeout=TIMEOUT)
     assert window.views["predictions"].target == expected

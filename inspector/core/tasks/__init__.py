@@ -75,8 +75,10 @@ def read_output(task: str, output, target, categories: Sequence[str], topk: int,
         # A plain int is a detection's rank too: the predictions view's rows are detections.
         if isinstance(target, SegmentationTarget):
             raise ValueError(f"a detection model explains a detection (det:K), not {target}")
-        k = 0 if target is None else int(getattr(target, "index", target))
         found = detection.detections(output, categories)
+        k = 0 if target is None else int(getattr(target, "index", target))
+        if getattr(target, "box", None) is not None:
+            k = detection.matching(found, target.box, target.class_index, target.index)
         scores = torch.tensor([[d.score for d in found]], dtype=torch.float32)
         # Nothing detected and no detection named: nothing to explain, no error (the run
         # still shows the activations); a detection named that is not there is an error.

@@ -81,6 +81,33 @@ def score(output: Sequence[dict], index: int) -> torch.Tensor:
     return first["scores"][sorted_order(first)[index]]
 
 
+def matching(found: Sequence[Detection], box, class_index: int | None, rank: int) -> int:
+    """The rank of the detection of `class_index` that overlaps `box` most (IoU); ValueError
+    with one line when none of that class overlaps it."""
+    best, best_iou = None, 0.0
+    for d in found:
+        if class_index is not None and d.class_index != class_index:
+            continue
+        overlap = iou(d.box, box)
+        if overlap > best_iou:
+            best, best_iou = d.index, overlap
+    if best is None:
+        raise ValueError(f"det:{rank}: no detection of that class overlaps the box chosen "
+                         f"in this image")
+    return best
+
+
+def iou(a, b) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
 def predictions(found: Sequence[Detection], topk: int) -> tuple[Prediction, ...]:
     """The predictions view's rows: the top detections as "label score" (index: K)."""
     return tuple(Prediction(d.index, d.label, d.score, d.score) for d in found[:topk])
