@@ -303,9 +303,8 @@ def _split(text: str) -> list[str]:
 
 
 def _analyse(args: argparse.Namespace) -> int:
-    from inspector.core.edit_spec import parse_edit
-
     from inspector.batch.analyse import Analysis
+    from inspector.core.edit_spec import parse_edit
 
     try:
         # Read before the model loads: a mistyped spec is refused at once (exit status 2);
