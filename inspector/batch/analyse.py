@@ -145,6 +145,9 @@ class Analysis:
         started = False  # the shards are this run's: from here on summary.json is written
         entries: list[dict[str, Any]] = []
         comparisons: list[dict[str, Any]] = []
+        finished: dict[int, dict] = {}  # shard -> its record: {"images": [...], "compared": [...]}
+        partial: dict[str, list] = {"images": [], "compared": []}
+        stopped = False
         try:
             # The model and the options that need it (layers, target, edits) before any
             # image: options that cannot work are refused without touching the files.
@@ -171,9 +174,21 @@ class Analysis:
                 if self.compare:
                     comparisons.append(compared_of(Source(err.path), error=str(err)))
             tb = self._tensorboard()
-            self._shards(session, loaded, sources, store, done, tb, entries, comparisons)
+            self._shards(session, loaded, sources, store, done, tb, finished, partial)
+        except Exception as e:
+            if not started or self.engine != "ray":
+                raise
+            # A lost cluster, an actor that cannot load the model: said in one sentence.
+            self.warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are "
+                      f"kept in {self.out / 'shards'}: run again with --resume to continue")
+            stopped = True
         finally:
             # Also after Ctrl+C: what was done so far is described and the log is complete.
+            for shard in sorted(finished):
+                entries.extend(finished[shard]["images"])
+                comparisons.extend(finished[shard]["compared"])
+            entries.extend(partial["images"])
+            comparisons.extend(partial["compared"])
             if started:
                 write_json(self.out, "summary.json", summary_document(self, loaded, entries))
                 if self.compare:
@@ -189,43 +204,66 @@ class Analysis:
             f"{len(entries) - failed} of {len(entries)} images analysed, {failed} failed, "
             f"in {elapsed:.1f} s; results in {self.out}"
         )
-        return 1 if failed else 0
+        return 1 if failed or stopped else 0
 
     def _shards(self, session, loaded, sources: list[Source], store, done: set[int], tb,
-                entries: list, comparisons: list) -> None:
-        """Every shard in order: a finished one read back, the others run (each image's files
-        written, then the shard's entries). `entries` grows as images are done, so that an
-        interrupted run still describes them."""
+                finished: dict[int, dict], partial: dict[str, list]) -> None:
+        """Every shard: a finished one read back, the others run (each image's files written,
+        then the shard's record) by the engine. `finished` (shard -> its record) and
+        `partial` (the local engine's shard in progress) describe an interrupted run."""
         from tqdm import tqdm
 
         names = input_names(sources)
         n = len(sources)
+        for shard in sorted(done):
+            finished[shard] = store.load_json(shard)
         todo = [s for s in range(shard_count(n, self.shard_size)) if s not in done]
         bar = tqdm(total=sum(len(shard_range(s, n, self.shard_size)) for s in todo),
                    unit="img", desc="analysing", file=sys.stderr, disable=not self.progress,
                    dynamic_ncols=True)
-        with VideoFrames(self.every) as videos:
-            for shard in range(shard_count(n, self.shard_size)):
-                if shard in done:
-                    stored = store.load_json(shard)
-                    entries.extend(stored["images"])
-                    comparisons.extend(stored["compared"])
-                    continue
-                mine: list = []
-                theirs: list = []
-                for i in shard_range(shard, n, self.shard_size):
-                    entry, compared = analyse_image(session, loaded, self.job, sources[i],
-                                                    names[i], self.out, i, tb, videos)
-                    if entry["error"]:
-                        bar.write(f"skipped {entry['error']}", file=sys.stderr)
-                    entries.append(entry)
-                    mine.append(entry)
-                    if compared is not None:
-                        comparisons.append(compared)
-                        theirs.append(compared)
-                    bar.update(1)
-                store.save_json(shard, {"images": mine, "compared": theirs})
-        bar.close()
+
+        def save(shard: int, record: dict) -> None:
+            store.save_json(shard, record)
+            finished[shard] = record
+
+        try:
+            if self.engine == "ray" and todo:
+                from .analyse_ray import run_ray_shards, write_shard_files
+
+                def on_shard(result: dict) -> None:
+                    write_shard_files(self.out, result, tb)
+                    for entry in result["images"]:
+                        if entry["error"]:
+                            bar.write(f"skipped {entry['error']}", file=sys.stderr)
+                    save(result["shard"], {"images": result["images"],
+                                           "compared": result["compared"]})
+                    bar.update(len(result["images"]))
+
+                work = {s: [(sources[i], names[i], i) for i in shard_range(s, n, self.shard_size)]
+                        for s in todo}
+                # The actors build the model with the seed this process's was built with.
+                spec = dataclasses.replace(self.spec, seed=loaded.seed if loaded.seed is not None
+                                           else self.spec.seed)
+                run_ray_shards(spec, self.job, self.every, work, self.ray_address,
+                               self.workers, self.spec.device, tb is not None, on_shard)
+                return
+            with VideoFrames(self.every) as videos:
+                for shard in todo:
+                    for i in shard_range(shard, n, self.shard_size):
+                        entry, compared = analyse_image(session, loaded, self.job, sources[i],
+                                                        names[i], self.out, i, tb, videos)
+                        if entry["error"]:
+                            bar.write(f"skipped {entry['error']}", file=sys.stderr)
+                        partial["images"].append(entry)
+                        if compared is not None:
+                            partial["compared"].append(compared)
+                        bar.update(1)
+                    save(shard, {"images": list(partial["images"]),
+                                 "compared": list(partial["compared"])})
+                    for kept in partial.values():
+                        kept.clear()
+        finally:
+            bar.close()
 
     def _key(self, loaded, sources: list[Source]):
         """What a resumed run must agree on (shards.JobKey)."""
