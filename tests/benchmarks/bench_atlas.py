@@ -84,7 +84,8 @@ def bench(name: str, n: int, rounds: int, batch_size: int, workers: int) -> None
 
         def atlas() -> None:
             store = ShardStore(Path(tmp) / "out")
-            key = JobKey.of(name, None, LAYERS[name], job.top, job.shard_size, paths)
+            key = JobKey.of("atlas", ModelSpec(name=name), 0,
+                            {"layers": LAYERS[name], "top": job.top}, job.shard_size, paths)
             store.prepare(key, resume=False)
             run_local(job, model, torch.device("cpu"), shards, store, workers)
 
