@@ -81,6 +81,7 @@ class Analysis:
         workers: int | None = None,
     ) -> None:
         self.spec = spec
+        self.seed_given = spec.seed is not None  # --seed (else drawn, or the stored run's)
         self.out = Path(out)
         self.layers = list(dict.fromkeys(layers))
         self.capture = None  # what each run captures, once the model is loaded (see _load)
@@ -140,7 +141,7 @@ class Analysis:
         if not sources and not missed:
             self.warn(f"no image or video files found in {', '.join(inputs)}")
             return 1
-        self._adopt_stored_seed()
+        self._fix_seed()
         session = loaded = tb = None
         started = False  # the shards are this run's: from here on summary.json is written
         entries: list[dict[str, Any]] = []
@@ -158,7 +159,7 @@ class Analysis:
             store = ShardStore(self.out)
             try:
                 done, note = store.prepare(self._key(loaded, sources), self.resume,
-                                           drawn_seed=self.spec.seed is None)
+                                           drawn_seed=not self.seed_given)
             except JobMismatch as e:
                 self.warn(str(e))
                 return 2
@@ -241,10 +242,8 @@ class Analysis:
 
                 work = {s: [(sources[i], names[i], i) for i in shard_range(s, n, self.shard_size)]
                         for s in todo}
-                # The actors build the model with the seed this process's was built with.
-                spec = dataclasses.replace(self.spec, seed=loaded.seed if loaded.seed is not None
-                                           else self.spec.seed)
-                run_ray_shards(spec, self.job, self.every, work, self.ray_address,
+                # self.spec holds the seed this process's model was built with (_fix_seed).
+                run_ray_shards(self.spec, self.job, self.every, work, self.ray_address,
                                self.workers, self.spec.device, tb is not None, on_shard)
                 return
             with VideoFrames(self.every) as videos:
@@ -276,17 +275,27 @@ class Analysis:
             "edit": [e["spec"] for e in edits_of(self.edits)], "compare": self.compare,
             "every": self.every,
         }
-        return JobKey.of("analyse", self.spec, loaded.seed, options, self.shard_size, sources)
+        return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
 
-    def _adopt_stored_seed(self) -> None:
-        """--resume without --seed: the seed the stored shards' random weights were built
-        with, not a new draw (that would mix two sets of weights)."""
+    def _fix_seed(self) -> None:
+        """The seed the model is built with, before it is: the user's (--seed); resumed
+        without one, the stored run's (a new draw would mix two sets of random weights);
+        else a new draw. Fixed here, not by the loader, so that the shards' key always holds
+        the seed that built the weights, and Ray's actors build the same ones."""
+        import random
+
         from .shards import stored_seed
 
-        if self.resume and self.spec.seed is None:
-            seed = stored_seed(self.out)
-            if seed is not None:
-                self.spec = dataclasses.replace(self.spec, seed=seed)
+        if self.spec.seed is not None:
+            return
+        seed = stored_seed(self.out) if self.resume else None
+        self.spec = dataclasses.replace(
+            self.spec, seed=random.randrange(2**31) if seed is None else seed)
+
+    def recorded_seed(self, loaded) -> int | None:
+        """summary.json's "seed": the seed given, or a drawn one where it made the weights
+        (None when every weight came from files), as core.models records it."""
+        return loaded.seed if self.seed_given or not loaded.pretrained else None
 
     def _load(self):
         from inspector.core.cam import resolve_target

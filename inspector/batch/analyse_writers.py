@@ -148,7 +148,7 @@ def summary_document(analysis, loaded, entries: list[dict[str, Any]]) -> dict[st
         "pretrained": loaded.pretrained,
         # The seed torch's generator had when the model was built (--seed): the same
         # seed gives the same random weights. None when every weight came from files.
-        "seed": loaded.seed,
+        "seed": a.recorded_seed(loaded),
         "device": str(loaded.device),
         "cam_layer": a.cam_layer,
         "cam_methods": a.methods,

@@ -134,3 +134,35 @@ def test_resume_refuses_another_jobs_shards_and_a_fresh_run_drops_the_old_summar
         analyse.analyse_image = original
     # What the stopped run did (nothing), not the earlier run's five images.
     assert json.loads((out / "summary.json").read_text())["images"] == []
+
+
+RANDOM_FACTORY = """
+from torch import nn
+
+
+def build():  # random weights: which ones depends on the seed
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, 2))
+"""
+
+
+def test_resumed_without_seed_random_weights_are_the_stored_runs(tmp_path: Path, capsys):
+    factory = tmp_path / "random_model.py"
+    factory.write_text(RANDOM_FACTORY)
+    folder = draw_folder(tmp_path / "images", count=3)
+    out = tmp_path / "out"
+    args = ["analyse", "--model", f"{factory}:build", "--quiet", "--no-tensorboard",
+            "--cam", "none", "--layers", "0", "--shard-size", "2", "--out", str(out)]
+    assert cli.main([*args, str(folder)]) == 1
+    whole = json.loads((out / "summary.json").read_text())
+    # A factory's model counts as its own weights (summary's seed: null), but they are drawn
+    # here: the job holds the seed that built them.
+    seed = json.loads((out / "shards" / "job.json").read_text())["seed"]
+    assert isinstance(seed, int)
+    (out / "shards" / "shard-00001.json").unlink()  # as if killed in the second shard
+    capsys.readouterr()
+    assert cli.main([*args, "--resume", str(folder)]) == 1
+    assert "resuming: 2 finished shard(s) reused" in capsys.readouterr().err  # of 3
+    assert json.loads((out / "summary.json").read_text()) == whole  # the same weights
+    assert cli.main([*args, "--resume", "--seed", str(seed + 1), str(folder)]) == 2
+    assert "the seed (--seed)" in capsys.readouterr().err  # and SmoothGrad's, which it sets
