@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="videos named (.mp4 .mkv .mov .avi .webm; needs "
                         "'network-inspector[video]'): analyse every Nth frame, counting from "
                         "frame 0 (default 1: every frame)")
+    _batch_options(a, shard_size=16, workers_help="ray: model actors (default one per GPU, "
+                   "else one per CPU); local: not used (one Session runs the images)")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.add_argument("images", nargs="+",
                    help="image files or folders (searched recursively for images), and videos")
@@ -178,18 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     at.add_argument("--top", type=int, default=9, help="images kept per channel (default 9)")
     at.add_argument("--out", required=True, type=Path, help="output folder (created)")
     at.add_argument("--batch-size", type=int, default=32, help="images per forward (default 32)")
-    at.add_argument("--workers", type=int, default=None,
-                    help="local: processes decoding images (default min(4, CPUs)); ray: model "
-                         "actors (default one per GPU, else one per CPU)")
-    at.add_argument("--engine", choices=("local", "ray"), default="local",
-                    help="local (default) or ray (needs the [cluster] extra)")
-    at.add_argument("--ray-address", default=None,
-                    help="'auto' or ray://HOST:PORT to join a running Ray cluster (default: "
-                         "start a Ray on this machine, bound to localhost)")
-    at.add_argument("--resume", action="store_true",
-                    help="continue a killed run in DIR: finished shards are not redone")
-    at.add_argument("--shard-size", type=int, default=256,
-                    help="images per shard, the unit of --resume (default 256)")
+    _batch_options(at, shard_size=256, workers_help="local: processes decoding images "
+                   "(default min(4, CPUs)); ray: model actors (default one per GPU, else one "
+                   "per CPU)")
     at.add_argument("--quiet", action="store_true", help="no progress bar")
     at.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
     at.set_defaults(func=_atlas)
@@ -211,6 +204,21 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--depth", type=int, default=None, help="show modules down to this depth")
     t.set_defaults(func=_tree)
     return parser
+
+
+def _batch_options(p: argparse.ArgumentParser, shard_size: int, workers_help: str) -> None:
+    """What analyse and atlas share (inspector.batch): engines, shards and --resume."""
+    p.add_argument("--workers", type=int, default=None, help=workers_help)
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local (default) or ray (needs the [cluster] extra)")
+    p.add_argument("--ray-address", default=None,
+                   help="'auto' or ray://HOST:PORT to join a running Ray cluster (default: "
+                        "start a Ray on this machine, without its dashboard)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue a killed run in DIR: finished shards are not redone; "
+                        "without --seed, the stored run's seed is used")
+    p.add_argument("--shard-size", type=int, default=shard_size,
+                   help=f"images per shard, the unit of --resume (default {shard_size})")
 
 
 def _attribution_options(p: argparse.ArgumentParser) -> None:
@@ -295,9 +303,8 @@ def _split(text: str) -> list[str]:
 
 
 def _analyse(args: argparse.Namespace) -> int:
+    from inspector.batch.analyse import Analysis
     from inspector.core.edit_spec import parse_edit
-
-    from .analyse import Analysis
 
     try:
         # Read before the model loads: a mistyped spec is refused at once (exit status 2);
@@ -329,6 +336,11 @@ def _analyse(args: argparse.Namespace) -> int:
             warn=_error,
             emit_script=args.emit_script,
             every=args.every,
+            resume=args.resume,
+            shard_size=args.shard_size,
+            engine=args.engine,
+            ray_address=args.ray_address,
+            workers=args.workers,
         )
     except ValueError as e:
         _error(str(e))
@@ -346,15 +358,20 @@ def _atlas(args: argparse.Namespace) -> int:
         return 2
     if spec.seed is None:
         # One seed for every process that builds the model (Ray actors): the same weights.
+        # Resumed: the stored job's, so that its shards and the new ones share the weights.
         import dataclasses
         import random
 
-        spec = dataclasses.replace(spec, seed=random.randrange(2**31))
+        from inspector.batch.shards import stored_seed
+
+        seed = stored_seed(args.out) if args.resume else None
+        spec = dataclasses.replace(spec, seed=random.randrange(2**31) if seed is None else seed)
     return run_atlas(
         AtlasOptions(spec=spec, layers=_split(args.layers), out=args.out, top=args.top,
                      batch_size=args.batch_size, workers=args.workers, engine=args.engine,
                      ray_address=args.ray_address, resume=args.resume,
-                     shard_size=args.shard_size, progress=not args.quiet, warn=_error),
+                     shard_size=args.shard_size, progress=not args.quiet, warn=_error,
+                     seed_drawn=args.seed is None),
         args.images,
     )
 

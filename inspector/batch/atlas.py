@@ -40,6 +40,7 @@ class AtlasOptions:
     resume: bool = False
     shard_size: int = 256
     progress: bool = True
+    seed_drawn: bool = False  # spec.seed was drawn, not given (--seed): see ShardStore.prepare
     warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
 
     def check(self) -> None:
@@ -107,13 +108,13 @@ def _setup(opts: AtlasOptions, paths: list[Path]):
     or an exit status."""
     import torch
 
-    from inspector.analyse import _unknown
     from inspector.core.cam import compute_cams, default_target_layer
     from inspector.core.models import ModelLoadError, load_model, probe_tree
     from inspector.core.runtime import apply_thread_setting
 
     from .inputs import shard_count
     from .job import StatsJob
+    from .names import unknown_modules
     from .probe import plan_layers
     from .shards import JobKey, JobMismatch, ShardStore
 
@@ -136,7 +137,7 @@ def _setup(opts: AtlasOptions, paths: list[Path]):
     try:
         unknown = [n for n in layers if not n or n not in tree.modules]
         if unknown:
-            raise ValueError(_unknown(unknown, tree))
+            raise ValueError(unknown_modules(unknown, tree))
         plans = plan_layers(tree, layers, (h, w))
     except ValueError as e:
         warn(str(e))
@@ -153,16 +154,20 @@ def _setup(opts: AtlasOptions, paths: list[Path]):
         cam_layer = None
 
     spec = opts.spec
-    key = JobKey.of(spec.factory or spec.pickle or spec.name, spec.checkpoint or spec.pickle,
-                    layers, opts.top, opts.shard_size, paths)
+    key = JobKey.of("atlas", spec, spec.seed, {"layers": layers, "top": opts.top},
+                    opts.shard_size, paths)
     store = ShardStore(opts.out)
     try:
-        done, note = store.prepare(key, opts.resume)
+        done, note = store.prepare(key, opts.resume, drawn_seed=opts.seed_drawn)
     except JobMismatch as e:
         warn(str(e))
         return 2
     if note:
         warn(note)
+    if not done:
+        # A fresh run: the files of an earlier one in this folder go now, so that a run
+        # killed before it ends never leaves another run's atlas.json looking like its own.
+        _remove_results(Path(opts.out))
     job = StatsJob(
         paths=tuple(paths), preprocess=loaded.preprocess, plans=plans, cam_layer=cam_layer,
         cam_shape=cam_shape, top=opts.top, shard_size=opts.shard_size,
@@ -223,8 +228,7 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     for message in unreadable.values():
         warn(f"no box: the image cannot be read any more: {message}")
 
-    for folder in ("crops", "classes"):  # outputs of an earlier run of this job
-        shutil.rmtree(out / folder, ignore_errors=True)
+    _remove_results(out)  # outputs of an earlier run of this job (a resumed one's too)
     for message in write_crops(out, paths, boxes):
         warn(f"no crop: {message}")
     if job.cam_layer is not None and total.cam_sum is not None:
@@ -236,3 +240,11 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     print(f"{total.images} images in the atlas, {failed} failed, in "
           f"{time.perf_counter() - t0:.1f} s; results in {out}")
     return 1 if failed else 0
+
+
+def _remove_results(out: Path) -> None:
+    """The files a finished run writes (atlas.json last), not the shards."""
+    for name in ("atlas.json", "classes.json"):
+        (out / name).unlink(missing_ok=True)
+    for folder in ("crops", "classes"):
+        shutil.rmtree(out / folder, ignore_errors=True)

@@ -9,13 +9,18 @@ image. Dilations, strides, padding, attention and pooling are all accounted for 
 computes them. Where the gradient is zero everywhere (a ReLU output of exactly 0 passes no
 gradient) the box is the whole part of the image the model saw.
 
-Several (image, channel, position) entries go through one forward and one backward: the
-images are stacked as a batch and the selected activations summed; in eval mode each image's
-gradient then comes from its own activation only.
+Several (image, channel, position) entries go through one forward and one backward:
+- entries of one image: the image goes forward once, and the entries' gradients come from one
+  batched backward (autograd's is_grads_batched, one one-hot output gradient per entry), about
+  1.5 to 2 times faster than a forward per entry (resnet18 on the CPU);
+- entries alone on their image: the images are stacked as a batch and the selected
+  activations summed; in eval mode each image's gradient then comes from its own activation.
+A model whose backward cannot be batched (an op without a vmap rule) takes the second way.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +46,42 @@ def input_boxes(model: nn.Module, plan: LayerPlan, x: torch.Tensor, channels: to
     """Per row of x (n, 3, H, W): the box, in model-input pixels, of the input gradient of
     the layer's activation (channels[i], positions[i]); None where the gradient is all zero.
     `positions` are flat indices over the layer's positions, as LayerPlan.view orders them."""
+
+    def grads(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
+        rows = torch.arange(len(x), device=v.device)
+        picked = v[rows, channels.to(v.device), positions.to(v.device)]
+        if not picked.requires_grad:
+            return None
+        return torch.autograd.grad(picked.sum(), x, allow_unused=True)[0]
+
+    grad = _through_layer(model, plan, x, grads)
+    return [None] * len(x) if grad is None else _boxes_of(grad)
+
+
+def image_boxes(model: nn.Module, plan: LayerPlan, x: torch.Tensor, channels: torch.Tensor,
+                positions: torch.Tensor) -> list[Box | None]:
+    """input_boxes for n entries of ONE image x (1, 3, H, W): one forward, and the n input
+    gradients from one batched backward."""
+
+    def grads(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
+        if not v.requires_grad:
+            return None
+        n = len(channels)
+        one_hot = torch.zeros((n, *v.shape), dtype=v.dtype, device=v.device)
+        one_hot[torch.arange(n), 0, channels.to(v.device), positions.to(v.device)] = 1
+        (g,) = torch.autograd.grad(v, x, grad_outputs=one_hot, is_grads_batched=True,
+                                   allow_unused=True)
+        return None if g is None else g[:, 0]
+
+    with warnings.catch_warnings():  # an op without a batching rule: a slower loop, same result
+        warnings.filterwarnings("ignore", message="There is a performance drop")
+        grad = _through_layer(model, plan, x, grads)
+    return [None] * len(channels) if grad is None else _boxes_of(grad)
+
+
+def _through_layer(model: nn.Module, plan: LayerPlan, x: torch.Tensor, grads):
+    """Run x forward with autograd up to the layer's last call (the forward stops there, in
+    eval mode, the modules' flags restored after) and return grads(view, x_leaf)."""
     module = dict(model.named_modules())[plan.name]
     seen = {"calls": 0}
 
@@ -62,18 +103,15 @@ def input_boxes(model: nn.Module, plan: LayerPlan, x: torch.Tensor, channels: to
                 pass
             if "output" not in seen:
                 raise RuntimeError(f"layer '{plan.name}' did not run in the forward")
-            v = plan.view(seen["output"])
-            rows = torch.arange(len(x), device=v.device)
-            picked = v[rows, channels.to(v.device), positions.to(v.device)]
-            if not picked.requires_grad:
-                return [None] * len(x)
-            (grad,) = torch.autograd.grad(picked.sum(), x, allow_unused=True)
+            return grads(plan.view(seen["output"]), x)
     finally:
         handle.remove()
         for m, training in flags:
             m.training = training
-    if grad is None:
-        return [None] * len(x)
+
+
+def _boxes_of(grad: torch.Tensor) -> list[Box | None]:
+    """The bounding box of each row's non-zero input gradient; None where it is all zero."""
     support = (grad.detach() != 0).any(dim=1)  # (n, H, W)
     boxes: list[Box | None] = []
     for s in support.cpu():
@@ -137,17 +175,35 @@ def compute_boxes(
     loader = make_loader(dataset, chunks, workers, pin_memory=device.type == "cuda")
     boxes: dict[Entry, Box] = {}
     failed: dict[int, str] = {}
+    batched_ok: dict[str, bool] = {}  # layer -> whether its backward could be batched
     for batch in loader:
         failed.update(batch.failed)
         if batch.x is None:
             continue
         x = batch.x.to(device, non_blocking=True)
         row_of = {int(i): r for r, i in enumerate(batch.indices)}
-        todo = [e for i in row_of for e in by_image[i]]
+        size_of = {i: batch.sizes[r] for i, r in row_of.items()}
         for name, plan in plans.items():
-            mine = [e for e in todo if e.layer == name]
-            for start in range(0, len(mine), batch_size):
-                part = mine[start : start + batch_size]
+            alone: list[Entry] = []  # entries alone on their image: batched across images
+            for i, r in row_of.items():
+                mine = [e for e in by_image[i] if e.layer == name]
+                if len(mine) < 2 or not batched_ok.get(name, True):
+                    alone.extend(mine)
+                    continue
+                for start in range(0, len(mine), batch_size):
+                    part = mine[start : start + batch_size]
+                    try:
+                        found = image_boxes(model, plan, x[r : r + 1],
+                                            torch.tensor([e.channel for e in part]),
+                                            torch.tensor([e.position for e in part]))
+                    except RuntimeError:  # no vmap rule for an op of this model
+                        batched_ok[name] = False
+                        alone.extend(mine[start:])
+                        break
+                    for e, box in zip(part, found):
+                        boxes[e] = to_original(box, dataset.preprocess, size_of[e.index])
+            for start in range(0, len(alone), batch_size):
+                part = alone[start : start + batch_size]
                 rows = torch.tensor([row_of[e.index] for e in part], device=device)
                 found = input_boxes(
                     model, plan, x[rows],
@@ -155,7 +211,7 @@ def compute_boxes(
                     torch.tensor([e.position for e in part]),
                 )
                 for e, box in zip(part, found):
-                    boxes[e] = to_original(box, dataset.preprocess, batch.sizes[row_of[e.index]])
+                    boxes[e] = to_original(box, dataset.preprocess, size_of[e.index])
         if on_image is not None:
             on_image(len(batch))
     return boxes, failed

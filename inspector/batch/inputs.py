@@ -1,4 +1,9 @@
-"""Images in: the sorted file list, its fixed shards, and a DataLoader that decodes them.
+"""Images in: the inputs named (files, folders, videos' frames), their fixed shards, and a
+DataLoader that decodes them.
+
+`list_sources` turns what the command line names into `Source`s: the image files (folders
+expanded, naturally sorted), then each video's frames 0, N, 2N, ... (`--every N`);
+`VideoFrames` decodes those frames in order, each video once, front to back.
 
 Each image is decoded with `core.images.load_image` and turned into the model's input by the
 model's `Preprocess`, exactly as `analyse` does, inside DataLoader worker processes. An image
@@ -12,7 +17,7 @@ files and shard size always give the same shards: what makes a killed run resuma
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +26,97 @@ from torch.utils.data import DataLoader, Dataset
 
 from inspector.core.images import ImageLoadError, load_image
 from inspector.core.preprocess import Preprocess
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: an image file, or one frame (its index, from 0) of a video."""
+
+    path: Path
+    frame: int | None = None
+
+    def __str__(self) -> str:  # how messages name it
+        return str(self.path) if self.frame is None else f"{self.path} frame {self.frame}"
+
+    def key(self) -> str:  # what a resumed run must agree on (shards.JobKey)
+        where = os.path.abspath(self.path)
+        return where if self.frame is None else f"{where}\tframe {self.frame}"
+
+
+def list_sources(inputs: Sequence[str], every: int = 1,
+                 on_missing: Callable[[ImageLoadError], None] | None = None) -> list[Source]:
+    """The image files named (folders expanded, as images.expand_paths does), then the frames
+    0, every, 2 * every, ... of each video named, in the order given. A missing path, or a
+    video that cannot be opened (PyAV missing among the reasons), goes to `on_missing`."""
+    from inspector.core.images import expand_paths
+    from inspector.core.video import VideoLoadError, VideoReader, is_video
+
+    if every < 1:
+        raise ValueError(f"--every must be 1 or more, not {every}")
+    report = on_missing or _raise
+    videos = [Path(p) for p in inputs if is_video(p) and Path(p).is_file()]
+    listed = {str(v) for v in videos}
+    images = expand_paths([p for p in inputs if str(Path(p)) not in listed], on_missing=report)
+    sources = [Source(p) for p in images]
+    for video in dict.fromkeys(videos):
+        try:
+            with VideoReader(video) as reader:
+                count = reader.frame_count
+        except VideoLoadError as e:
+            report(e)
+            continue
+        sources.extend(Source(video, i) for i in range(0, count, every))
+    return sources
+
+
+def _raise(err: ImageLoadError) -> None:
+    raise err
+
+
+class VideoFrames:
+    """Frames of the videos of a source list, asked for in the list's order: each video is
+    decoded once, front to back (frames depend on each other), and only the frames asked for
+    become images; a frame asked for out of order is sought. Close it (or use `with`)."""
+
+    def __init__(self, every: int = 1) -> None:
+        self.every = every
+        self._readers: dict[Path, object] = {}
+        self._iters: dict[Path, Iterator] = {}
+
+    def read(self, source: Source):
+        """The PIL image of a video frame; core.video.VideoLoadError when it cannot be had."""
+        from inspector.core.video import VideoLoadError, VideoReader
+
+        reader = self._readers.get(source.path)
+        if reader is None:
+            reader = self._readers[source.path] = VideoReader(source.path)
+        frames = self._iters.get(source.path)
+        if frames is None:
+            frames = self._iters[source.path] = reader.frames(self.every, start=source.frame)
+        for got in frames:
+            if got.index == source.frame:
+                return got.image
+            if got.index > source.frame:
+                break
+        # Out of order (a resumed run starts mid-video): seek, and go on from there.
+        self._iters[source.path] = reader.frames(self.every, start=source.frame)
+        for got in self._iters[source.path]:
+            if got.index == source.frame:
+                return got.image
+            break
+        raise VideoLoadError(source.path, f"frame {source.frame} could not be decoded")
+
+    def close(self) -> None:
+        self._iters.clear()
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
+    def __enter__(self) -> VideoFrames:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def default_workers() -> int:

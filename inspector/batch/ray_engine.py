@@ -93,7 +93,7 @@ class AtlasActor:
         return out
 
 
-def _connect(address: str | None) -> bool:
+def connect(address: str | None) -> bool:
     """Start or join Ray; True when this process started it (and so stops it)."""
     import ray
 
@@ -124,7 +124,7 @@ def run_ray(
     import ray
     import ray.data
 
-    started = _connect(address)
+    started = connect(address)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
         resources = ray.cluster_resources()

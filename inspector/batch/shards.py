@@ -1,9 +1,11 @@
 """A job's finished shards on disk: what `--resume` continues from.
 
-DIR/shards/job.json describes the job (model, weights, layers, top, shard size, and a hash
-of the file list) and DIR/shards/shard-NNNNN.pt holds one finished shard's `Reduction`.
-Every file is written to a `.part` file first and moved into place with os.replace, so a
-run killed at any moment leaves either a whole shard or none.
+DIR/shards/job.json describes the job (the command, model, weights, the seed of its random
+weights, the command's options, the shard size, and a hash of the input list).
+DIR/shards/shard-NNNNN.pt holds one finished atlas shard's `Reduction`;
+DIR/shards/shard-NNNNN.json one finished analyse shard's summary entries (its images' files
+are written before it). Every file is written to a `.part` file first and moved into place
+with os.replace, so a run killed at any moment leaves either a whole shard or none.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import json
 import os
 import re
 import shutil
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from .reduce import Reduction
 
-_SHARD = re.compile(r"shard-(\d+)\.pt")
+_SHARD = re.compile(r"shard-(\d+)\.(?:pt|json)")
 
 
 class JobMismatch(ValueError):
@@ -31,33 +35,58 @@ class JobMismatch(ValueError):
 class JobKey:
     """What a finished shard's result depends on; a resumed run must agree on all of it."""
 
+    command: str  # "atlas" or "analyse": their shards hold different things
     model: str
     weights: str | None
-    layers: tuple[str, ...]
-    top: int
-    shard_size: int
-    files: str  # sha256 of the absolute paths, one a line, in the job's order
-    images: int
+    # The seed the model's random weights were built with (None: all from files); a resumed
+    # run without --seed takes the stored one (stored_seed), never a new draw.
+    seed: int | None
+    options: dict[str, Any] = field(hash=False)  # the command's own (JSON values)
+    shard_size: int = 1
+    files: str = ""  # sha256 of the inputs (absolute paths, video frames), one a line
+    images: int = 0
 
     @classmethod
-    def of(cls, model, weights, layers, top, shard_size, paths) -> JobKey:
+    def of(cls, command: str, spec, seed: int | None, options: dict[str, Any],
+           shard_size: int, inputs: Sequence) -> JobKey:
+        """`spec`: the core.models.ModelSpec; `inputs`: paths or inputs.Source, in order."""
         digest = hashlib.sha256()
-        for p in paths:
-            digest.update(os.path.abspath(p).encode("utf-8", "surrogateescape") + b"\n")
-        return cls(str(model), None if weights is None else os.path.abspath(weights),
-                   tuple(layers), int(top), int(shard_size), digest.hexdigest(), len(paths))
+        for item in inputs:
+            key = item.key() if hasattr(item, "key") else os.path.abspath(item)
+            digest.update(key.encode("utf-8", "surrogateescape") + b"\n")
+        weights = spec.checkpoint or spec.pickle
+        return cls(command, str(spec.factory or spec.pickle or spec.name),
+                   None if weights is None else os.path.abspath(weights),
+                   None if seed is None else int(seed), json.loads(json.dumps(options)),
+                   int(shard_size), digest.hexdigest(), len(inputs))
 
     def describe_difference(self, other: dict) -> str:
         mine = _jsonable(self)
-        names = {"files": "the image files", "images": "the number of images"}
-        differ = [names.get(k, k) for k in mine if mine[k] != other.get(k)]
+        names = {"files": "the image files", "images": "the number of images",
+                 "seed": "the seed (--seed)"}
+        differ = []
+        for k in mine:
+            if k == "options" and isinstance(other.get(k), dict):
+                theirs = other[k]
+                differ += [f"--{o.replace('_', '-')}" for o in {**mine[k], **theirs}
+                           if mine[k].get(o) != theirs.get(o)]
+            elif mine[k] != other.get(k):
+                differ.append(names.get(k, k))
         return ", ".join(dict.fromkeys(differ)) or "the job"
 
 
 def _jsonable(key: JobKey) -> dict:
-    d = asdict(key)
-    d["layers"] = list(d["layers"])
-    return d
+    return json.loads(json.dumps(asdict(key)))
+
+
+def stored_seed(out: Path) -> int | None:
+    """The seed of the job whose shards are in `out` (None: none, or weights from files)."""
+    try:
+        stored = json.loads((Path(out) / "shards" / "job.json").read_text())
+    except (OSError, ValueError):
+        return None
+    seed = stored.get("seed") if isinstance(stored, dict) else None
+    return seed if isinstance(seed, int) else None
 
 
 class ShardStore:
@@ -73,9 +102,12 @@ class ShardStore:
         return sorted(int(m.group(1)) for p in self.folder.iterdir()
                       if (m := _SHARD.fullmatch(p.name)))
 
-    def prepare(self, key: JobKey, resume: bool) -> tuple[set[int], str | None]:
+    def prepare(self, key: JobKey, resume: bool,
+                drawn_seed: bool = False) -> tuple[set[int], str | None]:
         """Finished shards to reuse, and a note for the user; JobMismatch if the folder holds
-        another job's shards (never overwritten: they may be hours of someone's work)."""
+        another job's shards (never overwritten: they may be hours of someone's work).
+        `drawn_seed`: no --seed was given; a run that is not resumed then replaces the same
+        job's shards even though its seed differs."""
         job_file = self.folder / "job.json"
         note = None
         if job_file.is_file():
@@ -83,10 +115,14 @@ class ShardStore:
                 stored = json.loads(job_file.read_text())
             except (OSError, ValueError):
                 stored = None
-            if stored != _jsonable(key):
+            mine = _jsonable(key)
+            same = stored == mine or (
+                drawn_seed and not resume and isinstance(stored, dict)
+                and {**stored, "seed": None} == {**mine, "seed": None})
+            if not same:
                 what = key.describe_difference(stored) if isinstance(stored, dict) else "the job"
                 raise JobMismatch(
-                    f"{self.folder.parent} holds shards of a different atlas job ({what} "
+                    f"{self.folder.parent} holds shards of a different {key.command} job ({what} "
                     f"differ); choose another --out or delete {self.folder}"
                 )
             done = self.finished()
@@ -111,6 +147,15 @@ class ShardStore:
 
     def load(self, shard: int) -> Reduction:
         return Reduction.from_state(torch.load(self.path(shard), weights_only=True))
+
+    def json_path(self, shard: int) -> Path:
+        return self.folder / f"shard-{shard:05d}.json"
+
+    def save_json(self, shard: int, value: Any) -> None:
+        _write_atomic(self.json_path(shard), (json.dumps(value) + "\n").encode())
+
+    def load_json(self, shard: int) -> Any:
+        return json.loads(self.json_path(shard).read_text())
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

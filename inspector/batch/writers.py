@@ -17,11 +17,11 @@ import numpy as np
 import torch.nn.functional as F
 from PIL import Image
 
-from inspector.analyse import _safe
 from inspector.core.export import colorize, save_png
 from inspector.core.images import ImageLoadError, load_image
 
 from .boxes import Box, Entry
+from .names import safe_name
 from .reduce import Reduction
 from .shards import write_text_atomic
 
@@ -102,7 +102,7 @@ def write_json(path: Path, doc: Any) -> Path:
 
 
 def crop_path(out: Path, layer: str, channel: int, rank: int) -> Path:
-    return out / "crops" / _safe(layer) / str(channel) / f"{rank}.png"
+    return out / "crops" / safe_name(layer) / str(channel) / f"{rank}.png"
 
 
 def write_crops(out: Path, paths: list[Path], boxes: dict[Entry, Box]) -> list[str]:
@@ -145,7 +145,7 @@ def write_classes(out: Path, total: Reduction, categories: list[str], cam_layer:
             continue
         name = categories[c] if c < len(categories) else f"class {c}"
         mean = (total.cam_sum[c] / count).float()
-        file = _safe(name) or f"class_{c}"
+        file = safe_name(name) or f"class_{c}"
         if file in names_used:
             file = f"{file}_{c}"
         names_used.add(file)

@@ -10,7 +10,10 @@ Per model, in one process on the CPU, interleaved round by round:
            two layers, top-k merge on the device, Grad-CAM at the CAM layer per batch,
            shards written) over the same images
   boxes    the atlas's second pass (receptive-field boxes of the final top-k), reported on
-           its own: its cost depends on channels x top, not on the number of images
+           its own: its cost depends on channels x top, not on the number of images; then,
+           on the first --box-entries entries, interleaved: entries of one image sharing its
+           forward (batched backward, the engine's way) against a forward per entry (the
+           way before, forced by making the batched path fail)
 
 Prints images/s medians and atlas / forward; target (issue 17): atlas >= 0.8 x forward.
 Asserts nothing. Images are drawn into a temporary folder (resnet18 gets 256 x 256 ones).
@@ -31,6 +34,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from inspector.batch import boxes as boxes_module
 from inspector.batch.boxes import compute_boxes
 from inspector.batch.inputs import ImageFiles, default_workers, make_loader, shard_batches
 from inspector.batch.job import StatsJob
@@ -58,7 +62,12 @@ def draw(folder: Path, n: int, side: int) -> list[Path]:
     return paths
 
 
-def bench(name: str, n: int, rounds: int, batch_size: int, workers: int) -> None:
+def _no_batched_backward(*args, **kwargs):
+    raise RuntimeError("the batched path switched off")
+
+
+def bench(name: str, n: int, rounds: int, batch_size: int, workers: int,
+          box_entries: int) -> None:
     loaded = load_model(ModelSpec(name=name, device="cpu"))
     model = loaded.model
     h, w = loaded.preprocess.crop_size
@@ -84,7 +93,8 @@ def bench(name: str, n: int, rounds: int, batch_size: int, workers: int) -> None
 
         def atlas() -> None:
             store = ShardStore(Path(tmp) / "out")
-            key = JobKey.of(name, None, LAYERS[name], job.top, job.shard_size, paths)
+            key = JobKey.of("atlas", ModelSpec(name=name), 0,
+                            {"layers": LAYERS[name], "top": job.top}, job.shard_size, paths)
             store.prepare(key, resume=False)
             run_local(job, model, torch.device("cpu"), shards, store, workers)
 
@@ -107,11 +117,28 @@ def bench(name: str, n: int, rounds: int, batch_size: int, workers: int) -> None
                       workers)
         boxes_s = time.perf_counter() - t0
 
+        some = sorted(entries, key=lambda e: (e.index, e.layer))[:box_entries]
+        box_times: dict[str, list[float]] = {"shared": [], "per_entry": []}
+        for r in range(rounds):
+            for variant in (("shared", "per_entry") if r % 2 == 0 else ("per_entry", "shared")):
+                real = boxes_module.image_boxes
+                if variant == "per_entry":
+                    boxes_module.image_boxes = _no_batched_backward
+                try:
+                    t0 = time.perf_counter()
+                    compute_boxes(model, job.plans, dataset, some, torch.device("cpu"),
+                                  batch_size, workers)
+                    box_times[variant].append(time.perf_counter() - t0)
+                finally:
+                    boxes_module.image_boxes = real
+
     fwd = n / statistics.median(times["forward"])
     atl = n / statistics.median(times["atlas"])
     print(f"{name:<12} {n:>6} {fwd:>12.1f} {atl:>10.1f} {atl / fwd:>7.2f}   "
           f"{len(entries)} entries over {len({e.index for e in entries})} images in "
-          f"{boxes_s:.1f} s")
+          f"{boxes_s:.1f} s; {len(some)} entries: shared forward "
+          f"{statistics.median(box_times['shared']):.1f} s, a forward per entry "
+          f"{statistics.median(box_times['per_entry']):.1f} s")
 
 
 def main() -> None:
@@ -121,13 +148,16 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=default_workers())
+    p.add_argument("--box-entries", type=int, default=512,
+                   help="entries of the interleaved boxes comparison")
     args = p.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{args.workers} loader workers, batch {args.batch_size}, medians of {args.rounds}")
     print(f"{'model':<12} {'images':>6} {'forward i/s':>12} {'atlas i/s':>10} {'ratio':>7}   "
           f"boxes pass (top 9, two layers)")
     for name in args.models.split(","):
-        bench(name.strip(), args.images, args.rounds, args.batch_size, args.workers)
+        bench(name.strip(), args.images, args.rounds, args.batch_size, args.workers,
+              args.box_entries)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from inspector import cli
-from inspector.analyse import MAX_OVERLAY_SIDE
+from inspector.batch.analyse_writers import MAX_OVERLAY_SIDE
 from inspector.core.export import colorize, mosaic
 from inspector.core.figures import (
     HATCH_DIM,

@@ -181,6 +181,57 @@ def test_another_jobs_folder_is_refused(folder, tmp_path, capsys):
     assert "not resuming: 2 finished shard(s)" in capsys.readouterr().err
 
 
+RANDOM_FACTORY = """
+from torch import nn
+
+
+def build():  # random weights: which ones depends on the seed
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, 2))
+"""
+
+
+def test_the_seed_of_random_weights_is_part_of_the_job(folder, tmp_path, capsys):
+    factory = tmp_path / "random_model.py"
+    factory.write_text(RANDOM_FACTORY)
+    out = tmp_path / "out"
+    one = ["atlas", "--model", f"{factory}:build", "--layers", "0", "--shard-size", "32",
+           "--workers", "0", "--quiet", "--out", str(out)]
+    assert cli.main([*one, str(folder)]) == 1
+    seed = json.loads((out / "shards" / "job.json").read_text())["seed"]
+    assert isinstance(seed, int)
+    first = (out / "atlas.json").read_bytes()
+    # Resumed without --seed: the stored seed, so the same weights (a new draw would mix two).
+    (out / "shards" / "shard-00001.pt").unlink()
+    assert cli.main([*one, "--resume", str(folder)]) == 1
+    assert "resuming: 1 finished shard(s) reused" in capsys.readouterr().err
+    assert (out / "atlas.json").read_bytes() == first
+    # Another seed is another job: refused, the shards kept.
+    assert cli.main([*one, "--resume", "--seed", str(seed + 1), str(folder)]) == 2
+    assert "the seed (--seed) differ" in capsys.readouterr().err
+    assert (out / "shards" / "shard-00000.pt").is_file()
+    # Not resumed and no --seed: a new draw redoes the same job (the stored seed is replaced).
+    assert cli.main([*one, str(folder)]) == 1
+    assert "not resuming" in capsys.readouterr().err
+
+
+def test_a_fresh_run_removes_an_earlier_runs_atlas_json_first(folder, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    one = ["atlas", "--model", "demo_shapes", "--layers", "stage3", "--shard-size", "32",
+           "--workers", "0", "--quiet", "--out", str(out), str(folder)]
+    assert cli.main(one) == 1
+    assert (out / "atlas.json").is_file() and (out / "crops").is_dir()
+    import inspector.batch.atlas as atlas
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed in the statistics pass")
+
+    monkeypatch.setattr(atlas, "_statistics", killed)
+    assert cli.main(one) == 1  # stopped, said so
+    for name in ("atlas.json", "classes.json", "crops", "classes"):
+        assert not (out / name).exists(), name
+
+
 def test_missing_ray_is_a_message_and_exit_2(folder, tmp_path):
     code = ("import sys; sys.modules['ray'] = None\n"
             "from inspector.cli import main\n"

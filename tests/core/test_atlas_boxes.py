@@ -115,3 +115,29 @@ def test_a_box_in_model_pixels_maps_back_through_resize_and_crop():
     assert to_original((0, 5, 10, 9), pre, (48, 40)) == (6, 7, 18, 13)
     # No gradient anywhere: the whole part of the image the model saw.
     assert to_original(None, pre, (48, 40)) == (6, 2, 43, 38)
+
+
+def test_one_images_entries_in_one_batched_backward_equal_a_forward_each():
+    """boxes.image_boxes (one forward, is_grads_batched) against input_boxes (the image
+    repeated, one row per entry) on the demo CNN: convolutions, batch norm, ReLU, pooling."""
+    from inspector.batch.boxes import image_boxes, input_boxes
+    from inspector.batch.probe import plan_layers
+    from inspector.core.models import ModelSpec, load_model
+    from inspector.core.tree import build_tree
+
+    loaded = load_model(ModelSpec(name="demo_shapes", device="cpu"))
+    x = torch.randn(1, 3, 128, 128, generator=torch.Generator().manual_seed(0))
+    tree = build_tree(loaded.model, x)
+    plans = plan_layers(tree, ["stem", "stage2", "stage3"], (128, 128))
+    g = torch.Generator().manual_seed(1)
+    seen_sizes = set()
+    for plan in plans.values():
+        shape = tree.modules[plan.name].output_shape
+        positions = plan.view(torch.zeros(1, *shape[1:])).shape[-1]
+        channels = torch.randint(0, plan.channels, (12,), generator=g)
+        where = torch.randint(0, positions, (12,), generator=g)
+        one = image_boxes(loaded.model, plan, x, channels, where)
+        each = input_boxes(loaded.model, plan, x.expand(12, -1, -1, -1), channels, where)
+        assert one == each, plan.name
+        seen_sizes |= {(b[2] - b[0]) for b in one if b is not None}
+    assert len(seen_sizes) > 1  # the layers' receptive fields differ: not one box everywhere

@@ -98,14 +98,15 @@ def test_a_row_that_arrives_twice_is_counted_once(tmp_path: Path):
     from inspector.batch.probe import LayerPlan
     from inspector.batch.ray_engine import _ShardGatherer
     from inspector.batch.shards import JobKey, ShardStore
-    from inspector.core.models import DEFAULT_PREPROCESS
+    from inspector.core.models import DEFAULT_PREPROCESS, ModelSpec
 
     paths = tuple(Path(f"img{i}.png") for i in range(6))
     job = StatsJob(paths=paths, preprocess=DEFAULT_PREPROCESS,
                    plans={"conv": LayerPlan("conv", 2, False, False, 1)}, cam_layer=None,
                    cam_shape=None, top=2, shard_size=4, batch_size=2)
     store = ShardStore(tmp_path)
-    store.prepare(JobKey.of("m", None, ["conv"], 2, 4, paths), resume=False)
+    store.prepare(JobKey.of("atlas", ModelSpec(name="m"), 1, {"layers": ["conv"], "top": 2}, 4,
+                             paths), resume=False)
 
     def rows(indices):
         idx = np.asarray(indices, dtype=np.int64)

@@ -14,9 +14,32 @@ from atlas_images import draw_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# The child runs the CLI, but once its third shard is on disk it says so in a file and waits
+# to be killed: polling the shard files instead raced a fast run that finished (or wrote more
+# shards) between the look and the kill.
+CHILD = """
+import sys, time
+from pathlib import Path
+from inspector.batch.shards import ShardStore
+from inspector.cli import main
 
-def _command(folder: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "inspector.cli", "atlas", "--model", "demo_shapes",
+marker, argv = Path(sys.argv[1]), sys.argv[2:]
+real = ShardStore.save
+
+def save(self, shard, reduction):
+    real(self, shard, reduction)
+    if len(self.finished()) == 3:
+        marker.write_text("ready")
+        time.sleep(3600)
+
+ShardStore.save = save
+sys.exit(main(argv))
+"""
+
+
+def _command(folder: Path, out: Path, *extra: str, child: Path | None = None) -> list[str]:
+    start = ["-m", "inspector.cli"] if child is None else ["-c", CHILD, str(child)]
+    return [sys.executable, *start, "atlas", "--model", "demo_shapes",
             "--device", "cpu", "--layers", "stage2,stage3", "--top", "3", "--batch-size", "2",
             "--shard-size", "4", "--workers", "1", "--quiet", "--out", str(out), *extra,
             str(folder)]
@@ -32,20 +55,20 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path: Path):
     n_shards = len(list((whole / "shards").glob("shard-*.pt")))
     assert n_shards == 16  # 62 files in shards of 4
 
-    proc = subprocess.Popen(_command(folder, cut), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    marker = tmp_path / "killed-here"
+    proc = subprocess.Popen(_command(folder, cut, child=marker), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            if len(list((cut / "shards").glob("shard-*.pt"))) >= 3:
-                break
-            time.sleep(0.005)
-        assert proc.poll() is None, "the run ended before it could be killed"
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), "the run never finished its third shard"
         os.killpg(proc.pid, signal.SIGKILL)  # the process and its DataLoader worker
     finally:
         proc.wait(timeout=60)
     finished = {p.name: p.stat().st_mtime_ns for p in (cut / "shards").glob("shard-*.pt")}
-    assert 3 <= len(finished) < n_shards
+    assert len(finished) == 3
     assert not (cut / "atlas.json").exists()
 
     resumed = subprocess.run(_command(folder, cut, "--resume"), env=env, capture_output=True,

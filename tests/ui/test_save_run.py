@@ -52,7 +52,7 @@ def test_save_run_as_npz_writes_what_analyse_writes_for_the_demo_model(
 ):
     import tqdm
 
-    from inspector.analyse import Analysis
+    from inspector.batch.analyse import Analysis
     from inspector.core.models import ModelSpec
 
     image = demo_samples[0]

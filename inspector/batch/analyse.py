@@ -1,0 +1,388 @@
+"""`network-inspector analyse`: every image through the model, its arrays and figures on disk.
+
+It drives the same Session as the desktop app: the model lives on the Session's worker
+thread, each image is one run whose capture keeps the whole output and output gradient of
+the chosen layers, and the CAMs come from core.cam. Per image it writes DIR/<name>/ (see
+analyse_writers), and for the run DIR/summary.json, DIR/compare.json (with `compare`) and
+DIR/tensorboard/ (when tensorboard is installed). An image that cannot be read or run is
+reported and skipped; the others are done.
+
+    options and the model checked (exit 2 before any image is read: unknown layer, ...)
+    -> the inputs in fixed shards; per shard, each image's files, then shards/shard-NNNNN.json
+       (its summary and compare entries: the shard is finished)
+    -> summary.json (and compare.json) from the shards, in input order
+
+`resume` continues a killed run: finished shards are read back, not redone, so the result
+equals an uninterrupted run's. The TensorBoard log is the exception: a resumed run adds an
+event file, and an image of the shard that was cut short may appear in both.
+
+Detection models (core.tasks): `--target det:K` explains the K-th detection by score, and
+each image's summary entry lists "detections" (box x0 y0 x1 y1 in the input image's pixels,
+label, index, score, by descending score); the NPZ's logits are the detections' scores.
+Segmentation models: `--target seg:CLASS` (a name or an index).
+
+A video named among the inputs (core.video: .mp4 .mkv .mov .avi .webm, with PyAV) stands for
+its frames 0, N, 2N, ... (`every`): each is analysed as an image, its files named by frame
+(`DIR/<video>_f000010/`), and its entry in summary.json has the video's path and "frame".
+
+Edits (`--edit`, core.edit_spec) apply to every run, so everything written is the edited
+run's: what the modules after an edit saw. With `compare`, each image is first run without
+the edits (its outputs kept in the Session), then with them, compared with that run:
+DIR/compare.json has per image and captured module the relative L2 distance and cosine
+between the two, and the top predictions before and after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from inspector.core.frames import GRAD_OUTPUT, OUTPUT
+from inspector.core.interventions import Intervention
+from inspector.core.methods import AttributionOptions, attribution_method, cam_method
+
+from .analyse_image import ImageJob, analyse_image, compared_of, entry_of
+from .analyse_writers import comparison_document, edits_of, summary_document, write_json
+from .inputs import Source, VideoFrames, list_sources, shard_count, shard_range
+from .names import input_names, unknown_modules
+
+ENGINES = ("local", "ray")
+SHARD_SIZE = 16  # images per shard: a resumed run redoes at most this many
+
+
+class Analysis:
+    def __init__(
+        self,
+        spec,
+        out: Path,
+        layers: list[str],
+        methods: list[str],
+        cam_layer: str | None = None,
+        target: str | int | None = "top1",
+        topk: int = 5,
+        tensorboard: bool = True,
+        progress: bool = True,
+        stretch: bool = False,
+        attributions: list[str] = (),
+        attribution_options: AttributionOptions | None = None,
+        edits: Sequence[Intervention] = (),
+        compare: bool = False,
+        warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+        emit_script: Path | None = None,
+        every: int = 1,
+        resume: bool = False,
+        shard_size: int = SHARD_SIZE,
+        engine: str = "local",
+        ray_address: str | None = None,
+        workers: int | None = None,
+    ) -> None:
+        self.spec = spec
+        self.seed_given = spec.seed is not None  # --seed (else drawn, or the stored run's)
+        self.out = Path(out)
+        self.layers = list(dict.fromkeys(layers))
+        self.capture = None  # what each run captures, once the model is loaded (see _load)
+        self.methods = list(dict.fromkeys(cam_method(m) for m in methods))  # ValueError early
+        self.attributions = list(dict.fromkeys(attribution_method(m) for m in attributions))
+        self.attribution_options = attribution_options or AttributionOptions()
+        self.cam_layer = cam_layer
+        self.target_text = target
+        self.topk = topk
+        self.want_tensorboard = tensorboard
+        self.progress = progress
+        self.stretch = stretch  # high-depth images by their data's range (core.high_depth)
+        self.edits = tuple(edits)  # checked against the model (and completed) in _load
+        if compare and not self.edits:
+            raise ValueError("--compare compares each image with and without the edits: "
+                             "give at least one --edit")
+        self.compare = compare
+        self.warn = warn
+        self.emit_script = emit_script  # where to write the run as a script (--emit-script)
+        self.target: Any = None
+        if every < 1:
+            raise ValueError(f"--every must be 1 or more, not {every}")
+        self.every = every  # of a video's frames, analyse 0, every, 2 * every, ...
+        if shard_size < 1:
+            raise ValueError(f"--shard-size must be 1 or more, not {shard_size}")
+        self.resume = resume
+        self.shard_size = shard_size
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine '{engine}'; choose {' or '.join(ENGINES)}")
+        if ray_address and engine != "ray":
+            raise ValueError("--ray-address needs --engine ray")
+        if workers is not None and workers < 1:
+            raise ValueError("--workers must be 1 or more")
+        self.engine, self.ray_address, self.workers = engine, ray_address, workers
+        self.job: ImageJob | None = None  # once the model is loaded and the options checked
+
+    # -- the run ----------------------------------------------------------------------------------
+
+    def run(self, inputs: list[str]) -> int:
+        """Analyse every image named (files or folders); the exit code: 0, or 1 if any failed."""
+        from inspector.core.images import ImageLoadError
+
+        from .shards import JobMismatch, ShardStore
+
+        t0 = time.perf_counter()
+        if self.engine == "ray":
+            from .job import OptionError
+            from .ray_engine import require_ray
+
+            try:
+                require_ray()
+            except OptionError as e:
+                self.warn(str(e))
+                return 2
+        missed: list[ImageLoadError] = []
+        sources = list_sources(inputs, self.every, on_missing=missed.append)
+        if not sources and not missed:
+            self.warn(f"no image or video files found in {', '.join(inputs)}")
+            return 1
+        self._fix_seed()
+        session = loaded = tb = None
+        started = False  # the shards are this run's: from here on summary.json is written
+        entries: list[dict[str, Any]] = []
+        comparisons: list[dict[str, Any]] = []
+        finished: dict[int, dict] = {}  # shard -> its record: {"images": [...], "compared": [...]}
+        partial: dict[str, list] = {"images": [], "compared": []}
+        stopped = False
+        try:
+            # The model and the options that need it (layers, target, edits) before any
+            # image: options that cannot work are refused without touching the files.
+            session, loaded, refused = self._load()
+            if session is None:
+                return refused
+            self.out.mkdir(parents=True, exist_ok=True)
+            store = ShardStore(self.out)
+            try:
+                done, note = store.prepare(self._key(loaded, sources), self.resume,
+                                           drawn_seed=not self.seed_given)
+            except JobMismatch as e:
+                self.warn(str(e))
+                return 2
+            if note:
+                self.warn(note)
+            if not done:  # a fresh run: an earlier run's summary must not pass for this one's
+                for name in ("summary.json", "compare.json"):
+                    (self.out / name).unlink(missing_ok=True)
+            started = True
+            for err in missed:
+                self.warn(f"skipped {err}")
+                entries.append(entry_of(Source(err.path), error=str(err)))
+                if self.compare:
+                    comparisons.append(compared_of(Source(err.path), error=str(err)))
+            tb = self._tensorboard()
+            self._shards(session, loaded, sources, store, done, tb, finished, partial)
+        except Exception as e:
+            if not started or self.engine != "ray":
+                raise
+            # A lost cluster, an actor that cannot load the model: said in one sentence.
+            self.warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are "
+                      f"kept in {self.out / 'shards'}: run again with --resume to continue")
+            stopped = True
+        finally:
+            # Also after Ctrl+C: what was done so far is described and the log is complete.
+            for shard in sorted(finished):
+                entries.extend(finished[shard]["images"])
+                comparisons.extend(finished[shard]["compared"])
+            entries.extend(partial["images"])
+            comparisons.extend(partial["compared"])
+            if started:
+                write_json(self.out, "summary.json", summary_document(self, loaded, entries))
+                if self.compare:
+                    write_json(self.out, "compare.json",
+                               comparison_document(self, loaded, comparisons))
+            if tb is not None:
+                tb.close()
+            if session is not None:
+                session.close()
+        failed = sum(1 for e in entries if e["error"])
+        elapsed = time.perf_counter() - t0
+        print(
+            f"{len(entries) - failed} of {len(entries)} images analysed, {failed} failed, "
+            f"in {elapsed:.1f} s; results in {self.out}"
+        )
+        return 1 if failed or stopped else 0
+
+    def _shards(self, session, loaded, sources: list[Source], store, done: set[int], tb,
+                finished: dict[int, dict], partial: dict[str, list]) -> None:
+        """Every shard: a finished one read back, the others run (each image's files written,
+        then the shard's record) by the engine. `finished` (shard -> its record) and
+        `partial` (the local engine's shard in progress) describe an interrupted run."""
+        from tqdm import tqdm
+
+        names = input_names(sources)
+        n = len(sources)
+        for shard in sorted(done):
+            finished[shard] = store.load_json(shard)
+        todo = [s for s in range(shard_count(n, self.shard_size)) if s not in done]
+        bar = tqdm(total=sum(len(shard_range(s, n, self.shard_size)) for s in todo),
+                   unit="img", desc="analysing", file=sys.stderr, disable=not self.progress,
+                   dynamic_ncols=True)
+
+        def save(shard: int, record: dict) -> None:
+            store.save_json(shard, record)
+            finished[shard] = record
+
+        try:
+            if self.engine == "ray" and todo:
+                from .analyse_ray import run_ray_shards, write_shard_files
+
+                def on_shard(result: dict) -> None:
+                    write_shard_files(self.out, result, tb)
+                    for entry in result["images"]:
+                        if entry["error"]:
+                            bar.write(f"skipped {entry['error']}", file=sys.stderr)
+                    save(result["shard"], {"images": result["images"],
+                                           "compared": result["compared"]})
+                    bar.update(len(result["images"]))
+
+                work = {s: [(sources[i], names[i], i) for i in shard_range(s, n, self.shard_size)]
+                        for s in todo}
+                # self.spec holds the seed this process's model was built with (_fix_seed).
+                run_ray_shards(self.spec, self.job, self.every, work, self.ray_address,
+                               self.workers, self.spec.device, tb is not None, on_shard)
+                return
+            with VideoFrames(self.every) as videos:
+                for shard in todo:
+                    for i in shard_range(shard, n, self.shard_size):
+                        entry, compared = analyse_image(session, loaded, self.job, sources[i],
+                                                        names[i], self.out, i, tb, videos)
+                        if entry["error"]:
+                            bar.write(f"skipped {entry['error']}", file=sys.stderr)
+                        partial["images"].append(entry)
+                        if compared is not None:
+                            partial["compared"].append(compared)
+                        bar.update(1)
+                    save(shard, {"images": list(partial["images"]),
+                                 "compared": list(partial["compared"])})
+                    for kept in partial.values():
+                        kept.clear()
+        finally:
+            bar.close()
+
+    def _key(self, loaded, sources: list[Source]):
+        """What a resumed run must agree on (shards.JobKey)."""
+        from .shards import JobKey
+
+        options = {
+            "layers": self.layers, "cam": self.methods, "cam_layer": self.cam_layer,
+            "target": str(self.target_text), "topk": self.topk, "stretch": self.stretch,
+            "attr": self.attributions, "attr_options": self.attribution_options.as_dict(),
+            "edit": [e["spec"] for e in edits_of(self.edits)], "compare": self.compare,
+            "every": self.every,
+        }
+        return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
+
+    def _fix_seed(self) -> None:
+        """The seed the model is built with, before it is: the user's (--seed); resumed
+        without one, the stored run's (a new draw would mix two sets of random weights);
+        else a new draw. Fixed here, not by the loader, so that the shards' key always holds
+        the seed that built the weights, and Ray's actors build the same ones."""
+        import random
+
+        from .shards import stored_seed
+
+        if self.spec.seed is not None:
+            return
+        seed = stored_seed(self.out) if self.resume else None
+        self.spec = dataclasses.replace(
+            self.spec, seed=random.randrange(2**31) if seed is None else seed)
+
+    def recorded_seed(self, loaded) -> int | None:
+        """summary.json's "seed": the seed given, or a drawn one where it made the weights
+        (None when every weight came from files), as core.models records it."""
+        return loaded.seed if self.seed_given or not loaded.pretrained else None
+
+    def _load(self):
+        from inspector.core.cam import resolve_target
+        from inspector.core.hooks import CaptureSpec
+        from inspector.core.session import Session, model_notes
+
+        session = Session()
+        try:
+            loaded = session.load_model(self.spec).result()
+        except Exception as e:  # every loader failure is reported in words, not a traceback
+            self.warn(f"could not load {self.spec.what()}: {e}")
+            session.close()
+            return None, None, 1
+        if not loaded.pretrained:
+            self.warn(f"warning: {loaded.description}: predictions and maps show an "
+                      f"untrained network")
+        for note in model_notes(loaded):  # what the window's status bar says too
+            if not note.startswith("No pretrained weights"):  # said just above
+                self.warn(f"note: {note}")
+        tree = session.tree
+        try:
+            if loaded.task == "classification":
+                self.target = resolve_target(self.target_text, loaded.categories)
+            else:  # det:K, seg:CLASS (core.tasks)
+                from inspector.core.tasks import parse_target
+
+                self.target = parse_target(str(self.target_text), loaded.task,
+                                           loaded.categories, loaded.model)
+            if self.methods:
+                self.cam_layer = self.cam_layer or session.default_cam_layer()
+                if self.cam_layer is None:
+                    raise ValueError(f"{loaded.name} has no layer a CAM can be computed from: "
+                                     f"name one with --cam-layer, or --cam none")
+            layers = self.layers or ([self.cam_layer] if self.cam_layer else [])
+            unknown = [n for n in [*layers, self.cam_layer] if n and n not in tree.modules]
+            if unknown:
+                raise ValueError(unknown_modules(unknown, tree))
+            self.edits = session.check_edits(self.edits)
+        except ValueError as e:  # options that cannot work with this model: exit status 2
+            self.warn(str(e))
+            session.close()
+            return None, None, 2
+        self.layers = layers
+        self.capture = CaptureSpec(
+            modules={n: frozenset({OUTPUT, GRAD_OUTPUT}) for n in layers},
+            full=frozenset(layers),
+            stats=False,
+        )
+        if self.emit_script is not None and not self._write_script(loaded):
+            session.close()
+            return None, None, 2
+        self.job = ImageJob(
+            capture=self.capture,
+            # The unedited twin only needs the outputs compared: no frames' tensors, no backward.
+            baseline_capture=CaptureSpec.for_modules(layers, (OUTPUT,), stats=False),
+            target=self.target, methods=self.methods, cam_layer=self.cam_layer,
+            attributions=self.attributions, attribution_options=self.attribution_options,
+            edits=self.edits, compare=self.compare, topk=self.topk, stretch=self.stretch,
+        )
+        return session, loaded, 0
+
+    def _write_script(self, loaded) -> bool:
+        """--emit-script: the standalone script of these runs (core.script_export), before any
+        image is read; False (said on stderr) when it cannot be written."""
+        from inspector.core.run import RunRequest
+        from inspector.core.script_export import ScriptExportError, script_for
+
+        request = RunRequest(image=None, capture=self.capture, target=self.target,
+                             interventions=self.edits, stretch=self.stretch)
+        try:
+            text = script_for(loaded, request)
+            self.emit_script.write_text(text, encoding="utf-8")
+        except ScriptExportError as e:
+            self.warn(f"cannot write the run as a script: {e}")
+            return False
+        except OSError as e:
+            self.warn(f"cannot write {self.emit_script}: {e.strerror or e}")
+            return False
+        return True
+
+    def _tensorboard(self):
+        if not self.want_tensorboard:
+            return None
+        from inspector.core.export import TensorBoardLog, TensorBoardMissing
+
+        try:
+            return TensorBoardLog(self.out / "tensorboard")
+        except TensorBoardMissing as e:
+            self.warn(f"no TensorBoard log: {e}")
+            return None
