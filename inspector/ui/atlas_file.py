@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from inspector.batch.names import safe_name  # the crops' folder names, as the atlas writes them
 
 ATLAS_JSON = "atlas.json"
 MAKE_ONE = "network-inspector atlas --model MODEL --layers LAYER --out DIR FOLDER"
@@ -89,11 +90,6 @@ class Atlas:
         layers = ", ".join(self.layers) or "none"
         failed = f" ({self.failed} unreadable)" if self.failed else ""
         return f"{self.model}, {self.images:,} images{failed}, layers {layers}"
-
-
-def safe_name(text: str) -> str:
-    """A layer's folder name under crops/ (the same rule as inspector.analyse._safe)."""
-    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_")
 
 
 def read_atlas(where: str | Path) -> Atlas:
