@@ -317,7 +317,8 @@ class Analysis:
                 self.warn(f"note: {note}")
         tree = session.tree
         try:
-            if loaded.task == "classification":
+            task_target = str(self.target_text or "").lower().startswith(("det:", "seg:"))
+            if loaded.task == "classification" and not task_target:
                 self.target = resolve_target(self.target_text, loaded.categories)
             else:  # det:K, seg:CLASS (core.tasks)
                 from inspector.core.tasks import parse_target

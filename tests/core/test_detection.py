@@ -295,3 +295,12 @@ def test_a_clicked_box_is_followed_by_overlap_not_by_rank():
     assert matching(found, (50, 50, 80, 80), 18, rank=0) == 1
     with pytest.raises(ValueError, match="no detection of that class overlaps"):
         matching(found, (200, 200, 220, 220), 17, rank=0)
+
+
+def test_analyse_with_a_det_target_on_a_classifier_says_it_needs_a_detector(tmp_path, capsys):
+    image = tmp_path / "a.png"
+    picture(64, 48).save(image)
+    rc = cli.main(["analyse", "--model", "demo_shapes", "--target", "det:0",
+                   "--out", str(tmp_path / "out"), str(image)])
+    assert rc == 2
+    assert "det:K needs a detection model" in capsys.readouterr().err
