@@ -183,8 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     _batch_options(at, shard_size=256, workers_help="local: processes decoding images "
                    "(default min(4, CPUs)); ray: model actors (default one per GPU, else one "
                    "per CPU)")
+    at.add_argument("--every", type=int, default=1, metavar="N",
+                    help="videos named (.mp4 .mkv .mov .avi .webm; needs "
+                         "'network-inspector[video]'): rank every Nth frame, counting from "
+                         "frame 0 (default 1: every frame)")
     at.add_argument("--quiet", action="store_true", help="no progress bar")
-    at.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
+    at.add_argument("images", nargs="+",
+                    help="image files or folders (searched recursively for images), and videos")
     at.set_defaults(func=_atlas)
 
     m = sub.add_parser("models", help="list the model catalog")
@@ -370,7 +375,8 @@ def _atlas(args: argparse.Namespace) -> int:
         AtlasOptions(spec=spec, layers=_split(args.layers), out=args.out, top=args.top,
                      batch_size=args.batch_size, workers=args.workers, engine=args.engine,
                      ray_address=args.ray_address, resume=args.resume,
-                     shard_size=args.shard_size, progress=not args.quiet, warn=_error,
+                     shard_size=args.shard_size, every=args.every,
+                     progress=not args.quiet, warn=_error,
                      seed_drawn=args.seed is None),
         args.images,
     )

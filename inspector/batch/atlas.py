@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inspector.core.images import ImageLoadError, expand_paths
+from inspector.core.images import ImageLoadError
 from inspector.core.models import ModelSpec
 
 from .job import OptionError
@@ -39,12 +39,13 @@ class AtlasOptions:
     ray_address: str | None = None
     resume: bool = False
     shard_size: int = 256
+    every: int = 1  # of a video's frames, the atlas ranks 0, every, 2 * every, ...
     progress: bool = True
     seed_drawn: bool = False  # spec.seed was drawn, not given (--seed): see ShardStore.prepare
     warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
 
     def check(self) -> None:
-        for name in ("top", "batch_size", "shard_size"):
+        for name in ("top", "batch_size", "shard_size", "every"):
             if getattr(self, name) < 1:
                 raise OptionError(f"--{name.replace('_', '-')} must be 1 or more")
         if self.workers is not None and self.workers < 0:
@@ -76,11 +77,13 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
         warn(f"skipped {err}")
         missing.append((str(err.path), err.reason))
 
-    paths = expand_paths(inputs, on_missing=on_missing)
-    if not paths:
-        warn(f"no image files found in {', '.join(inputs)}")
+    from .inputs import list_sources
+
+    sources = list_sources(inputs, opts.every, on_missing=on_missing)
+    if not sources:
+        warn(f"no image files or video frames found in {', '.join(inputs)}")
         return 1
-    setup = _setup(opts, paths)
+    setup = _setup(opts, sources)
     if isinstance(setup, int):
         return setup
     loaded, job, store, todo = setup
@@ -89,7 +92,7 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
 
     from .inputs import shard_range
 
-    todo_images = sum(len(shard_range(s, len(paths), job.shard_size)) for s in todo)
+    todo_images = sum(len(shard_range(s, len(sources), job.shard_size)) for s in todo)
     bar = tqdm(total=todo_images, unit="img", desc="atlas", file=sys.stderr,
                disable=not opts.progress, dynamic_ncols=True)
     try:
@@ -103,7 +106,7 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
     return _finish(opts, loaded, job, store, missing, t0)
 
 
-def _setup(opts: AtlasOptions, paths: list[Path]):
+def _setup(opts: AtlasOptions, sources: list):
     """The model loaded and checked, the job, its shard store and the shards still to do;
     or an exit status."""
     import torch
@@ -155,7 +158,7 @@ def _setup(opts: AtlasOptions, paths: list[Path]):
 
     spec = opts.spec
     key = JobKey.of("atlas", spec, spec.seed, {"layers": layers, "top": opts.top},
-                    opts.shard_size, paths)
+                    opts.shard_size, sources)
     store = ShardStore(opts.out)
     try:
         done, note = store.prepare(key, opts.resume, drawn_seed=opts.seed_drawn)
@@ -169,11 +172,11 @@ def _setup(opts: AtlasOptions, paths: list[Path]):
         # killed before it ends never leaves another run's atlas.json looking like its own.
         _remove_results(Path(opts.out))
     job = StatsJob(
-        paths=tuple(paths), preprocess=loaded.preprocess, plans=plans, cam_layer=cam_layer,
+        paths=tuple(sources), preprocess=loaded.preprocess, plans=plans, cam_layer=cam_layer,
         cam_shape=cam_shape, top=opts.top, shard_size=opts.shard_size,
-        batch_size=opts.batch_size,
+        batch_size=opts.batch_size, every=opts.every,
     )
-    todo = [s for s in range(shard_count(len(paths), opts.shard_size)) if s not in done]
+    todo = [s for s in range(shard_count(len(sources), opts.shard_size)) if s not in done]
     return loaded, job, store, todo
 
 
@@ -205,9 +208,9 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     from .inputs import ImageFiles, default_workers, shard_count
     from .writers import atlas_document, entries_of, write_classes, write_crops, write_json
 
-    warn, out, paths = opts.warn, Path(opts.out), list(job.paths)
+    warn, out, sources = opts.warn, Path(opts.out), list(job.paths)
     total = job.empty("cpu")
-    for shard in range(shard_count(len(paths), job.shard_size)):
+    for shard in range(shard_count(len(sources), job.shard_size)):
         total.merge(store.load(shard))
 
     entries = entries_of(total)
@@ -217,7 +220,8 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
                disable=not opts.progress or not images, dynamic_ncols=True)
     try:
         boxes, unreadable = compute_boxes(
-            loaded.model, job.plans, ImageFiles(paths, job.preprocess), entries,
+            loaded.model, job.plans, ImageFiles(sources, job.preprocess, every=job.every),
+            entries,
             loaded.device, job.batch_size, workers, on_image=bar.update,
         )
     except Exception as e:  # the statistics are safe in the shards; say what failed
@@ -229,11 +233,11 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
         warn(f"no box: the image cannot be read any more: {message}")
 
     _remove_results(out)  # outputs of an earlier run of this job (a resumed one's too)
-    for message in write_crops(out, paths, boxes):
+    for message in write_crops(out, sources, boxes, job.every):
         warn(f"no crop: {message}")
     if job.cam_layer is not None and total.cam_sum is not None:
         write_classes(out, total, loaded.categories, job.cam_layer, job.preprocess.crop_size)
-    doc = atlas_document(loaded.name, opts.spec.checkpoint or opts.spec.pickle, paths, total,
+    doc = atlas_document(loaded.name, opts.spec.checkpoint or opts.spec.pickle, sources, total,
                          boxes, missing)
     write_json(out / "atlas.json", doc)
     failed = len(doc["failed"])

@@ -214,4 +214,5 @@ def compute_boxes(
                     boxes[e] = to_original(box, dataset.preprocess, size_of[e.index])
         if on_image is not None:
             on_image(len(batch))
+    dataset.close()  # its video decoders, when it decoded here (no worker processes)
     return boxes, failed

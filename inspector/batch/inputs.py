@@ -43,6 +43,11 @@ class Source:
         return where if self.frame is None else f"{where}\tframe {self.frame}"
 
 
+def as_source(item: Source | str | os.PathLike[str]) -> Source:
+    """A Source as is; a path as the image file it names."""
+    return item if isinstance(item, Source) else Source(Path(item))
+
+
 def list_sources(inputs: Sequence[str], every: int = 1,
                  on_missing: Callable[[ImageLoadError], None] | None = None) -> list[Source]:
     """The image files named (folders expanded, as images.expand_paths does), then the frames
@@ -133,9 +138,17 @@ class Item:
     error: str | None  # what is wrong with the file, in words (the path is said elsewhere)
 
 
-def read_item(path: Path, index: int, preprocess: Preprocess, stretch: bool = False) -> Item:
+def read_item(source: Source | Path, index: int, preprocess: Preprocess,
+              stretch: bool = False, videos: VideoFrames | None = None) -> Item:
+    """The Item of an image file or (with `videos`, which decodes it) a video's frame."""
+    source = as_source(source)
     try:
-        image = load_image(path, stretch=stretch)
+        if source.frame is None:
+            image = load_image(source.path, stretch=stretch)
+        elif videos is None:
+            raise ValueError("a video frame needs a VideoFrames to decode it")
+        else:
+            image = videos.read(source)
         x = preprocess(image)
     except ImageLoadError as e:
         return Item(index, None, None, e.reason)
@@ -145,18 +158,36 @@ def read_item(path: Path, index: int, preprocess: Preprocess, stretch: bool = Fa
 
 
 class ImageFiles(Dataset):
-    """`dataset[i]` is the Item of paths[i]; picklable, for DataLoader worker processes."""
+    """`dataset[i]` is the Item of sources[i] (an image file or a video's frame); picklable,
+    for DataLoader worker processes. Each process decodes the frames it is asked for with its
+    own VideoFrames: a worker's batches come in index order, so it reads each video front to
+    back, skipping what other workers do (`every`: the stride it decodes at)."""
 
-    def __init__(self, paths: Sequence[Path], preprocess: Preprocess, stretch: bool = False):
-        self.paths = list(paths)
+    def __init__(self, sources: Sequence[Source | Path], preprocess: Preprocess,
+                 stretch: bool = False, every: int = 1):
+        self.sources = [as_source(s) for s in sources]
         self.preprocess = preprocess
         self.stretch = stretch
+        self.every = every
+        self._videos: VideoFrames | None = None  # per process: open decoders do not pickle
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_videos": None}
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return len(self.sources)
 
     def __getitem__(self, index: int) -> Item:
-        return read_item(self.paths[index], index, self.preprocess, self.stretch)
+        source = self.sources[index]
+        if source.frame is not None and self._videos is None:
+            self._videos = VideoFrames(self.every)
+        return read_item(source, index, self.preprocess, self.stretch, self._videos)
+
+    def close(self) -> None:
+        """Close this process's video decoders (a worker's close when the worker ends)."""
+        if self._videos is not None:
+            self._videos.close()
+            self._videos = None
 
 
 @dataclass

@@ -4,12 +4,12 @@ and the error for options that cannot work."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from inspector.core.preprocess import Preprocess
 
+from .inputs import Source
 from .probe import LayerPlan
 from .reduce import Reduction
 
@@ -20,7 +20,9 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class StatsJob:
-    paths: tuple[Path, ...]  # sorted; an image's index in it is its identity in the job
+    # inputs.list_sources' order (image files sorted, then videos' frames); an image's index
+    # in it is its identity in the job
+    paths: tuple[Source, ...]
     preprocess: Preprocess
     plans: dict[str, LayerPlan]
     cam_layer: str | None  # None: no class maps (the model has no layer a CAM can read)
@@ -28,6 +30,7 @@ class StatsJob:
     top: int
     shard_size: int
     batch_size: int
+    every: int = 1  # the stride of the videos' frames: what their decoders step by
 
     def empty(self, device: torch.device | str = "cpu") -> Reduction:
         channels = {name: plan.channels for name, plan in self.plans.items()}

@@ -30,7 +30,7 @@ def run_local(
     on_failed: Callable[[str], None] = lambda message: None,
 ) -> None:
     """Run the given shards and save each one as it finishes."""
-    dataset = ImageFiles(job.paths, job.preprocess)
+    dataset = ImageFiles(job.paths, job.preprocess, every=job.every)
     batches = shard_batches(shards, len(job.paths), job.shard_size, job.batch_size)
     loader = make_loader(dataset, batches, workers, pin_memory=device.type == "cuda")
     current, reduction = None, None

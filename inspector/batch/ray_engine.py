@@ -1,9 +1,10 @@
 """The statistics pass on Ray Data: the same shards, the same reduction, many machines.
 
-The images still to do become a Ray dataset of (index, path) rows. `map_batches` sends
-batches to a pool of actors that each load the model once (one actor per GPU, else one per
-CPU slot); an actor decodes its batch with the same code as the local engine (a few threads:
-Pillow releases the GIL), runs the same `Probe`, and returns per image the (C,) maxima,
+The images still to do become a Ray dataset of (index, path, frame) rows (frame -1: an image
+file). `map_batches` sends batches to a pool of actors that each load the model once (one
+actor per GPU, else one per CPU slot); an actor decodes its batch with the same code as the
+local engine (image files on a few threads: Pillow releases the GIL; video frames in order,
+each video front to back by one decoder the actor keeps), runs the same `Probe`, and returns per image the (C,) maxima,
 positions and means of each layer, the predicted class and its Grad-CAM: a few KiB.
 
 This process gathers the rows per shard, keyed by image index, so a row that arrives twice
@@ -30,7 +31,7 @@ import torch
 
 from inspector.core.models import ModelSpec
 
-from .inputs import collate, read_item, shard_range
+from .inputs import Source, VideoFrames, as_source, collate, read_item, shard_range
 from .job import OptionError, StatsJob
 from .probe import BatchStats, Probe
 from .shards import ShardStore
@@ -52,7 +53,7 @@ def require_ray() -> None:
 
 
 class AtlasActor:
-    """Holds the model; called by Ray Data with a batch of {"index", "path"} rows."""
+    """Holds the model; called by Ray Data with a batch of {"index", "path", "frame"} rows."""
 
     def __init__(self, job: StatsJob, spec: ModelSpec, device: str) -> None:
         from inspector.core.models import load_model
@@ -60,11 +61,20 @@ class AtlasActor:
         self.job = job
         self.loaded = load_model(replace(spec, device=device))
         self.pool = ThreadPoolExecutor(DECODE_THREADS)
+        # A batch's frames arrive in index order, and so do an actor's batches of a video
+        # mostly: one decoder per video, kept between batches, reads on from where it is.
+        self.videos = VideoFrames(job.every)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         pre = self.job.preprocess
-        items = list(self.pool.map(lambda ip: read_item(Path(ip[1]), int(ip[0]), pre),
-                                   zip(batch["index"], batch["path"])))
+        sources = [(int(i), Source(Path(p), None if int(f) < 0 else int(f)))
+                   for i, p, f in zip(batch["index"], batch["path"], batch["frame"])]
+        files = [(i, s) for i, s in sources if s.frame is None]
+        decoded = dict(zip((i for i, _ in files),
+                           self.pool.map(lambda item: read_item(item[1], item[0], pre), files)))
+        decoded.update((i, read_item(s, i, pre, videos=self.videos))
+                       for i, s in sources if s.frame is not None)
+        items = [decoded[i] for i, _ in sources]
         b = collate(items)
         n, ok = len(items), [it.error is None for it in items]
         out: dict[str, np.ndarray] = {
@@ -131,7 +141,9 @@ def run_ray(
         gpus = int(resources.get("GPU", 0))
         size = actors or gpus or max(1, int(resources.get("CPU", 1)))
         n = len(job.paths)
-        rows = [{"index": i, "path": str(job.paths[i])}
+        sources = [as_source(p) for p in job.paths]
+        rows = [{"index": i, "path": str(sources[i].path),
+                 "frame": -1 if sources[i].frame is None else sources[i].frame}
                 for s in shards for i in shard_range(s, n, job.shard_size)]
         ds = ray.data.from_items(rows).map_batches(
             AtlasActor,

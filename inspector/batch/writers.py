@@ -1,5 +1,8 @@
 """Files out: DIR/atlas.json, the crops of the top images, the per-class Grad-CAM maps.
 
+An entry that is a video's frame names the video's path and the frame ("frame": its index,
+from 0); an image file's entry has no "frame".
+
 JSON is written to a `.part` file and moved into place, so a reader never sees half a file.
 Values are written as the shortest decimal that reads back as the same float32.
 """
@@ -21,6 +24,7 @@ from inspector.core.export import colorize, save_png
 from inspector.core.images import ImageLoadError, load_image
 
 from .boxes import Box, Entry
+from .inputs import Source, VideoFrames
 from .names import safe_name
 from .reduce import Reduction
 from .shards import write_text_atomic
@@ -46,17 +50,24 @@ def entries_of(total: Reduction) -> list[Entry]:
     return out
 
 
+def where(source: Source) -> dict[str, Any]:
+    """An entry's "path", and its "frame" when it is a video's frame."""
+    if source.frame is None:
+        return {"path": str(source.path)}
+    return {"path": str(source.path), "frame": source.frame}
+
+
 def atlas_document(
     model: str,
     weights: str | None,
-    paths: list[Path],
+    sources: list[Source],
     total: Reduction,
     boxes: dict[Entry, Box],
     missing: list[tuple[str, str]],
 ) -> dict[str, Any]:
     """atlas.json's content. `missing`: (path, reason) of inputs that were never in the job."""
     failed = [{"path": p, "error": e} for p, e in missing]
-    failed += [{"path": str(paths[i]), "error": e} for i, e in sorted(total.failed)]
+    failed += [{**where(sources[i]), "error": e} for i, e in sorted(total.failed)]
     layers: dict[str, Any] = {}
     n = total.images
     for name, layer in total.layers.items():
@@ -68,7 +79,7 @@ def atlas_document(
             top[str(c)] = []
             for r, (v, i, p) in enumerate(zip(*row)):
                 box = boxes.get(Entry(name, c, r, i, p))
-                top[str(c)].append({"path": str(paths[i]), "value": _f32(v),
+                top[str(c)].append({**where(sources[i]), "value": _f32(v),
                                     "box": list(box) if box is not None else None})
         positive = layer.positive.cpu()
         layers[name] = {
@@ -105,27 +116,33 @@ def crop_path(out: Path, layer: str, channel: int, rank: int) -> Path:
     return out / "crops" / safe_name(layer) / str(channel) / f"{rank}.png"
 
 
-def write_crops(out: Path, paths: list[Path], boxes: dict[Entry, Box]) -> list[str]:
+def write_crops(out: Path, sources: list[Source], boxes: dict[Entry, Box],
+                every: int = 1) -> list[str]:
     """DIR/crops/<layer>/<channel>/<rank>.png for every boxed entry: the box's part of the
-    original image, its longer side scaled to CROP_SIDE. Each image is decoded once.
-    Returns the errors of images that could not be read again."""
+    original image, its longer side scaled to CROP_SIDE. Each image is decoded once; video
+    frames in index order, so each video is decoded once, front to back (`every`: the
+    stride of its frames). Returns the errors of images that could not be read again."""
     by_image: dict[int, list[Entry]] = defaultdict(list)
     for e in boxes:
         by_image[e.index].append(e)
     errors = []
-    for index in sorted(by_image):
-        try:
-            image = load_image(paths[index])
-        except ImageLoadError as err:
-            errors.append(str(err))
-            continue
-        for e in by_image[index]:
-            crop = image.crop(boxes[e])
-            w, h = crop.size
-            scale = CROP_SIDE / max(w, h)
-            size = (max(1, round(w * scale)), max(1, round(h * scale)))
-            crop = crop.resize(size, Image.Resampling.LANCZOS)
-            save_png(crop_path(out, e.layer, e.channel, e.rank), np.asarray(crop))
+    with VideoFrames(every) as videos:
+        for index in sorted(by_image):
+            source = sources[index]
+            try:
+                image = (load_image(source.path) if source.frame is None
+                         else videos.read(source))
+            except ImageLoadError as err:
+                errors.append(str(err) if source.frame is None
+                              else f"{source}: {err.reason}")
+                continue
+            for e in by_image[index]:
+                crop = image.crop(boxes[e])
+                w, h = crop.size
+                scale = CROP_SIDE / max(w, h)
+                size = (max(1, round(w * scale)), max(1, round(h * scale)))
+                crop = crop.resize(size, Image.Resampling.LANCZOS)
+                save_png(crop_path(out, e.layer, e.channel, e.rank), np.asarray(crop))
     return errors
 
 
