@@ -6,7 +6,8 @@ browsed with any model loaded): the format is read here rather than through
 inspector.batch, whose writers import torch. What the writer guarantees (batch/writers.py):
 per layer and channel the top images in descending value, each with its path, its value (a
 float, or null when it was not finite) and its box (x0, y0, x1, y1 in the image's own
-pixels, x1 and y1 exclusive; null when no box could be measured).
+pixels, x1 and y1 exclusive; null when no box could be measured). An entry that is a video's
+frame (`atlas --every N VIDEO`) also has "frame", its index from 0; its path is the video's.
 
 Anything that does not fit that format raises AtlasError with one sentence that names the
 file and the first field that is wrong, so the window can say it in its status bar.
@@ -40,6 +41,11 @@ class TopImage:
     path: str  # as atlas.json has it (relative to where the command ran, or absolute)
     value: float | None
     box: tuple[int, int, int, int] | None
+    frame: int | None = None  # a video's frame (its index, from 0): `path` is the video
+
+    def describe(self) -> str:
+        """"photo.jpg", or "frame 20 of clip.mp4"."""
+        return self.path if self.frame is None else f"frame {self.frame} of {self.path}"
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,10 @@ def _entry(raw: Any, rank: int, where: str) -> TopImage:
                 and box[0] < box[2] and box[1] < box[3], f"{where}.box",
                 "[x0, y0, x1, y1] with x0 < x1 and y0 < y1, or null")
         box = tuple(box)
-    return TopImage(rank, path, None if value is None else float(value), box)
+    frame = raw.get("frame")
+    _expect(frame is None or (_is_int(frame) and frame >= 0), f"{where}.frame",
+            "a frame index (0 or more), or absent")
+    return TopImage(rank, path, None if value is None else float(value), box, frame)
 
 
 def _numbers(raw: Any, where: str, channels: int) -> tuple[float | None, ...]:

@@ -5,7 +5,10 @@ a channel clicked in the Activations mosaic (its `channelClicked`, the click tha
 show, here, the images of the atlas's folder that excite that channel most: each image
 whole, scaled, with the box of the pixels that reach the channel's maximum drawn on it, and
 its rank and value under it. Where an image file is gone, the crop the command saved of its
-box stands in. A double-click lists the image in the image pane and runs it. The module
+box stands in. A double-click lists the image in the image pane and runs it. A video's frame
+(`atlas --every N`) shows the saved crop too, labelled "frame N of VIDEO": decoding frames
+here would seek the video once per thumbnail, and the image pane opens whole videos, not one
+frame of one, so a double-click on it only says so. The module
 tree shows each atlas layer's dead-channel count in its Health column (module_tree_model).
 
 Images are decoded a few per event-loop turn (as the image pane does), so a click on a
@@ -55,6 +58,7 @@ EntryRole = Qt.ItemDataRole.UserRole + 1  # the atlas_file.TopImage
 SourceRole = Qt.ItemDataRole.UserRole + 2  # IMAGE, CROP or MISSING: what the thumbnail shows
 ThumbRole = Qt.ItemDataRole.UserRole + 3  # the QImage drawn (box included)
 IMAGE, CROP, MISSING, LOADING = "image", "crop", "missing", "loading"
+FRAME = "frame"  # a video frame's saved crop
 
 EMPTY_HINT = (
     "No atlas open. An atlas lists, for every channel of some layers, the images of a folder "
@@ -262,7 +266,8 @@ class DatasetView(QWidget):
             notes.append(f"This atlas was made with {atlas.model}; the loaded model is "
                          f"{self.loaded_model}. Its layers and channels may not be this "
                          "model's.")
-        crops = sum(1 for item in self.items() if item.data(SourceRole) in (CROP, MISSING))
+        crops = sum(1 for item in self.items() if item.data(SourceRole) in (CROP, MISSING)
+                    and item.data(EntryRole).frame is None)  # a frame's crop is its picture
         if crops:
             notes.append(f"{crops} of {self.list.count()} original images are gone: their "
                          "saved crops are shown where the atlas has them.")
@@ -275,6 +280,11 @@ class DatasetView(QWidget):
         item.setData(EntryRole, entry)
         item.setSizeHint(QSize(THUMB + 12, THUMB + 34))
         self.list.addItem(item)
+        if entry.frame is not None:
+            item.setText(f"{item.text()}\nframe {entry.frame}")
+            item.setToolTip(self._tooltip(entry, None))
+            self._set_crop(item, entry, FRAME)
+            return
         path = self.atlas.resolve(entry.path)
         cached = self._thumbs.get(str(path)) if path is not None else None
         if cached is not None:
@@ -288,6 +298,10 @@ class DatasetView(QWidget):
     def _tooltip(self, entry: TopImage, path: Path | None) -> str:
         box = "no box measured" if entry.box is None else "box x0 {}, y0 {}, x1 {}, y1 {}".format(
             *entry.box)
+        if entry.frame is not None:
+            return (f"{entry.describe()} (the crop of its box)\nrank {entry.rank + 1}, value "
+                    f"{entry.value}, {box}\nA video's frame cannot be opened from here: open "
+                    "the video itself to see the frame")
         where = str(path) if path is not None else f"{entry.path} (gone)"
         return f"{where}\nrank {entry.rank + 1}, value {entry.value}, {box}\n" \
                "Double-click to open it in the image pane and run it"
@@ -315,13 +329,18 @@ class DatasetView(QWidget):
                     self._thumbs.popitem(last=False)
                 self._set_thumb(item, *thumb)
                 return
+        if self._set_crop(item, entry, CROP):
+            item.setText(item.text() + "\n(crop: original gone)")
+
+    def _set_crop(self, item: QListWidgetItem, entry: TopImage, source: str) -> bool:
+        """The crop the command saved of the entry's box (False: none, "gone" shown)."""
         crop = self.atlas.crop_path(self.layer, self.channel, entry.rank)
         picture = QImage(str(crop)) if crop.is_file() else QImage()
         if picture.isNull():
             self._set_thumb(item, missing_picture(), None, MISSING)
-        else:
-            self._set_thumb(item, scaled(picture, THUMB), None, CROP)
-            item.setText(item.text() + "\n(crop: original gone)")
+            return False
+        self._set_thumb(item, scaled(picture, THUMB), None, source)
+        return True
 
     def _set_thumb(self, item: QListWidgetItem, base: QImage, size: tuple[int, int] | None,
                    source: str = IMAGE) -> None:
@@ -337,6 +356,10 @@ class DatasetView(QWidget):
 
     def _activated(self, item: QListWidgetItem) -> None:
         entry: TopImage = item.data(EntryRole)
+        if entry.frame is not None:
+            self.failed.emit(f"{entry.describe()}: the atlas shows the crop of its box; a "
+                             "video's frame cannot be opened from the atlas, open the video")
+            return
         path = self.atlas.resolve(entry.path) if self.atlas is not None else None
         if path is None:
             self.failed.emit(f"{entry.path} is gone: the atlas keeps only the crop of its box")

@@ -20,6 +20,7 @@ from inspector.ui.atlas_file import AtlasError, read_atlas
 from inspector.ui.dataset_dock import (
     BOX_COLOR,
     CROP,
+    FRAME,
     IMAGE,
     MISSING,
     THUMB,
@@ -133,6 +134,9 @@ def test_a_relative_image_path_is_found_from_the_atlas_folder_up(atlas_dir, tmp_
      "layers.a.top.0[0].box should be [x0, y0, x1, y1]"),
     ('{"model": "m", "images": 1, "layers": {"a": {"channels": 2, "top": {}, "dead": [7]}}}',
      "layers.a.dead should be a list of channels below 2"),
+    ('{"model": "m", "images": 1, "layers": {"a": {"channels": 2, "top": '
+     '{"0": [{"path": "v.mp4", "frame": -3, "value": 1.0, "box": null}]}}}}',
+     "layers.a.top.0[0].frame should be a frame index"),
 ])
 def test_a_broken_atlas_json_is_one_sentence_naming_what_is_wrong(tmp_path, text, says):
     (tmp_path / "atlas.json").write_text(text)
@@ -230,6 +234,43 @@ def test_a_gone_original_shows_the_saved_crop_and_another_model_is_said(
     view.select("features.3", 0)
     wait_thumbs(qtbot, view)
     assert view.items()[2].data(SourceRole) == MISSING
+
+
+def test_a_video_frame_entry_shows_its_crop_and_says_it_cannot_be_opened(
+    qtbot, atlas_dir, tmp_path
+):
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"not decoded by the dock")
+
+    def a_frame(doc):  # rank 1 of channel 0: a video's frame, as `atlas --every N` writes it
+        entry = doc["layers"]["features.3"]["top"]["0"][1]
+        entry.update(path=str(clip), frame=20)
+
+    folder = copy_atlas(atlas_dir, tmp_path / "atlas", a_frame)
+    atlas = read_atlas(folder)
+    entry = atlas.layers["features.3"].top[0][1]
+    assert (entry.frame, entry.describe()) == (20, f"frame 20 of {clip}")
+    assert atlas.layers["features.3"].top[0][0].frame is None
+    view = DatasetView()
+    qtbot.addWidget(view)
+    view.set_atlas(atlas)
+    view.select("features.3", 0)
+    wait_thumbs(qtbot, view)
+    items = view.items()
+    assert [item.data(SourceRole) for item in items] == [IMAGE, FRAME, IMAGE]
+    crop = QImage(str(folder / "crops" / "features.3" / "0" / "1.png"))
+    thumb: QImage = items[1].data(ThumbRole)
+    assert max(thumb.width(), thumb.height()) == THUMB
+    assert thumb.width() / thumb.height() == pytest.approx(crop.width() / crop.height(), rel=0.05)
+    assert "frame 20" in items[1].text()
+    assert f"frame 20 of {clip}" in items[1].toolTip()
+    assert not view.note.isVisible()  # a frame's crop is not a gone original
+    requested = []
+    view.imageRequested.connect(requested.append)
+    with qtbot.waitSignal(view.failed) as failed:
+        view._activated(items[1])
+    assert f"frame 20 of {clip}" in failed.args[0] and "open the video" in failed.args[0]
+    assert requested == []
 
 
 # -- in the window ----------------------------------------------------------------------------------
