@@ -22,6 +22,7 @@ from pathlib import Path
 from inspector.core.images import ImageLoadError
 from inspector.core.models import ModelSpec
 
+from .inputs import Source
 from .job import OptionError
 
 ENGINES = ("local", "ray")
@@ -106,7 +107,7 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
     return _finish(opts, loaded, job, store, missing, t0)
 
 
-def _setup(opts: AtlasOptions, sources: list):
+def _setup(opts: AtlasOptions, sources: list[Source]):
     """The model loaded and checked, the job, its shard store and the shards still to do;
     or an exit status."""
     import torch
@@ -229,8 +230,8 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
         warn(f"measuring the receptive-field boxes failed: {type(e).__name__}: {e}")
         return 1
     bar.close()
-    for message in unreadable.values():
-        warn(f"no box: the image cannot be read any more: {message}")
+    for index, message in unreadable.items():
+        warn(f"no box: {sources[index]} cannot be read any more: {message}")
 
     _remove_results(out)  # outputs of an earlier run of this job (a resumed one's too)
     for message in write_crops(out, sources, boxes, job.every):

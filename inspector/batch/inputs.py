@@ -5,10 +5,10 @@ DataLoader that decodes them.
 expanded, naturally sorted), then each video's frames 0, N, 2N, ... (`--every N`);
 `VideoFrames` decodes those frames in order, each video once, front to back.
 
-Each image is decoded with `core.images.load_image` and turned into the model's input by the
-model's `Preprocess`, exactly as `analyse` does, inside DataLoader worker processes. An image
-that cannot be read comes back as an error string instead of a tensor, so one bad file costs
-one entry in `failed`, not the run.
+Each image is decoded with `core.images.load_image` (a frame by `VideoFrames`) and turned into
+the model's input by the model's `Preprocess`, exactly as `analyse` does, inside DataLoader
+worker processes. An image that cannot be read comes back as an error string instead of a
+tensor, so one bad file costs one entry in `failed`, not the run.
 
 Shards are fixed runs of the sorted list (shard i holds images i*S .. i*S+S-1), so the same
 files and shard size always give the same shards: what makes a killed run resumable.
@@ -142,11 +142,11 @@ def read_item(source: Source | Path, index: int, preprocess: Preprocess,
               stretch: bool = False, videos: VideoFrames | None = None) -> Item:
     """The Item of an image file or (with `videos`, which decodes it) a video's frame."""
     source = as_source(source)
+    if source.frame is not None and videos is None:
+        raise TypeError(f"{source}: a video's frame is read with a VideoFrames (videos=)")
     try:
         if source.frame is None:
             image = load_image(source.path, stretch=stretch)
-        elif videos is None:
-            raise ValueError("a video frame needs a VideoFrames to decode it")
         else:
             image = videos.read(source)
         x = preprocess(image)
@@ -159,9 +159,10 @@ def read_item(source: Source | Path, index: int, preprocess: Preprocess,
 
 class ImageFiles(Dataset):
     """`dataset[i]` is the Item of sources[i] (an image file or a video's frame); picklable,
-    for DataLoader worker processes. Each process decodes the frames it is asked for with its
-    own VideoFrames: a worker's batches come in index order, so it reads each video front to
-    back, skipping what other workers do (`every`: the stride it decodes at)."""
+    for DataLoader worker processes. Each process decodes frames with its own VideoFrames
+    (`every`: the stride of the frames listed). A worker's batches come in index order, so
+    it reads each video once, front to back; frames depend on each other, so every worker
+    that gets frames of a video decodes it through, in parallel with the others."""
 
     def __init__(self, sources: Sequence[Source | Path], preprocess: Preprocess,
                  stretch: bool = False, every: int = 1):
@@ -184,7 +185,7 @@ class ImageFiles(Dataset):
         return read_item(source, index, self.preprocess, self.stretch, self._videos)
 
     def close(self) -> None:
-        """Close this process's video decoders (a worker's close when the worker ends)."""
+        """Close this process's video decoders (worker processes' go when they end)."""
         if self._videos is not None:
             self._videos.close()
             self._videos = None

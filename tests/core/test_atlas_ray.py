@@ -1,4 +1,5 @@
-"""`atlas --engine ray` on a local Ray with 2 CPUs gives the local engine's atlas.
+"""`atlas --engine ray` on a local Ray with 2 CPUs gives the local engine's atlas (a folder,
+and a short video's frames where PyAV is installed).
 
 Ray always serves on the machine's network address, never loopback alone (it turns
 127.0.0.1 into the address of the default route). So the Ray run is made in a network
@@ -27,6 +28,7 @@ try:
 except ImportError as e:
     RAY = f"ray[data] is not importable ({e}); it is in the dev extra"
 
+EVERY = 5  # of the video's frames, ranked: 0, 5, ...
 LOOPBACK_ONLY = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
 
 
@@ -42,10 +44,11 @@ def _loopback_namespace() -> str | None:
     return None
 
 
-def _run(folder: Path, out: Path, *engine: str, wrap=()) -> subprocess.CompletedProcess:
+def _run(inputs: list[Path], out: Path, *engine: str, wrap=()) -> subprocess.CompletedProcess:
     command = [*wrap, sys.executable, "-m", "inspector.cli", "atlas", "--model", "demo_shapes",
                "--device", "cpu", "--layers", "stage1,stage3", "--top", "3", "--batch-size", "8",
-               "--shard-size", "16", "--quiet", "--out", str(out), *engine, str(folder)]
+               "--shard-size", "16", "--every", str(EVERY), "--quiet", "--out", str(out),
+               *engine, *map(str, inputs)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
 
@@ -58,18 +61,26 @@ def test_ray_engine_equals_the_local_engine(tmp_path: Path):
         # CI installs what this needs (.ci/run): there a skip would hide the only check
         # that the Ray engine equals the local one.
         (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
-    folder = draw_folder(tmp_path / "images", count=40)
-    local = _run(folder, tmp_path / "local", "--workers", "1")
+    inputs = [draw_folder(tmp_path / "images", count=40)]
+    frames = 0
+    try:
+        from video_clip import FRAMES, write_clip
+
+        inputs.append(write_clip(tmp_path / "clip.mp4", size=64))
+        frames = FRAMES // EVERY
+    except ImportError:  # no PyAV here (CI has it): the folder alone
+        pass
+    local = _run(inputs, tmp_path / "local", "--workers", "1")
     assert local.returncode == 1, local.stderr
     # Two actors on a Ray of this machine's CPUs (2 on the machines this was written on).
-    remote = _run(folder, tmp_path / "ray", "--engine", "ray", "--workers", "2",
+    remote = _run(inputs, tmp_path / "ray", "--engine", "ray", "--workers", "2",
                   wrap=LOOPBACK_ONLY)
     assert remote.returncode == 1, remote.stderr
     assert "Traceback" not in remote.stderr
 
     a = json.loads((tmp_path / "local" / "atlas.json").read_text())
     b = json.loads((tmp_path / "ray" / "atlas.json").read_text())
-    assert b["images"] == a["images"] == 40
+    assert b["images"] == a["images"] == 40 + frames
     assert b["failed"] == a["failed"] and len(a["failed"]) == 2
     for name, layer in a["layers"].items():
         theirs = b["layers"][name]
@@ -77,10 +88,14 @@ def test_ray_engine_equals_the_local_engine(tmp_path: Path):
         assert theirs["active_fraction"] == layer["active_fraction"]
         assert theirs["mean"] == pytest.approx(layer["mean"], abs=1e-5)
         for c, entries in layer["top"].items():
-            assert [e["path"] for e in theirs["top"][c]] == [e["path"] for e in entries]
+            assert [(e["path"], e.get("frame")) for e in theirs["top"][c]] == [
+                (e["path"], e.get("frame")) for e in entries]
             assert [e["box"] for e in theirs["top"][c]] == [e["box"] for e in entries]
             assert [e["value"] for e in theirs["top"][c]] == pytest.approx(
                 [e["value"] for e in entries], abs=1e-5)
+    if frames:  # the video's frames rank among the images somewhere
+        assert any("frame" in e for layer in a["layers"].values()
+                   for entries in layer["top"].values() for e in entries)
     ca = json.loads((tmp_path / "local" / "classes.json").read_text())
     cb = json.loads((tmp_path / "ray" / "classes.json").read_text())
     assert {k: v["count"] for k, v in cb["classes"].items()} == {
@@ -128,3 +143,42 @@ def test_a_row_that_arrives_twice_is_counted_once(tmp_path: Path):
     assert first.layers["conv"].sum_mean.tolist() == [4.0, 4.0]
     assert first.layers["conv"].top_index.tolist() == [[3, 2], [0, 1]]
     assert store.load(1).images == 2
+
+
+def test_the_actor_decodes_a_video_frame_row_as_the_local_engine_does(tmp_path: Path):
+    """AtlasActor, called as Ray Data calls it (no Ray needed): image and frame rows in one
+    batch give the figures of the local engine's Dataset for the same sources."""
+    pytest.importorskip("av")
+    import numpy as np
+    import torch
+    from video_clip import write_clip
+
+    from inspector.batch.inputs import ImageFiles, Source, collate
+    from inspector.batch.job import StatsJob
+    from inspector.batch.probe import Probe, plan_layers
+    from inspector.batch.ray_engine import AtlasActor
+    from inspector.core.models import ModelSpec, load_model, probe_tree
+
+    folder = draw_folder(tmp_path / "images", count=2)
+    clip = write_clip(tmp_path / "clip.mp4", size=64)
+    sources = [Source(p) for p in sorted(folder.glob("img*.png"))] + [
+        Source(clip, 0), Source(clip, 5), Source(clip, 15)]
+    spec = ModelSpec(name="demo_shapes", device="cpu")
+    loaded = load_model(spec)
+    plans = plan_layers(probe_tree(loaded), ["stage2"], loaded.preprocess.crop_size)
+    job = StatsJob(paths=(), preprocess=loaded.preprocess, plans=plans, cam_layer=None,
+                   cam_shape=None, top=3, shard_size=8, batch_size=8, every=EVERY)
+    actor = AtlasActor(job, spec, "cpu")
+    out = actor({"index": np.arange(len(sources)),
+                 "path": np.asarray([str(s.path) for s in sources], dtype=object),
+                 "frame": np.asarray([-1 if s.frame is None else s.frame for s in sources])})
+    assert list(out["error"]) == [""] * len(sources)
+
+    actor.videos.close()
+    dataset = ImageFiles(sources, loaded.preprocess, every=EVERY)
+    batch = collate([dataset[i] for i in range(len(sources))])
+    dataset.close()
+    with Probe(loaded.model, plans, None) as probe:
+        expected = probe.run(batch.x).maxima["stage2"]
+    torch.testing.assert_close(torch.from_numpy(out["max0"]), expected, atol=1e-5, rtol=1e-5)
+    assert not torch.equal(expected[-1], expected[-2])  # the frames differ: a real check
