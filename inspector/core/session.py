@@ -3,41 +3,35 @@
 It owns the model (through the worker thread, which alone touches it), the worker and the
 frame channel, and runs the values it is given (core.run.RunRequest: the capture, target,
 CAM methods, edits of one run); nothing about a run stays here between runs but the outputs
-of the last runs that asked to keep them, for comparisons (core.compare). Calls return at
+of the last runs that asked to keep them, for comparisons (core.kept_outputs). Calls return at
 once; results arrive as frames on `session.channel` (and as futures for model loads).
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import traceback
-from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import count
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
 
-from . import fused_stats, tasks
+from . import tasks
 from .cam import logits_of
 from .channel import FrameChannel
-from .compare import KEPT_RUNS, KeptOutputs, OutputRecorder
 from .edit_spec import EditSpecError, check_edits
 from .frames import (
     CamFrame,
     DivergenceFrame,
     ErrorFrame,
     ModelLoaded,
-    Prediction,
     PredictionFrame,
-    ProgressFrame,
     RunFinished,
     RunStarted,
 )
@@ -45,14 +39,27 @@ from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .hookset import HookSet
 from .images import ImageLoadError, as_rgb, load_image
 from .interventions import Intervention
+from .kept_outputs import KeptRuns
 from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model, probe_tree
 from .run import RunRequest
+from .run_parts import (
+    edits_on,
+    error_frame,
+    find_cam_layer,
+    gradient_cam_layers,
+    label_of,
+    model_notes,
+    progress_reporter,
+    refused_for_task,
+    top_predictions,
+)
 from .runtime import apply_thread_setting
-from .tree import OUTPUT_MODIFIED_INPLACE, ModuleTree
+from .tree import ModuleTree
 from .worker import InferenceWorker
 
-PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
+# model_notes is imported from here as well (inspector.batch).
+__all__ = ["RunOutcome", "Session", "model_notes"]
 
 
 @dataclass
@@ -90,12 +97,8 @@ class Session:
         self._open_runs: set[int] = set()  # submitted, not finished
         self._run_channels: dict[int, FrameChannel] = {}  # runs whose frames go elsewhere
         self._cam_layer: tuple[ModuleTree, str] | None = None  # (tree it was found for, layer)
-        # Outputs of the last `keep_runs` runs that asked to keep them (keep_outputs), least
-        # recently used first: a run compared with counts as used. They outlive a model load
-        # (run B may be another weights file), and are float32 CPU tensors: one kept run of
-        # resnet18 at 224 x 224, every leaf, is about 26 MB.
-        self.keep_runs = KEPT_RUNS
-        self._kept: OrderedDict[int, KeptOutputs] = OrderedDict()
+        # Outputs of the last `keep_runs` runs that asked to keep them (core.kept_outputs).
+        self._kept = KeptRuns()
         self._lock = threading.Lock()
 
     # -- model -----------------------------------------------------------------------------
@@ -123,7 +126,7 @@ class Session:
                     )
                 )
                 raise
-            cam_layer = _default_cam_layer(loaded, tree)
+            cam_layer = find_cam_layer(loaded, tree)
             with self._lock:
                 self.loaded, self.tree = loaded, tree
                 self._cam_layer = (tree, cam_layer)
@@ -184,39 +187,28 @@ class Session:
             raise EditSpecError("no model is loaded yet: edits are checked against one")
         return check_edits(edits, tree, loaded.preprocess.crop_size)
 
+    @property
+    def keep_runs(self) -> int:
+        """How many runs' outputs are kept at once (core.compare.KEPT_RUNS unless set)."""
+        return self._kept.limit
+
+    @keep_runs.setter
+    def keep_runs(self, value: int) -> None:
+        self._kept.limit = value
+
     def kept_runs(self) -> tuple[int, ...]:
         """The runs whose outputs are kept (compare_with can name them), least recently
         used first: the first goes when another run keeps its outputs."""
-        with self._lock:
-            return tuple(self._kept)
+        return self._kept.runs()
 
     def kept_outputs(self, run_id: int) -> dict[str, torch.Tensor] | None:
         """A kept run's outputs (module -> float32 CPU tensor, forward order; read them, do
         not modify them), or None when that run's are not kept."""
-        with self._lock:
-            kept = self._kept.get(run_id)
-        return None if kept is None else kept.as_dict()
+        return self._kept.outputs(run_id)
 
     def forget_outputs(self, run_id: int | None = None) -> None:
         """Drop a run's kept outputs (None: every run's)."""
-        with self._lock:
-            if run_id is None:
-                self._kept.clear()
-            else:
-                self._kept.pop(run_id, None)
-
-    def _kept_outputs(self, run_id: int) -> KeptOutputs | None:
-        with self._lock:
-            kept = self._kept.get(run_id)
-            if kept is not None:
-                self._kept.move_to_end(run_id)
-            return kept
-
-    def _keep(self, kept: KeptOutputs) -> None:
-        with self._lock:
-            self._kept[kept.run_id] = kept
-            while len(self._kept) > max(self.keep_runs, 0):
-                self._kept.popitem(last=False)
+        self._kept.forget(run_id)
 
     def close(self, timeout: float = 2.0) -> bool:
         stopped = self.worker.close(timeout)
@@ -235,7 +227,7 @@ class Session:
         timings: dict[str, float] = {}
         outcome = RunOutcome(run_id, "ok")
         loaded = self.loaded
-        label = req.label or _label_of(req.image)
+        label = req.label or label_of(req.image)
         described = tuple(i.describe() for i in req.interventions)
         never_called: tuple[str, ...] = ()
         if cancel.is_set():
@@ -259,7 +251,7 @@ class Session:
                        described))
 
         if loaded.task != tasks.CLASSIFICATION:
-            refused = _refused_for_task(req, loaded.task)
+            refused = refused_for_task(req, loaded.task)
             if refused:
                 put(ErrorFrame(run_id, refused, exception="ValueError"))
                 outcome.error = refused
@@ -271,9 +263,10 @@ class Session:
         # live run keeps Grad-CAM for about the price of a forward.
         full_backward = (req.backward or spec.captures_gradients
                          or any(i.edits_gradient for i in req.interventions))
-        graph_from = frozenset() if full_backward else _gradient_cam_layers(cams)
+        graph_from = frozenset() if full_backward else gradient_cam_layers(cams)
         need_grad = full_backward or bool(graph_from)
-        recorder = self._recorder(req, spec, outcome)
+        recorder = self._kept.recorder(req.keep_outputs, req.compare_with, spec, self.tree,
+                                        outcome.notes)
         cap = Capture(model, spec, put, run_id, req.interventions, cancel, graph_from)
         try:
             with cap, HookSet() as extra, torch.set_grad_enabled(full_backward):
@@ -287,7 +280,7 @@ class Session:
                 if loaded.task == tasks.CLASSIFICATION:
                     logits = logits_of(model(x))
                     timings["forward"] = time.perf_counter() - t
-                    preds, target = _predictions(logits, loaded, req)
+                    preds, target = top_predictions(logits, loaded, req)
                     score = logits[0, target] if need_grad else None
                     explained = need_grad or bool(cams)
                     put(PredictionFrame(run_id, preds, target if explained else None))
@@ -334,7 +327,7 @@ class Session:
             never_called = tuple(cap.never_called())
             # Score-CAM's masked forwards and the input attributions run the model again:
             # with this run's edits on, so that they explain the model the run showed.
-            with _edits_on(model, run_id, req.interventions, cancel):
+            with edits_on(model, run_id, req.interventions, cancel):
                 if cams:
                     t = time.perf_counter()
                     self._cams(run_id, cams, cap, target, x.detach(), cancel, outcome)
@@ -350,7 +343,7 @@ class Session:
             )
         except Exception as e:
             module = e.module if isinstance(e, HookError) else cap.error_module
-            put(_error_frame(run_id, e, module))
+            put(error_frame(run_id, e, module))
             outcome.error = str(e)
             if isinstance(e, torch.OutOfMemoryError) and torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -358,30 +351,9 @@ class Session:
         finally:
             cap.kept.clear()  # nothing of this run's tensors outlives it
         if recorder is not None and recorder.keep:
-            self._keep(recorder.kept(run_id))
+            self._kept.keep(recorder.kept(run_id))
         timings["total"] = time.perf_counter() - t0
         return self._finish(run_id, "ok", outcome, timings, described, never_called, cap)
-
-    def _recorder(self, req: RunRequest, spec: CaptureSpec, outcome: RunOutcome):
-        """The hooks that keep this run's outputs and/or compare them with a kept run's
-        (core.compare); None when the run asks for neither."""
-        reference = None
-        if req.compare_with is not None:
-            reference = self._kept_outputs(req.compare_with)
-            if reference is None:
-                # Not an error: the run itself is fine, only the comparison cannot be made.
-                outcome.notes.append(
-                    f"no comparison with run {req.compare_with}: its outputs are not kept "
-                    f"(only the last {self.keep_runs} runs that keep outputs are)")
-        if not req.keep_outputs and reference is None:
-            return None
-        tree = self.tree
-        modules = spec.names()
-        # Outputs the model modifies in place later in the forward are copied in the hook;
-        # the others are kept by reference (see core.compare). Without a tree, copy all.
-        copy = modules if tree is None else {
-            m for m in modules if m not in tree or OUTPUT_MODIFIED_INPLACE in tree[m].hazards}
-        return OutputRecorder(modules, keep=req.keep_outputs, copy=copy, reference=reference)
 
     def _finish(
         self, run_id, status, outcome, timings, described, never_called, cap=None
@@ -420,7 +392,7 @@ class Session:
             return None
         cached = self._cam_layer
         if cached is None or cached[0] is not tree:  # a tree set from outside (tests)
-            cached = (tree, _default_cam_layer(loaded, tree))
+            cached = (tree, find_cam_layer(loaded, tree))
             self._cam_layer = cached
         return cached[1]
 
@@ -444,7 +416,7 @@ class Session:
                                  "from: choose a CAM layer")
             # Only Score-CAM calls it (once per batch of masked forwards): the one CAM step
             # that can take long enough to be worth reporting.
-            progress = _progress_reporter(self._channel_of(run_id).put, run_id,
+            progress = progress_reporter(self._channel_of(run_id).put, run_id,
                                           CAM_METHODS[cam_method(method)].title, cancel)
             cam = cam_from_capture(
                 method, cap, layer, tuple(x.shape[-2:]), model_input=x, target=target,
@@ -452,7 +424,6 @@ class Session:
             )
             outcome.cams[(method, layer)] = cam
             self._channel_of(run_id).put(CamFrame(run_id, method, layer, target, cam))
-
 
     def _attributions(self, run_id, req: RunRequest, model, target, x, cancel, outcome) -> None:
         """Input attributions, after the capture's hooks are gone: the signed arrays go to the
@@ -463,134 +434,10 @@ class Session:
 
         for method in req.attributions:
             name = attribution_method(method)
-            progress = _progress_reporter(self._channel_of(run_id).put, run_id,
+            progress = progress_reporter(self._channel_of(run_id).put, run_id,
                                           ATTRIBUTION_METHODS[name].title, cancel)
             signed = attribute(model, x, target, name, req.attribution_options,
                                progress=progress)[0]  # x is a batch of one
             outcome.attributions[name] = signed
             shown = display_map(name, torch.from_numpy(signed)[None])[0]
             self._channel_of(run_id).put(CamFrame(run_id, name, ATTRIBUTION_LAYER, target, shown))
-
-
-def _edits_on(model, run_id: int, interventions, cancel: threading.Event):
-    """A context in which `model` runs with `interventions` (and nothing captured): for the
-    forwards a run makes after its own (Score-CAM, attributions); no-op without edits."""
-    if not interventions:
-        return contextlib.nullcontext()
-    return Capture(model, CaptureSpec(stats=False), None, run_id, interventions, cancel)
-
-
-def _progress_reporter(put, run_id: int, step: str, cancel: threading.Event):
-    """A progress callback (done, total) for one step of a run: stops the step when the run
-    is cancelled, and puts a ProgressFrame on the channel at most every PROGRESS_INTERVAL_S
-    (and for the last call), so that a long step cannot flood the channel."""
-    began, last = time.perf_counter(), float("-inf")
-
-    def progress(done: int, total: int) -> None:
-        nonlocal last
-        if cancel.is_set():
-            raise RunCancelled()
-        now = time.perf_counter()
-        if done >= total or now - last >= PROGRESS_INTERVAL_S:
-            last = now
-            put(ProgressFrame(run_id, step, done, total, now - began))
-
-    return progress
-
-
-def _default_cam_layer(loaded: LoadedModel, tree: ModuleTree) -> str | None:
-    """The CAM layer when none is named (see core.cam), found on the worker when the model
-    loads (it walks the model); None when the model has no layer a CAM can use."""
-    if loaded.task != tasks.CLASSIFICATION:
-        return tasks.default_cam_layer(tree, loaded.task)
-    try:
-        from .cam import default_target_layer
-
-        return default_target_layer(loaded.model, tree)
-    except Exception:  # noqa: BLE001 - no spatial or token layer, or no CAM module
-        return None
-
-
-def _gradient_cam_layers(cams) -> frozenset[str]:
-    """The layers of the CAMs that read a gradient (an unknown method counts: its error
-    comes where the CAMs are computed)."""
-    from .methods import CAM_METHODS, cam_method
-
-    def needs_grad(method: str) -> bool:
-        try:
-            return CAM_METHODS[cam_method(method)].needs_grad
-        except (ValueError, KeyError):
-            return True
-
-    return frozenset(layer for method, layer in cams if layer is not None and needs_grad(method))
-
-
-def _refused_for_task(req: RunRequest, task: str) -> str | None:
-    """What a detection or segmentation run cannot do, in one line: Score-CAM and the input
-    attributions run the model as a classifier (masked inputs, a logit per class)."""
-    from .methods import cam_method
-
-    def is_scorecam(method: str) -> bool:
-        try:
-            return cam_method(method) == "scorecam"
-        except ValueError:  # an unknown method: said where the CAMs are computed
-            return False
-
-    if any(is_scorecam(m) for m, _ in req.cams):
-        return f"Score-CAM explains classifiers, not a {task} model: choose a gradient CAM"
-    if req.attributions:
-        return (f"input attributions explain classifiers, not a {task} model: use a CAM "
-                f"({', '.join(req.attributions)} asked for)")
-    return None
-
-
-def _label_of(image: Any) -> str:
-    if isinstance(image, (str, Path)):
-        return Path(image).name
-    return getattr(image, "filename", "") or type(image).__name__
-
-
-def _predictions(logits: torch.Tensor, loaded: LoadedModel, req: RunRequest):
-    """The top-k predictions, and the class to explain (the request's, else the top one)."""
-    scores = logits.detach().float()[0]
-    probs = scores.softmax(-1)
-    top_p, top_i = probs.topk(min(req.topk, probs.numel()))
-    if req.target is not None and not isinstance(req.target, int):  # det:K, seg:CLASS
-        raise ValueError(f"target {req.target} is for a detection or segmentation model; "
-                         f"{loaded.name} is a classifier")
-    target = req.target if req.target is not None else int(top_i[0])
-    if not 0 <= target < logits.shape[-1]:
-        raise ValueError(f"target class {target} out of range 0..{logits.shape[-1] - 1}")
-    preds = tuple(
-        Prediction(int(i), loaded.label(int(i)), float(p), float(scores[i]))
-        for p, i in zip(top_p.tolist(), top_i.tolist(), strict=True)
-    )
-    return preds, target
-
-
-def model_notes(loaded: LoadedModel) -> tuple[str, ...]:
-    """What the user should know about a loaded model: its own notes (random weights, a
-    re-initialised head) and, on the CPU, that statistics take the slower torch path."""
-    notes = list(loaded.notes)
-    if loaded.device.type == "cpu" and fused_stats.fallback_note():
-        notes.append(fused_stats.fallback_note())
-    return tuple(notes)
-
-
-def _error_frame(run_id: int, e: BaseException, module: str | None) -> ErrorFrame:
-    if isinstance(e, torch.OutOfMemoryError):
-        message = "Out of GPU memory: try a smaller image batch, fewer captured layers, or the CPU."
-    elif isinstance(e, HookError):
-        message = str(e)
-    else:
-        # "" is the model itself: an op in its own forward, outside every submodule.
-        where = {None: "", "": " in the model's own forward"}.get(module, f" in module '{module}'")
-        message = f"The run failed{where}: {type(e).__name__}: {e}"
-    return ErrorFrame(
-        run_id,
-        message.splitlines()[0] if message else type(e).__name__,
-        details="".join(traceback.format_exception(e)),
-        module=module,
-        exception=type(e).__name__,
-    )
-
