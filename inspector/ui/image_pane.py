@@ -1,13 +1,9 @@
 """The image pane: the images a user opened, as thumbnails, and the selected one, large.
 
-Files and folders come in by drop (the main window forwards drops here), Ctrl+O or paste.
-Video files named or dropped (not those inside folders) are listed too, with their first
-frame as the thumbnail; selecting one emits `videoSelected` and the video player (video_player
-.py) shows its frames here (`show_frame`). Each file is decoded (images with core's
-`load_image`, videos' first frame with core.video) before it is listed, so a corrupt file is
-reported by name and never becomes the current image; the previous image stays. Decoding
-happens a few files per event-loop turn (a 25 ms budget), so a dropped folder of a thousand
-photos fills in while the window stays responsive.
+The thumbnails are the filmstrip (image_list.ImageList: files, folders, drops, pastes);
+the pane delegates listing to it. Selecting a video file emits `videoSelected` and the
+video player (video_player.py) shows its frames here (`show_frame`). A file that fails to
+decode is reported by name and never becomes the current image; the previous image stays.
 
 The large view shows either the original image or the model's input (what preprocessing
 made of it: resized, cropped, un-normalised), which comes with each run's RunStarted frame.
@@ -23,73 +19,34 @@ edit of the next runs. Boxes are drawn on the model input only: that is where th
 are, whatever the resize and crop did to the original.
 
 Detection and segmentation models (core.tasks) draw their results on the model input too
-(`set_prediction`, from each run's PredictionFrame): the boxes scoring above the threshold
-slider, with label and score (a click on one makes it the next runs' target:
-`detectionChosen`), or the class mask with a legend of the classes present. The view
-switches to the model input when an image's first such result arrives.
+(`set_prediction`, from each run's PredictionFrame; task_overlay.TaskOverlay): the boxes
+scoring above the threshold slider, with label and score (a click on one makes it the next
+runs' target: `detectionChosen`), or the class mask with a legend of the classes present.
+The view switches to the model input when an image's first such result arrives.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
 import numpy as np
-from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QIcon, QImage, QKeySequence, QPixmap, QShortcut
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QImage
 from PySide6.QtWidgets import (
     QButtonGroup,
     QHBoxLayout,
     QLabel,
-    QListView,
-    QListWidget,
-    QListWidgetItem,
-    QMenu,
     QSizePolicy,
-    QSlider,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from inspector.core.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
-from inspector.core.run import DetectionTarget
-from inspector.core.video import first_frame, is_video
-from inspector.ui import task_overlay
-from inspector.ui.arrow_keys import claims_arrow_keys
-from inspector.ui.image_canvas import ImageCanvas, pil_from_qimage, qimage_from_pil, qimage_from_rgb
+from inspector.core.images import ImageLoadError, load_image
+from inspector.ui.image_canvas import ImageCanvas, qimage_from_pil, qimage_from_rgb
+from inspector.ui.image_list import ImageEntry, ImageList
+from inspector.ui.task_overlay import TaskOverlay
 
-THUMB = 72
 ORIGINAL_MAX = 1600  # the large view never needs more pixels than a screen
-LOAD_BUDGET_S = 0.025
 ORIGINAL, MODEL_INPUT = "original", "model_input"
-DEFAULT_THRESHOLD = 50  # of 100: boxes scoring under 0.5 are hidden until the slider moves
-EntryRole = Qt.ItemDataRole.UserRole + 1
-
-
-@dataclass
-class ImageEntry:
-    """One listed image: a file, or a picture pasted from the clipboard (kept in memory)."""
-
-    name: str
-    path: Path | None
-    image: Any = None  # PIL image: a pasted picture, or the video frame being run
-    size: tuple[int, int] = (0, 0)
-    video: Any = None  # core.video.VideoInfo of a listed video file
-
-    @property
-    def source(self):
-        """What Session.submit takes: the PIL image when there is one, else the path
-        (decoded on the worker)."""
-        return self.image if self.image is not None else str(self.path)
-
-
-class _Filmstrip(QListWidget):
-    def event(self, e: QEvent) -> bool:
-        return claims_arrow_keys(e) or super().event(e)
 
 
 class ImagePane(QWidget):
@@ -103,17 +60,10 @@ class ImagePane(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._pending: deque[Path] = deque()
-        self._batch_errors: list[ImageLoadError] = []
-        self._batch_added: list[str] = []
-        self._select_next_added = False
-        self._pasted = 0
         self._original: QImage | None = None
         self._model_input: QImage | None = None
         self.mode = ORIGINAL
         self._occlusions: list[tuple[int, int, int, int]] = []  # boxes the next runs occlude
-        self._prediction = None  # the PredictionFrame of a detection or segmentation run
-        self._mask_overlay: QImage | None = None  # its mask, coloured (made once per frame)
 
         self.canvas = ImageCanvas("Drop images or folders anywhere on the window,\n"
                                   "or press Ctrl+O to open, Ctrl+V to paste")
@@ -129,26 +79,14 @@ class ImagePane(QWidget):
         self.occlude_button.setDefaultAction(self.occlude_action)
         self.occlude_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         self.canvas.boxDrawn.connect(self._box_drawn)
-        self.canvas.detectionClicked.connect(self._detection_clicked)
-        # Detection models: the score under which boxes are hidden.
-        self.threshold_slider = QSlider(Qt.Orientation.Horizontal)
-        self.threshold_slider.setRange(0, 100)
-        self.threshold_slider.setValue(DEFAULT_THRESHOLD)
-        self.threshold_slider.setToolTip("Boxes scoring under this are hidden; click a box to "
-                                         "explain it (the CAM target)")
-        self.threshold_slider.valueChanged.connect(self._threshold_changed)
-        self.threshold_label = QLabel()
-        self.detection_bar = QWidget()
-        row = QHBoxLayout(self.detection_bar)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.threshold_label)
-        row.addWidget(self.threshold_slider, 1)
-        self.detection_bar.hide()
-        # Segmentation models: the classes in the mask.
-        self.legend = QLabel()
-        self.legend.setWordWrap(True)
-        self.legend.setTextFormat(Qt.TextFormat.RichText)
-        self.legend.hide()
+        # Detection and segmentation results: the bar and legend are laid out below.
+        self.overlay = TaskOverlay(self.canvas, self)
+        self.overlay.detectionChosen.connect(self.detectionChosen)
+        self.overlay.thresholdChanged.connect(self._refresh)
+        self.threshold_slider = self.overlay.threshold_slider
+        self.threshold_label = self.overlay.threshold_label
+        self.detection_bar = self.overlay.detection_bar
+        self.legend = self.overlay.legend
         self.caption = QLabel()
         self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -172,23 +110,11 @@ class ImagePane(QWidget):
             "as torchvision's ToDtype(scale=True) does.")
         self.stretch_button.toggled.connect(self._stretch_toggled)
 
-        self.list = _Filmstrip()
-        self.list.setViewMode(QListView.ViewMode.IconMode)
-        self.list.setFlow(QListView.Flow.LeftToRight)
-        self.list.setWrapping(False)
-        self.list.setMovement(QListView.Movement.Static)
-        self.list.setIconSize(QSize(THUMB, THUMB))
-        self.list.setGridSize(QSize(THUMB + 24, THUMB + 22))
-        self.list.setUniformItemSizes(True)
-        self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.list.setFixedHeight(THUMB + 44)
-        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
-        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.list.customContextMenuRequested.connect(self._context_menu)
+        self.list = ImageList()
         self.list.currentRowChanged.connect(self._row_changed)
-        remove = QShortcut(QKeySequence.StandardKey.Delete, self.list)
-        remove.setContext(Qt.ShortcutContext.WidgetShortcut)
-        remove.activated.connect(self.remove_current)
+        self.list.failed.connect(self.failed)
+        self.list.imagesAdded.connect(self.imagesAdded)
+        self.list.cleared.connect(lambda: self._show_original(None))
 
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
@@ -206,10 +132,6 @@ class ImagePane(QWidget):
         layout.addWidget(self.legend)
         layout.addWidget(self.caption)  # under the picture: the pane is often narrow
         layout.addWidget(self.list)
-
-        self._loader = QTimer(self)
-        self._loader.setInterval(0)
-        self._loader.timeout.connect(self._load_some)
 
     def _mode_button(self, text: str, mode: str, tip: str) -> QToolButton:
         button = QToolButton()
@@ -244,165 +166,57 @@ class ImagePane(QWidget):
         self._show_original(self.current())
         self.stretchChanged.emit(on)
 
-    # -- adding images ---------------------------------------------------------------------
+    # -- the listed images (image_list.ImageList) ------------------------------------------
     def add_paths(self, paths, *, select: bool = True) -> int:
         """Queue files and folders for listing; returns how many image files were found.
 
         Unknown files and missing paths are reported together when the batch is done."""
-        explicit = [Path(p) for p in paths]
-        errors: list[ImageLoadError] = []
-        videos = [p for p in explicit if p.is_file() and is_video(p)]
-        for p in explicit:
-            if p.is_file() and p.suffix.lower() not in IMAGE_EXTENSIONS and not is_video(p):
-                errors.append(ImageLoadError(p, "not an image or video file type this app "
-                                                "reads"))
-        files = expand_paths([p for p in explicit if p not in videos],
-                             on_missing=errors.append) + videos
-        known = {str(e.path) for e in self.entries() if e.path is not None}
-        new = [f for f in files if str(f) not in known]
-        if select and files and not new:
-            self.select_path(files[0])  # dropped again: show it
-        self._batch_errors.extend(errors)
-        if new and select:
-            self._select_next_added = True
-        self._pending.extend(new)
-        if not self._loader.isActive():
-            self._loader.start()
-        return len(files)
+        return self.list.add_paths(paths, select=select)
 
     def add_image(self, image, name: str | None = None) -> ImageEntry:
         """A picture from memory (the clipboard): listed and selected at once."""
-        self._pasted += 1
-        entry = ImageEntry(name or f"Pasted image {self._pasted}", None, image, image.size)
-        self._append(entry, qimage_from_pil(_thumbnail(image)))
-        self.list.setCurrentRow(self.list.count() - 1)
-        return entry
+        return self.list.add_image(image, name)
 
     def add_qimage(self, qimage: QImage, name: str | None = None) -> ImageEntry:
-        return self.add_image(pil_from_qimage(qimage), name)
+        return self.list.add_qimage(qimage, name)
 
     @property
     def loading(self) -> bool:
-        return bool(self._pending) or self._loader.isActive()
+        return self.list.loading
 
-    def _load_some(self) -> None:
-        deadline = time.perf_counter() + LOAD_BUDGET_S
-        while self._pending and time.perf_counter() < deadline:
-            path = self._pending.popleft()
-            info = None
-            try:
-                if is_video(path):  # listed with its first frame; PyAV missing: said here
-                    image, info = first_frame(path)
-                else:
-                    image = load_image(path)
-            except ImageLoadError as e:  # core.video.VideoLoadError too
-                self._batch_errors.append(e)
-                continue
-            except Exception as e:  # noqa: BLE001 - any decoder failure is the file's problem
-                self._batch_errors.append(ImageLoadError(path, f"{type(e).__name__}: {e}"))
-                continue
-            entry = ImageEntry(path.name, path, None, image.size, info)
-            self._append(entry, qimage_from_pil(_thumbnail(image)))
-            self._batch_added.append(str(path))
-            if self._select_next_added:
-                self._select_next_added = False
-                self.list.setCurrentRow(self.list.count() - 1)
-        if not self._pending:
-            self._loader.stop()
-            self._finish_batch()
-
-    def _finish_batch(self) -> None:
-        self._select_next_added = False
-        if self._batch_added:
-            self.imagesAdded.emit(list(self._batch_added))
-        errors, self._batch_errors, self._batch_added = self._batch_errors, [], []
-        if errors:
-            first = errors[0]
-            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            message = f"Could not open {first.path.name}: {first.reason}{more}"
-            self.failed.emit(message, "\n".join(str(e) for e in errors))
-
-    def _append(self, entry: ImageEntry, thumb: QImage) -> None:
-        item = QListWidgetItem(QIcon(QPixmap.fromImage(thumb)), entry.name)
-        item.setData(EntryRole, entry)
-        w, h = entry.size
-        where = str(entry.path) if entry.path else "pasted from the clipboard"
-        what = f"{w} × {h} pixels"
-        if entry.video is not None:
-            what += f", {entry.video.frame_count:,} frames at {entry.video.fps:g} fps"
-        item.setToolTip(f"{where}\n{what}")
-        self.list.addItem(item)
-
-    # -- drops and the clipboard ---------------------------------------------------------------
-    @staticmethod
-    def accepts(mime) -> bool:
-        """Whether a drag carries something to open: local files or folders, or an image."""
-        if mime is None:
-            return False
-        if mime.hasUrls() and any(u.isLocalFile() for u in mime.urls()):
-            return True
-        return mime.hasImage()
+    accepts = staticmethod(ImageList.accepts)
 
     def take_mime(self, mime) -> bool:
-        """Open what a drop or the clipboard holds: files and folders, a picture, or a path
-        as text (copied from a file manager or a terminal). False when there is none."""
-        if mime is None:
-            return False
-        if mime.hasUrls():
-            paths = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
-            if paths:
-                self.add_paths(paths)
-                return True
-        if mime.hasImage():
-            image = mime.imageData()
-            if isinstance(image, QPixmap):
-                image = image.toImage()
-            if isinstance(image, QImage) and not image.isNull():
-                self.add_qimage(image)
-                return True
-        text = mime.text().strip() if mime.hasText() else ""
-        if text and "\n" not in text and Path(text).exists():
-            self.add_paths([text])
-            return True
-        return False
+        """Open what a drop or the clipboard holds (see ImageList.take_mime)."""
+        return self.list.take_mime(mime)
 
-    # -- selection ---------------------------------------------------------------------------
     def entries(self) -> list[ImageEntry]:
-        return [self.list.item(i).data(EntryRole) for i in range(self.list.count())]
+        return self.list.entries()
 
     def current(self) -> ImageEntry | None:
-        item = self.list.currentItem()
-        return item.data(EntryRole) if item is not None else None
+        return self.list.current()
 
     def select_path(self, path) -> bool:
-        for row, entry in enumerate(self.entries()):
-            if entry.path is not None and Path(entry.path) == Path(path):
-                self.list.setCurrentRow(row)
-                return True
-        return False
+        return self.list.select_path(path)
 
     def step(self, delta: int) -> bool:
         """Select the next (+1) or previous (-1) image; False at either end."""
-        row = self.list.currentRow() + delta
-        if 0 <= row < self.list.count():
-            self.list.setCurrentRow(row)
-            return True
-        return False
+        return self.list.step(delta)
 
     def remove_current(self) -> None:
-        row = self.list.currentRow()
-        if row >= 0:
-            self.list.takeItem(row)
+        self.list.remove_current()
 
     def clear_images(self) -> None:
-        self._pending.clear()
-        self.list.clear()
-        self._show_original(None)
+        self.list.clear_images()  # `cleared`: the large view empties
 
+    def stop(self) -> None:
+        self.list.stop()
+
+    # -- selection ---------------------------------------------------------------------------
     def _row_changed(self, row: int) -> None:
         entry = self.current()
         self._model_input = None
-        self._prediction = self._mask_overlay = None  # another image's boxes and mask
+        self.overlay.clear()  # another image's boxes and mask
         if entry is not None and entry.video is not None:
             self.videoSelected.emit(entry)  # the player shows its frames (show_frame)
             return
@@ -458,48 +272,21 @@ class ImagePane(QWidget):
     @property
     def prediction(self):
         """The PredictionFrame whose boxes or mask are drawn; None when there are none."""
-        return self._prediction
+        return self.overlay.prediction
 
     @property
     def threshold(self) -> float:
         """Boxes scoring under this are hidden."""
-        return self.threshold_slider.value() / 100
+        return self.overlay.threshold
 
     def set_prediction(self, frame) -> None:
         """The current run's PredictionFrame: its boxes or mask are drawn on the model input;
         a classifier's (no boxes, no mask) clears them."""
-        shows = bool(frame is not None and (frame.detections or frame.mask is not None))
-        first = shows and self._prediction is None
-        self._prediction = frame if shows else None
-        self._mask_overlay = (task_overlay.mask_image(frame.mask, frame.legend)
-                              if shows and frame.mask is not None else None)
+        first = self.overlay.set_prediction(frame)
         if first and self.mode != MODEL_INPUT:
             self.set_mode(MODEL_INPUT)  # that is where the boxes' pixels are (calls _refresh)
         else:
             self._refresh()
-
-    def _threshold_changed(self, _value: int) -> None:
-        self._refresh()
-
-    def _detection_clicked(self, rank: int) -> None:
-        frame = self._prediction
-        if frame is not None and rank != frame.target:
-            # The object, not its rank: the next runs (an edit, the next video frame) may
-            # order the scores otherwise.
-            chosen = frame.detections[rank]
-            self.detectionChosen.emit(DetectionTarget(rank, chosen.box, chosen.class_index))
-
-    def _task_overlays(self) -> None:
-        frame = self._prediction if self.mode == MODEL_INPUT else None
-        detections = frame is not None and frame.task == "detection"
-        mask = frame.mask if frame is not None else None
-        self.detection_bar.setVisible(detections)
-        self.threshold_label.setText(f"Score ≥ {self.threshold:.2f}")
-        self.canvas.set_detections(task_overlay.drawn_boxes(
-            frame.detections, self.threshold, frame.target) if detections else [])
-        self.canvas.set_overlay(self._mask_overlay if mask is not None else None)
-        self.legend.setVisible(mask is not None)
-        self.legend.setText(task_overlay.legend_html(frame.legend) if mask is not None else "")
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
@@ -519,7 +306,7 @@ class ImagePane(QWidget):
     def _refresh(self) -> None:
         self.canvas.boxes_allowed = self.mode == MODEL_INPUT and self._model_input is not None
         self.canvas.set_marks(self._occlusions if self.mode == MODEL_INPUT else [])
-        self._task_overlays()
+        self.overlay.draw(self.mode == MODEL_INPUT)
         if self.mode == MODEL_INPUT:
             self.canvas.hint = "The model's input appears here after a run"
             self.canvas.set_image(self._model_input)
@@ -527,24 +314,3 @@ class ImagePane(QWidget):
             self.canvas.hint = ("Drop images or folders anywhere on the window,\n"
                                 "or press Ctrl+O to open, Ctrl+V to paste")
             self.canvas.set_image(self._original)
-
-    # -- misc ----------------------------------------------------------------------------------
-    def _context_menu(self, pos) -> None:
-        menu = QMenu(self)
-        item = self.list.itemAt(pos)
-        if item is not None:
-            self.list.setCurrentItem(item)
-            menu.addAction("Remove", self.remove_current)
-        menu.addAction("Remove all", self.clear_images)
-        menu.exec(self.list.viewport().mapToGlobal(pos))
-
-    def stop(self) -> None:
-        self._loader.stop()
-        self._pending.clear()
-
-
-def _thumbnail(image):
-    thumb = image.copy()
-    thumb.thumbnail((THUMB * 2, THUMB * 2))  # 2x for high-DPI screens
-    return thumb
-

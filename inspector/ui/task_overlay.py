@@ -1,15 +1,20 @@
 """What the image pane draws for detection and segmentation models (core.tasks): the boxes
-above a score threshold, and the class mask as a translucent colour image with its legend."""
+above a score threshold, and the class mask as a translucent colour image with its legend
+(TaskOverlay: the pane's threshold bar, legend and canvas overlays of the current run)."""
 
 from __future__ import annotations
 
 import html
 
 import numpy as np
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QWidget
 
-from inspector.ui.image_canvas import DrawnBox
+from inspector.core.run import DetectionTarget
+from inspector.ui.image_canvas import DrawnBox, ImageCanvas
 
+DEFAULT_THRESHOLD = 50  # of 100: boxes scoring under 0.5 are hidden until the slider moves
 MASK_ALPHA = 120  # of 255: the picture stays readable under the mask
 BACKGROUND_LABELS = ("__background__", "background")
 
@@ -67,3 +72,80 @@ def drawn_boxes(detections, threshold: float, chosen: int | None) -> list[DrawnB
     """The detections scoring at least `threshold`, as the canvas draws them."""
     return [DrawnBox(tuple(d.box), f"{d.label} {d.score:.2f}", d.index, d.index == chosen)
             for d in detections if d.score >= threshold]
+
+
+class TaskOverlay(QObject):
+    """The image pane's part for detection and segmentation runs: the run's PredictionFrame,
+    the score-threshold bar and the class legend (widgets the pane lays out), and what the
+    canvas draws from them. A click on a box emits `detectionChosen` (a DetectionTarget:
+    the next runs explain it)."""
+
+    detectionChosen = Signal(object)  # core.run.DetectionTarget
+    thresholdChanged = Signal()  # the slider moved: the boxes shown change
+
+    def __init__(self, canvas: ImageCanvas, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.canvas = canvas
+        self.prediction = None  # the PredictionFrame of a detection or segmentation run
+        self._mask_overlay: QImage | None = None  # its mask, coloured (made once per frame)
+        canvas.detectionClicked.connect(self._detection_clicked)
+        # Detection models: the score under which boxes are hidden.
+        self.threshold_slider = QSlider(Qt.Orientation.Horizontal)
+        self.threshold_slider.setRange(0, 100)
+        self.threshold_slider.setValue(DEFAULT_THRESHOLD)
+        self.threshold_slider.setToolTip("Boxes scoring under this are hidden; click a box to "
+                                         "explain it (the CAM target)")
+        self.threshold_slider.valueChanged.connect(lambda _value: self.thresholdChanged.emit())
+        self.threshold_label = QLabel()
+        self.detection_bar = QWidget()
+        row = QHBoxLayout(self.detection_bar)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.threshold_label)
+        row.addWidget(self.threshold_slider, 1)
+        self.detection_bar.hide()
+        # Segmentation models: the classes in the mask.
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.hide()
+
+    @property
+    def threshold(self) -> float:
+        """Boxes scoring under this are hidden."""
+        return self.threshold_slider.value() / 100
+
+    def set_prediction(self, frame) -> bool:
+        """Keep a run's PredictionFrame when it has boxes or a mask (a classifier's clears
+        them); True when it is the first such result since the last clear."""
+        shows = bool(frame is not None and (frame.detections or frame.mask is not None))
+        first = shows and self.prediction is None
+        self.prediction = frame if shows else None
+        self._mask_overlay = (mask_image(frame.mask, frame.legend)
+                              if shows and frame.mask is not None else None)
+        return first
+
+    def clear(self) -> None:
+        """Another image: its boxes and mask are not this one's."""
+        self.prediction = self._mask_overlay = None
+
+    def draw(self, shown: bool) -> None:
+        """Put the boxes or mask on the canvas (`shown`: the model input is on it, where
+        their pixels are), and show the bar or legend that goes with them."""
+        frame = self.prediction if shown else None
+        detections = frame is not None and frame.task == "detection"
+        mask = frame.mask if frame is not None else None
+        self.detection_bar.setVisible(detections)
+        self.threshold_label.setText(f"Score ≥ {self.threshold:.2f}")
+        self.canvas.set_detections(drawn_boxes(
+            frame.detections, self.threshold, frame.target) if detections else [])
+        self.canvas.set_overlay(self._mask_overlay if mask is not None else None)
+        self.legend.setVisible(mask is not None)
+        self.legend.setText(legend_html(frame.legend) if mask is not None else "")
+
+    def _detection_clicked(self, rank: int) -> None:
+        frame = self.prediction
+        if frame is not None and rank != frame.target:
+            # The object, not its rank: the next runs (an edit, the next video frame) may
+            # order the scores otherwise.
+            chosen = frame.detections[rank]
+            self.detectionChosen.emit(DetectionTarget(rank, chosen.box, chosen.class_index))

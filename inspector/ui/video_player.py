@@ -31,7 +31,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QStyle, QToolButton,
 from inspector.core.video import READ_AHEAD, ReadAhead
 from inspector.ui.frame_router import MIN_DELIVERY_INTERVAL_S
 from inspector.ui.image_canvas import pil_from_qimage
-from inspector.ui.image_pane import ORIGINAL_MAX, ImageEntry
+from inspector.ui.image_list import ImageEntry
+from inspector.ui.image_pane import ORIGINAL_MAX
 
 POLL_MS = 10  # waiting for a frame asked for (a step, a seek) or for the video to open
 FPS_WINDOW_S = 2.0  # the frame rate shown is measured over this last stretch
