@@ -14,9 +14,10 @@ from inspector.ui import colormaps
 from inspector.ui.plot_clipboard import copy_action
 from inspector.ui.save_view import NothingToSave, save_view_png
 from inspector.ui.views import ActivationView
+from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_MAX, SORT_MEAN
 from inspector.ui.views.gradient_view import GradientView
 from inspector.ui.views.mosaic import PAGE_SIZE, ChannelPages, sorted_order
-from inspector.ui.views.tensor_panel import MOSAIC, SORT_CHANGE, SORT_MAX, SORT_MEAN, ZOOM
+from inspector.ui.views.tensor_panel import MOSAIC, ZOOM
 from inspector.ui.views.tensor_view import SHOW_A, SHOW_B, SHOW_DIFF
 
 RNG = np.random.default_rng(7)

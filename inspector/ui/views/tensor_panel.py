@@ -1,8 +1,8 @@
 """Draws one tensor preview the way its shape asks for, with the controls that go with it.
 
 - (C, H, W), a conv output: a mosaic of the channels in one ImageItem, a page of PAGE_SIZE
-  at a time (previous / next page, channels in their own order or sorted by a statistic the
-  owning view gives, jump to a channel by number); click a tile to zoom that channel with
+  at a time (channel_bar.ChannelBar: previous / next page, channels in their own order or
+  sorted by a statistic the owning view gives, jump to a channel by number); click a tile to zoom that channel with
   its histogram and draggable levels; per-channel or shared scale.
 - (F,), a vector (a Linear output, logits): bars or a line.
 - (N, D), tokens: a token x feature heatmap, or the tokens as their square patch grid (the
@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from inspector.ui import colormaps
 from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.base import hint_label
+from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_INDEX, ChannelBar
 from inspector.ui.views.levels_histogram import LevelsHistogram
 from inspector.ui.views.mosaic import (
     PER_CHANNEL,
@@ -57,16 +58,6 @@ TokenGrid = tuple[int, tuple[int, int]]  # (extra tokens, (rows, columns)): toke
 
 MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
 MAX_BARS = 256  # more bars than this are slow to draw and too thin to read: a line instead
-# How the mosaic orders channels: their own order, or by a per-channel value the view gives
-# (largest first). SORT_CHANGE is offered only when the view gives it (a reference run).
-SORT_INDEX, SORT_MEAN, SORT_MAX, SORT_CHANGE = "index", "mean", "max", "change"
-SORT_TEXT = {
-    SORT_INDEX: "Channel order",
-    SORT_MEAN: "By mean (highest first)",
-    SORT_MAX: "By max (highest first)",
-    SORT_CHANGE: "By change from A (largest first)",
-}
-
 
 class TensorPanel(QWidget):
     """Shows one preview array; `diverging` for signed data (gradients): levels symmetric at 0."""
@@ -93,7 +84,16 @@ class TensorPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(self._build_controls())
-        layout.addLayout(self._build_channel_controls())
+        # Paging, sorting and jumping through a layer's channels (mosaic and zoom).
+        self.channel_bar = ChannelBar()
+        self.channel_bar.stepRequested.connect(self.step)
+        self.channel_bar.channelChosen.connect(self.zoom)
+        self.channel_bar.orderChanged.connect(self._controls_changed)
+        bar = self.channel_bar  # its parts, by the names the tests know them by
+        self.prev_button, self.next_button = bar.prev_button, bar.next_button
+        self.page_label, self.sort_combo, self.jump_spin = (bar.page_label, bar.sort_combo,
+                                                            bar.jump_spin)
+        layout.addWidget(self.channel_bar)
         self.pages = QStackedWidget()
         layout.addWidget(self.pages, 1)
         self.hover_label = QLabel(" ")
@@ -149,36 +149,6 @@ class TensorPanel(QWidget):
         ):
             row.addWidget(widget)
         row.addStretch(1)
-        return row
-
-    def _build_channel_controls(self) -> QHBoxLayout:
-        """Paging, sorting and jumping through a layer's channels (mosaic and zoom)."""
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        self.prev_button = QPushButton("\u25c0")
-        self.next_button = QPushButton("\u25b6")
-        for button, step in ((self.prev_button, -1), (self.next_button, 1)):
-            button.setFixedWidth(32)
-            button.clicked.connect(lambda _=False, s=step: self.step(s))
-        self.page_label = QLabel()
-        self.sort_combo = QComboBox()
-        for key in (SORT_INDEX, SORT_MEAN, SORT_MAX, SORT_CHANGE):
-            self.sort_combo.addItem(SORT_TEXT[key], key)
-        self.sort_combo.setToolTip(
-            "The order of the tiles: the layer's own, or by each channel's mean or max over "
-            "the whole tensor, or by how much it differs from run A (mean |B \u2212 A|)"
-        )
-        self.sort_combo.currentIndexChanged.connect(self._controls_changed)
-        self.jump_spin = QSpinBox()
-        self.jump_spin.setPrefix("channel ")
-        self.jump_spin.setKeyboardTracking(False)  # typing 300 jumps once, on Enter
-        self.jump_spin.setToolTip("Show this channel alone (type its number, then Enter)")
-        self.jump_spin.valueChanged.connect(self.zoom)
-        for widget in (self.prev_button, self.page_label, self.next_button, self.sort_combo,
-                       QLabel("go to"), self.jump_spin):
-            row.addWidget(widget)
-        row.addStretch(1)
-        self._channel_widgets = [row.itemAt(i).widget() for i in range(row.count() - 1)]
         return row
 
     def _build_mosaic_page(self) -> None:
@@ -308,7 +278,7 @@ class TensorPanel(QWidget):
 
     @property
     def sort_key(self) -> str:
-        return self.sort_combo.currentData()
+        return self.channel_bar.sort_key
 
     @property
     def normalisation(self) -> str:
@@ -436,46 +406,15 @@ class TensorPanel(QWidget):
             self.hover_label.setText("Click a channel to zoom in" if mode == MOSAIC else " ")
 
     def _sync_channel_controls(self) -> None:
-        mode = self.mode
-        channels = self.data is not None and self.data.ndim == 3 and mode in (MOSAIC, ZOOM)
-        for widget in self._channel_widgets:
-            widget.setVisible(channels)
-        if not channels:
-            return
-        pages, count = self.pages_of_channels, self.data.shape[0]
-        self.jump_spin.blockSignals(True)
-        self.jump_spin.setRange(0, count - 1)
-        if self.zoomed is not None:
-            self.jump_spin.setValue(self.zoomed)
-        self.jump_spin.blockSignals(False)
-        if mode == ZOOM:
-            where = np.flatnonzero(pages.order == self.zoomed)
-            k = int(where[0]) if where.size else 0
-            self.page_label.setText(f"{k + 1} of {count} in this order")
-            self.prev_button.setEnabled(k > 0)
-            self.next_button.setEnabled(k < count - 1)
-            self.prev_button.setToolTip("The channel before this one in the mosaic's order")
-            self.next_button.setToolTip("The channel after this one in the mosaic's order")
-        else:
-            shown = pages.channels()
-            first = pages.page * pages.page_size
-            self.page_label.setText(
-                f"page {pages.page + 1} of {pages.page_count} \u00b7 "
-                f"{first + 1}\u2013{first + len(shown)} of {count} channels"
-            )
-            self.prev_button.setEnabled(pages.page > 0)
-            self.next_button.setEnabled(pages.page < pages.page_count - 1)
-            self.prev_button.setToolTip("Previous page of channels")
-            self.next_button.setToolTip("Next page of channels")
+        channels = self.data is not None and self.data.ndim == 3 and self.mode in (MOSAIC, ZOOM)
+        self.channel_bar.setVisible(channels)
+        if channels:
+            self.channel_bar.show_position(self.pages_of_channels, self.data.shape[0],
+                                           self.zoomed, self.mode == ZOOM)
 
     def _sync_sort_combo(self) -> None:
         """Offer "by change" only while the view gives a change per channel."""
-        item = self.sort_combo.model().item(self.sort_combo.findData(SORT_CHANGE))
-        item.setEnabled(SORT_CHANGE in self.channel_keys)
-        if self.sort_key == SORT_CHANGE and SORT_CHANGE not in self.channel_keys:
-            self.sort_combo.blockSignals(True)
-            self.sort_combo.setCurrentIndex(self.sort_combo.findData(SORT_INDEX))
-            self.sort_combo.blockSignals(False)
+        self.channel_bar.offer_change(SORT_CHANGE in self.channel_keys)
 
     def _set_diverging(self, diverging: bool) -> None:
         """Sequential or diverging colours (a difference B - A is signed whatever is shown);

@@ -30,7 +30,8 @@ from PySide6.QtWidgets import (
 
 from inspector.core.frames import RunFinished, TensorFrame
 from inspector.ui.views.base import FrameView, fmt
-from inspector.ui.views.tensor_panel import SORT_CHANGE, SORT_MAX, SORT_MEAN, TensorPanel
+from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_MAX, SORT_MEAN
+from inspector.ui.views.tensor_panel import TensorPanel
 from inspector.ui.views.token_page import patch_grid
 
 KIND_NOUNS = {  # as a header says what is shown
