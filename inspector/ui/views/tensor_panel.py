@@ -53,11 +53,11 @@ from inspector.ui.views.token_page import (
     TokenPage,
     square_grid,
 )
+from inspector.ui.views.vector_page import AUTO, BARS, LINE, MAX_BARS, VectorPage
 
 TokenGrid = tuple[int, tuple[int, int]]  # (extra tokens, (rows, columns)): token_page
 
 MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
-MAX_BARS = 256  # more bars than this are slow to draw and too thin to read: a line instead
 
 class TensorPanel(QWidget):
     """Shows one preview array; `diverging` for signed data (gradients): levels symmetric at 0."""
@@ -134,7 +134,7 @@ class TensorPanel(QWidget):
         self.feature_spin = QSpinBox()
         self.feature_spin.setPrefix("feature ")
         self.vector_combo = QComboBox()
-        self.vector_combo.addItems(["Auto", "Bars", "Line"])
+        self.vector_combo.addItems([AUTO, BARS, LINE])
         self.vector_combo.setToolTip(f"Auto: bars up to {MAX_BARS} values, a line above")
         for combo in (self.norm_combo, self.cmap_combo, self.token_combo, self.vector_combo):
             combo.currentIndexChanged.connect(self._controls_changed)
@@ -189,19 +189,12 @@ class TensorPanel(QWidget):
         self._pages[ZOOM] = view
 
     def _build_vector_page(self) -> None:
-        plot = pg.PlotWidget()
-        plot.setLabel("bottom", "index (feature or class)")
-        plot.setLabel("left", "value")
-        plot.showGrid(x=False, y=True, alpha=0.3)
-        plot.hideButtons()
-        self.vector_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#4c9be8", pen=None)
-        self.vector_line = pg.PlotDataItem(pen=pg.mkPen("#4c9be8", width=1.5))
-        plot.addItem(self.vector_bars)
-        plot.addItem(self.vector_line)
-        self.vector_plot = plot
-        add_copy_action(plot)
-        plot.scene().sigMouseMoved.connect(self._vector_hover)
-        self._pages[VECTOR] = plot
+        page = VectorPage()
+        page.plot.scene().sigMouseMoved.connect(self._vector_hover)
+        self.vector_page = page
+        # The names the tests know the parts by.
+        self.vector_plot, self.vector_bars, self.vector_line = page.plot, page.bars, page.line
+        self._pages[VECTOR] = page.plot
 
     def _build_token_page(self) -> None:
         self.tokens = TokenPage(self._color_bar(), self._token_hover)
@@ -355,17 +348,7 @@ class TensorPanel(QWidget):
 
     def _draw_vector(self, data: np.ndarray) -> None:
         self._ensure_page(VECTOR)
-        x = np.arange(data.shape[0])
-        style = self.vector_combo.currentText()
-        bars = style == "Bars" or (style == "Auto" and data.shape[0] <= MAX_BARS)
-        self.vector_bars.setVisible(bars)
-        self.vector_line.setVisible(not bars)
-        if bars:
-            self.vector_bars.setOpts(x=x, height=data, width=0.8)
-            self.vector_line.setData([], [])
-        else:
-            self.vector_line.setData(x, data)
-            self.vector_bars.setOpts(x=[], height=[])
+        self.vector_page.draw(data, self.vector_combo.currentText())
         self._set_mode(VECTOR)
 
     def _draw_tokens(self, data: np.ndarray) -> None:
@@ -465,9 +448,7 @@ class TensorPanel(QWidget):
                 self.hover_label.setText(text)
 
     def _vector_hover(self, scene_pos: QPointF) -> None:
-        if self.mode != VECTOR or self.data is None:
-            return
-        p = self.vector_plot.getPlotItem().vb.mapSceneToView(scene_pos)
-        i = int(round(p.x()))
-        if 0 <= i < self.data.shape[0]:
-            self.hover_label.setText(f"index {i}   value {self.data[i]:.4g}")
+        if self.mode == VECTOR and self.data is not None:
+            text = self.vector_page.hover_text(scene_pos, self.data)
+            if text is not None:
+                self.hover_label.setText(text)
