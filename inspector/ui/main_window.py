@@ -10,7 +10,8 @@ its run store, which tells the tree and the views what changed in what they show
 router's signals tell the image pane and the status bar. User actions flow the other way:
 RunBuilder makes each run a value from the widgets, and SessionControl queues it for the
 worker. Edits (what the next runs change: edits.py, their undo stack edit_commands.py, the
-Edits dock edits_dock.py, and edit_actions.py where they are made) rerun on every change.
+Edits dock edits_dock.py, and edit_actions.py where they are made; window_edits.py wires
+them in) rerun on every change.
 The menus (menus.py), image sources and drops (image_sources.py), recent files
 (recent_files.py) and saved settings (window_settings.py) live in their own modules.
 """
@@ -22,12 +23,15 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.core.methods import METHODS
-from inspector.ui import capture_choice, compare_actions, menus, save_view, video_player
+from inspector.ui import (
+    capture_choice,
+    compare_actions,
+    menus,
+    save_view,
+    video_player,
+    window_edits,
+)
 from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
-from inspector.ui.edit_actions import EditActions
-from inspector.ui.edit_commands import EditHistory
-from inspector.ui.edits import EditList
-from inspector.ui.edits_dock import make_edits_dock
 from inspector.ui.errors import ErrorReporter
 from inspector.ui.frame_router import FrameRouter
 from inspector.ui.gc_freeze import StartupFreezer
@@ -77,7 +81,7 @@ class MainWindow(QMainWindow):
         self.run_progress = RunProgress(self.status, self)
         self.sources = ImageSources(self, self.images, self.settings, self.reporter)
         self.runs = RunBuilder(self.control, self.tree, self.images, None, self)
-        self._build_edits()
+        self.window_edits = window_edits.install(self)  # edits, history, the Edits dock
         self._default_state = self.saveState()  # after every dock is placed
         self.menus = menus.build_menus(self, self.settings.value("backward", True))
         self.runs.backward_action = self.backward_action
@@ -97,78 +101,6 @@ class MainWindow(QMainWindow):
         placeholder = QLabel("Loading…")  # build_views puts the view here
         placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         return placeholder
-
-    def _build_edits(self) -> None:
-        """The edits of the next runs: their list and undo stack (Edit ▸ Undo), the Edits
-        dock under the tree, and where they are made (the tree's and the mosaic's context
-        menus, a box on the image); each change reruns."""
-        self.edits = EditList(self)
-        self.history = EditHistory(self.edits, self)
-        self.runs.edits = self.edits
-        self.edit_actions = EditActions(self.history, self.reporter, self.control, self.runs,
-                                        self)
-        dock = make_edits_dock(self, self.history)
-        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
-        self.splitDockWidget(self.docks["tree"], dock, Qt.Orientation.Vertical)
-        self.docks["edits"] = dock
-        self._size_edits_dock()
-        self.tree.menu_extensions.append(self.edit_actions.add_module_actions)
-        self.images.occludeRequested.connect(self.edit_actions.add_occlusion)
-        self.edits.changed.connect(self._edits_changed)
-        self.edits.added.connect(lambda edit, _row: self.tree.reveal(edit.module))
-        self._edits_quiet = False  # True while a model load drops edits (it reruns itself)
-
-    def _size_edits_dock(self) -> None:
-        # A few rows under the tree; the tree keeps most of the height.
-        self.resizeDocks([self.docks["tree"], self.docks["edits"]], [700, 160],
-                         Qt.Orientation.Vertical)
-
-    def _edits_changed(self) -> None:
-        from inspector.core.interventions import Occlude  # loaded: edits exist
-
-        self.tree.model.set_edits({name: tuple(e.describe() for e in edits)
-                                   for name, edits in self.edits.by_module().items()})
-        self.images.set_occlusions(e.intervention.box for e in self.edits.enabled()
-                                   if isinstance(e.intervention, Occlude))
-        if not self._edits_quiet:
-            self.runs.rerun()
-
-    def _keep_edits_for(self, tree) -> str:
-        """A new model: edits of modules it does not have are dropped (the model runs
-        after this anyway); returns a note saying so, or ""."""
-        gone = [e for e in self.edits if e.module not in tree.modules]
-        if not gone:
-            return ""
-        self._edits_quiet = True
-        try:
-            self.history.forget(gone)
-        finally:
-            self._edits_quiet = False
-        names = ", ".join(sorted({e.module for e in gone}))
-        return f"Dropped {len(gone)} edit(s): this model has no module {names}."
-
-    def _add_startup_edits(self) -> None:
-        """The --edit specs, checked against the model just loaded and added to the Edits
-        dock (the run that follows applies them); those that cannot work are reported."""
-        specs, self._startup_edits = self._startup_edits, ()
-        if not specs:
-            return
-        from inspector.core.edit_spec import EditSpecError, parse_edit
-
-        refused = []
-        self._edits_quiet = True  # the model's first run follows
-        try:
-            for spec in specs:
-                try:
-                    (edit,) = self.control.session.check_edits((parse_edit(spec),))
-                except EditSpecError as e:
-                    refused.append(str(e))
-                    continue
-                self.history.add(edit)
-        finally:
-            self._edits_quiet = False
-        if refused:
-            self.reporter.report(" ".join(f"Edit not added: {why}" for why in refused))
 
     @property
     def backward_action(self):
@@ -306,7 +238,7 @@ class MainWindow(QMainWindow):
         self.overlay.hide()
         self.status.busy.hide()
         # Notes (random weights, statistics on a slower path, edits dropped) stay longer.
-        notes = [*frame.notes, self._keep_edits_for(frame.tree)]
+        notes = [*frame.notes, self.window_edits.keep_for(frame.tree)]
         notes = [n for n in notes if n]
         message = " ".join([f"Loaded {frame.description}.", *notes])
         self.reporter.info(message, timeout_ms=20000 if notes else 6000)
@@ -320,7 +252,8 @@ class MainWindow(QMainWindow):
         selected = self.settings.value(f"module/{frame.name}", "")
         if not (selected and self.tree.select_module(selected)):
             self.tree.select_module(capture_choice.default_module(frame.tree))
-        self._add_startup_edits()
+        specs, self._startup_edits = self._startup_edits, ()
+        self.window_edits.add_startup(specs)
         self.runs.rerun()
 
     def _set_cam_layers(self, tree, choose: str | None = None) -> None:
@@ -464,7 +397,7 @@ class MainWindow(QMainWindow):
             self._shown_once = True
             if not self._restored:
                 default_sizes(self, self.docks)
-                self._size_edits_dock()
+                self.window_edits.size_dock()
             self.overlay.place()
 
     def resizeEvent(self, event) -> None:  # noqa: N802
