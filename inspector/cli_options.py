@@ -1,0 +1,207 @@
+"""The options of the `network-inspector` commands (argparse), one builder per command,
+and the model options turned into a core ModelSpec. inspector.cli builds the parser from
+these and runs the command; like it, this module imports neither Qt nor torch."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from inspector.core.methods import ATTRIBUTION_METHODS, CAM_METHODS, DEFAULT_CAM, AttributionOptions
+
+
+def add_analyse(sub) -> argparse.ArgumentParser:
+    """`analyse` (alias `analyze`): a model over images, headless."""
+    a = sub.add_parser(
+        "analyse",
+        aliases=["analyze"],
+        help="run a model over images and write NPZ, PNG and TensorBoard files",
+        description="Run a model over images headless; per image write an NPZ (input, "
+        "activations, gradients, CAMs), CAM overlays and activation mosaics as PNG, and "
+        "for the run DIR/summary.json and a TensorBoard log.",
+    )
+    model_options(a)
+    a.add_argument("--layers", default="",
+                   help="comma-separated modules whose activation and gradient to save "
+                        "(default: the CAM layer); see `network-inspector tree`")
+    a.add_argument("--cam", default=DEFAULT_CAM,
+                   help=f"comma-separated CAM methods: {', '.join(CAM_METHODS)}; 'none' for "
+                        f"none (default: {DEFAULT_CAM})")
+    a.add_argument("--cam-layer", default=None,
+                   help="the layer the CAMs read (default: chosen for the model)")
+    attribution_options(a)
+    a.add_argument("--target", default="top1",
+                   help="what to explain: top1 (default), a class index or a class name; "
+                        "det:K for a detection model (the K-th detection by score, default "
+                        "0); seg:CLASS for a segmentation model (a name or an index)")
+    a.add_argument("--topk", type=int, default=5, help="predictions listed per image")
+    a.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    a.add_argument("--stretch", action="store_true",
+                   help="16-bit, 32-bit and float images: stretch each image's own min..max to "
+                        "the full range (default: scale by the type's range, as "
+                        "torchvision's ToDtype(scale=True) does)")
+    a.add_argument("--edit", action="append", default=[], metavar="SPEC",
+                   help="edit every run, MODULE:OP[=ARGS] (repeatable): zero=3,17 | keep=3 | "
+                        "scale=0.5[,CHANNELS] | clamp=-1,1 | noise=STD[,SEED] | mean | "
+                        "grad-scale=0.5 | input:occlude=X0,Y0,X1,Y1. Everything written is "
+                        "the edited run's; the NPZ's logits too")
+    a.add_argument("--compare", action="store_true",
+                   help="also run each image without the edits and write DIR/compare.json: "
+                        "per image and captured module the relative L2 distance and cosine "
+                        "between the two runs' outputs, and the top predictions before and after")
+    a.add_argument("--no-tensorboard", action="store_true", help="do not write a TensorBoard log")
+    a.add_argument("--emit-script", type=Path, default=None, metavar="PATH",
+                   help="also write the run as a standalone Python script (torch, torchvision, "
+                        "numpy, Pillow; no inspector): `python PATH IMAGE OUT.json` prints and "
+                        "writes the logits and the captured modules' statistics")
+    a.add_argument("--every", type=int, default=1, metavar="N",
+                   help="videos named (.mp4 .mkv .mov .avi .webm; needs "
+                        "'network-inspector[video]'): analyse every Nth frame, counting from "
+                        "frame 0 (default 1: every frame)")
+    batch_options(a, shard_size=16, workers_help="ray: model actors (default one per GPU, "
+                   "else one per CPU); local: not used (one Session runs the images)")
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.add_argument("images", nargs="+",
+                   help="image files or folders (searched recursively for images), and videos")
+    return a
+
+
+def add_atlas(sub) -> argparse.ArgumentParser:
+    """`atlas`: the images of a folder that excite each channel most."""
+    at = sub.add_parser(
+        "atlas",
+        help="per channel, the images of a folder that excite it most (atlas.json, crops)",
+        description="Run a model over a folder and write DIR/atlas.json: per layer and "
+        "channel the --top images with the largest activation, their receptive-field boxes "
+        "and crops, each channel's mean and active fraction, the dead channels; and the mean "
+        "Grad-CAM per predicted class. Resumable (--resume), on one machine or on Ray.",
+    )
+    model_options(at)
+    at.add_argument("--layers", required=True,
+                    help="comma-separated modules whose channels to rank; see "
+                         "`network-inspector tree`")
+    at.add_argument("--top", type=int, default=9, help="images kept per channel (default 9)")
+    at.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    at.add_argument("--batch-size", type=int, default=32, help="images per forward (default 32)")
+    batch_options(at, shard_size=256, workers_help="local: processes decoding images "
+                   "(default min(4, CPUs)); ray: model actors (default one per GPU, else one "
+                   "per CPU)")
+    at.add_argument("--every", type=int, default=1, metavar="N",
+                    help="videos named (.mp4 .mkv .mov .avi .webm; needs "
+                         "'network-inspector[video]'): rank every Nth frame, counting from "
+                         "frame 0 (default 1: every frame)")
+    at.add_argument("--quiet", action="store_true", help="no progress bar")
+    at.add_argument("images", nargs="+",
+                    help="image files or folders (searched recursively for images), and videos")
+    return at
+
+
+def add_models(sub) -> argparse.ArgumentParser:
+    """`models`: the model catalog."""
+    m = sub.add_parser("models", help="list the model catalog")
+    return m
+
+
+def add_download(sub) -> argparse.ArgumentParser:
+    """`download`: a torchvision model's pretrained weights."""
+    d = sub.add_parser(
+        "download", help="fetch a torchvision model's pretrained weights into torch hub's cache",
+        description="Fetch a torchvision model's default pretrained weights into torch hub's "
+        "cache (TORCH_HOME), where the app and the commands find them. The only command that "
+        "uses the network.",
+    )
+    d.add_argument("name", help="a torchvision model name, as `network-inspector models` lists")
+    return d
+
+
+def add_tree(sub) -> argparse.ArgumentParser:
+    """`tree`: a model's module tree."""
+    t = sub.add_parser("tree", help="print a model's module tree with output shapes and hazards")
+    model_options(t)
+    t.add_argument("--depth", type=int, default=None, help="show modules down to this depth")
+    return t
+
+
+def batch_options(p: argparse.ArgumentParser, shard_size: int, workers_help: str) -> None:
+    """What analyse and atlas share (inspector.batch): engines, shards and --resume."""
+    p.add_argument("--workers", type=int, default=None, help=workers_help)
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local (default) or ray (needs the [cluster] extra)")
+    p.add_argument("--ray-address", default=None,
+                   help="'auto' or ray://HOST:PORT to join a running Ray cluster (default: "
+                        "start a Ray on this machine, without its dashboard)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue a killed run in DIR: finished shards are not redone; "
+                        "without --seed, the stored run's seed is used")
+    p.add_argument("--shard-size", type=int, default=shard_size,
+                   help=f"images per shard, the unit of --resume (default {shard_size})")
+
+
+def attribution_options(p: argparse.ArgumentParser) -> None:
+    d = AttributionOptions()
+    p.add_argument("--attr", default="",
+                   help=f"comma-separated input attributions: {', '.join(ATTRIBUTION_METHODS)} "
+                        f"(default: none). Each adds attr/METHOD to the NPZ: the signed "
+                        f"attribution per input channel (saliency: absolute), 3 x H x W at the "
+                        f"model input's resolution, for the class the CAMs explain")
+    p.add_argument("--ig-steps", type=int, default=d.ig_steps,
+                   help=f"Integrated Gradients: steps from the all-zero input (default {d.ig_steps})")
+    p.add_argument("--smoothgrad-samples", type=int, default=d.smoothgrad_samples,
+                   help=f"SmoothGrad: noisy copies averaged (default {d.smoothgrad_samples})")
+    p.add_argument("--smoothgrad-sigma", type=float, default=d.smoothgrad_sigma,
+                   help="SmoothGrad: the noise's standard deviation as a fraction of each "
+                        f"image's value range (default {d.smoothgrad_sigma})")
+    p.add_argument("--occlusion-patch", type=int, default=d.occlusion_patch,
+                   help="occlusion: the side of the square patch, filled with the data set's "
+                        "mean colour (0 after normalisation), in model-input pixels "
+                        f"(default {d.occlusion_patch})")
+    p.add_argument("--occlusion-stride", type=int, default=d.occlusion_stride,
+                   help="occlusion: the step between patch positions, in model-input pixels "
+                        f"(default {d.occlusion_stride})")
+
+
+def model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="demo_shapes",
+                   help="a catalog name (see `network-inspector models`; default demo_shapes), "
+                        "path/to/file.py:function returning an nn.Module, timm:NAME (a timm "
+                        "model; --weights or the local HF cache) or hf:PATH (a Hugging Face "
+                        "save_pretrained folder)")
+    p.add_argument("--weights", default=None,
+                   help="a checkpoint for --model: a state_dict (.pt/.pth, loaded with "
+                        "weights_only) or .safetensors")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="--weights is a whole model saved with torch.save(model): unpickle it. "
+                        "This runs code from the file: only for files you trust")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="--model hf:PATH whose folder holds its own model code (auto_map): run "
+                        "that code. Only for folders you trust")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed torch's generator right before the model is built: random "
+                        "weights are the same for the same seed (default: a new seed, "
+                        "recorded in summary.json). analyse: also SmoothGrad's noise seed "
+                        f"(default {AttributionOptions().seed})")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
+
+
+def model_spec(args: argparse.Namespace):
+    """The ModelSpec of the model options; ValueError (exit status 2) for options that cannot
+    work, a missing optional extra (timm:, hf:) among them."""
+    from inspector.core import model_hub
+    from inspector.core.models import ModelSpec
+
+    common = {"device": args.device, "seed": args.seed}
+    if args.trust_pickle:
+        if not args.weights:
+            raise ValueError("--trust-pickle needs --weights FILE (the pickled model)")
+        return ModelSpec(name=None, pickle=args.weights, trust_pickle=True, **common)
+    if args.model and ".py:" in args.model:
+        return ModelSpec(name=None, factory=args.model, checkpoint=args.weights, **common)
+    family = model_hub.family_of(args.model)
+    if family is not None and not model_hub.has_extra(family):
+        raise ValueError(str(model_hub.MissingExtra(family)))
+    if args.trust_remote_code and family != "hf":
+        raise ValueError("--trust-remote-code is for --model hf:PATH (a Hugging Face folder)")
+    if family == "hf" and args.weights:
+        raise ValueError("--weights is not used with hf:PATH: the weights are in the folder")
+    return ModelSpec(name=args.model, checkpoint=args.weights,
+                     trust_remote_code=args.trust_remote_code, **common)
