@@ -2,9 +2,10 @@
 
 - (C, H, W), a conv output: a mosaic of the channels in one ImageItem, a page of PAGE_SIZE
   at a time (channel_bar.ChannelBar: previous / next page, channels in their own order or
-  sorted by a statistic the owning view gives, jump to a channel by number); click a tile to zoom that channel with
-  its histogram and draggable levels; per-channel or shared scale.
-- (F,), a vector (a Linear output, logits): bars or a line.
+  sorted by a statistic the owning view gives, jump to a channel by number); click a tile
+  to zoom that channel with its histogram and draggable levels (zoom_page.ZoomPage);
+  per-channel or shared scale.
+- (F,), a vector (a Linear output, logits): bars or a line (vector_page.VectorPage).
 - (N, D), tokens: a token x feature heatmap, or the tokens as their square patch grid (the
   class token left out when N - 1 is a square) showing one feature or the mean.
 
@@ -15,8 +16,6 @@ per-channel values to sort by (`show_tensor(channel_keys=...)`).
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pyqtgraph as pg
@@ -33,17 +32,13 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.ui import colormaps
-from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.base import hint_label
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_INDEX, ChannelBar
-from inspector.ui.views.levels_histogram import LevelsHistogram
 from inspector.ui.views.mosaic import (
     PER_CHANNEL,
     SHARED,
     ChannelPages,
     MosaicView,
-    channel_ranges,
-    levels_for,
     sorted_order,
 )
 from inspector.ui.views.token_page import (
@@ -54,6 +49,7 @@ from inspector.ui.views.token_page import (
     square_grid,
 )
 from inspector.ui.views.vector_page import AUTO, BARS, LINE, MAX_BARS, VectorPage
+from inspector.ui.views.zoom_page import ZoomPage
 
 TokenGrid = tuple[int, tuple[int, int]]  # (extra tokens, (rows, columns)): token_page
 
@@ -173,20 +169,12 @@ class TensorPanel(QWidget):
         self._apply_colormap()
 
     def _build_zoom_page(self) -> None:
-        view = pg.GraphicsLayoutWidget()
-        self.zoom_plot = view.addPlot(row=0, col=0)
-        self.zoom_plot.invertY(True)
-        self.zoom_plot.setAspectLocked(True)
-        self.zoom_plot.hideButtons()
-        self.zoom_plot.setLabel("bottom", "x")
-        self.zoom_plot.setLabel("left", "y")
-        self.zoom_item = pg.ImageItem(axisOrder="row-major")
-        self.zoom_plot.addItem(self.zoom_item)
-        self.zoom_hist = LevelsHistogram(self.zoom_item, colormaps.get(self._cmap))
-        view.addItem(self.zoom_hist, row=0, col=1)
-        add_copy_action(self.zoom_plot)
-        view.scene().sigMouseMoved.connect(self._zoom_hover)
-        self._pages[ZOOM] = view
+        page = ZoomPage(colormaps.get(self._cmap))
+        page.view.scene().sigMouseMoved.connect(self._zoom_hover)
+        self.zoom_page = page
+        # The names the tests know the parts by.
+        self.zoom_plot, self.zoom_item, self.zoom_hist = page.plot, page.item, page.hist
+        self._pages[ZOOM] = page.view
 
     def _build_vector_page(self) -> None:
         page = VectorPage()
@@ -294,8 +282,7 @@ class TensorPanel(QWidget):
             self.tokens.item.setLookupTable(table)
             self.tokens.bar.setColorMap(cmap)
         if ZOOM in self._pages:
-            self.zoom_item.setLookupTable(table)
-            self.zoom_hist.setColorMap(cmap)
+            self.zoom_page.set_colormap(table, cmap)
 
     def _draw(self) -> None:
         data = self.data
@@ -337,12 +324,8 @@ class TensorPanel(QWidget):
         self._set_mode(MOSAIC)
 
     def _draw_zoom(self, channel: np.ndarray) -> None:
-        lo, hi = channel_ranges(channel[None])
-        levels = levels_for(lo[0], hi[0], self.diverging)
         self._ensure_page(ZOOM)
-        self.zoom_item.setImage(channel, autoLevels=False, levels=levels)
-        self.zoom_hist.set_values(channel, levels)
-        self.zoom_plot.setTitle(f"channel {self.zoomed} of {self.data.shape[0]}")
+        self.zoom_page.draw(channel, self.zoomed, self.data.shape[0], self.diverging)
         self._focus = self.zoomed  # the mosaic shows its page when we go back
         self._set_mode(ZOOM)
 
@@ -432,14 +415,10 @@ class TensorPanel(QWidget):
             self.zoom(channel)
 
     def _zoom_hover(self, scene_pos: QPointF) -> None:
-        if self.mode != ZOOM or self.data is None:
-            return
-        p = self.zoom_item.mapFromScene(scene_pos)
-        i, j = int(math.floor(p.y())), int(math.floor(p.x()))
-        _, h, w = self.data.shape
-        if 0 <= i < h and 0 <= j < w:
-            value = self.data[self.zoomed, i, j]
-            self.hover_label.setText(f"channel {self.zoomed}   y {i}, x {j}   value {value:.4g}")
+        if self.mode == ZOOM and self.data is not None:
+            text = self.zoom_page.hover_text(scene_pos, self.data, self.zoomed)
+            if text is not None:
+                self.hover_label.setText(text)
 
     def _token_hover(self, scene_pos: QPointF) -> None:
         if self.mode == TOKENS and self.data is not None:

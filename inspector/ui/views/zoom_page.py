@@ -1,0 +1,55 @@
+"""The tensor panel's page for one channel of a (C, H, W) preview, alone: the channel as an
+image with x / y axes, its histogram with draggable levels, the value under the mouse."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF
+
+from inspector.ui.plot_clipboard import add_copy_action
+from inspector.ui.views.levels_histogram import LevelsHistogram
+from inspector.ui.views.mosaic import channel_ranges, levels_for
+
+
+class ZoomPage:
+    """One plot with one ImageItem and its LevelsHistogram, updated in place."""
+
+    def __init__(self, cmap: pg.ColorMap) -> None:
+        self.view = pg.GraphicsLayoutWidget()
+        self.plot = self.view.addPlot(row=0, col=0)
+        self.plot.invertY(True)
+        self.plot.setAspectLocked(True)
+        self.plot.hideButtons()
+        self.plot.setLabel("bottom", "x")
+        self.plot.setLabel("left", "y")
+        self.item = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.item)
+        self.hist = LevelsHistogram(self.item, cmap)
+        self.view.addItem(self.hist, row=0, col=1)
+        add_copy_action(self.plot)
+
+    def draw(self, channel: np.ndarray, index: int, count: int, diverging: bool) -> None:
+        """Channel `index` of `count`, with levels from its own range (symmetric at 0 when
+        `diverging`)."""
+        lo, hi = channel_ranges(channel[None])
+        levels = levels_for(lo[0], hi[0], diverging)
+        self.item.setImage(channel, autoLevels=False, levels=levels)
+        self.hist.set_values(channel, levels)
+        self.plot.setTitle(f"channel {index} of {count}")
+
+    def set_colormap(self, table: np.ndarray, cmap: pg.ColorMap) -> None:
+        self.item.setLookupTable(table)
+        self.hist.setColorMap(cmap)
+
+    def hover_text(self, scene_pos: QPointF, data: np.ndarray, index: int) -> str | None:
+        """What the readout says with the mouse at `scene_pos` over channel `index` of the
+        (C, H, W) `data`; None off the image."""
+        p = self.item.mapFromScene(scene_pos)
+        i, j = int(math.floor(p.y())), int(math.floor(p.x()))
+        _, h, w = data.shape
+        if 0 <= i < h and 0 <= j < w:
+            return f"channel {index}   y {i}, x {j}   value {data[index, i, j]:.4g}"
+        return None
