@@ -18,11 +18,11 @@ from inspector.ui.views.mosaic import ChannelPages
 # How the mosaic orders channels: their own order, or by a per-channel value the view gives
 # (largest first). SORT_CHANGE is offered only when the view gives it (a reference run).
 SORT_INDEX, SORT_MEAN, SORT_MAX, SORT_CHANGE = "index", "mean", "max", "change"
-SORT_TEXT = {
+SORT_TEXT = {  # short: the bar shares the activation dock's width with the picture
     SORT_INDEX: "Channel order",
-    SORT_MEAN: "By mean (highest first)",
-    SORT_MAX: "By max (highest first)",
-    SORT_CHANGE: "By change from A (largest first)",
+    SORT_MEAN: "By mean",
+    SORT_MAX: "By max",
+    SORT_CHANGE: "By change",
 }
 
 
@@ -46,8 +46,12 @@ class ChannelBar(QWidget):
             self.sort_combo.addItem(SORT_TEXT[key], key)
         self.sort_combo.setToolTip(
             "The order of the tiles: the layer's own, or by each channel's mean or max over "
-            "the whole tensor, or by how much it differs from run A (mean |B \u2212 A|)"
+            "the whole tensor, or by how much it differs from run A (mean |B \u2212 A|); "
+            "largest first"
         )
+        self.sort_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.sort_combo.setMinimumContentsLength(9)
         self.sort_combo.currentIndexChanged.connect(lambda _index: self.orderChanged.emit())
         self.jump_spin = QSpinBox()
         self.jump_spin.setPrefix("channel ")
@@ -84,7 +88,8 @@ class ChannelBar(QWidget):
         if in_zoom:
             where = np.flatnonzero(pages.order == zoomed)
             k = int(where[0]) if where.size else 0
-            self.page_label.setText(f"{k + 1} of {count} in this order")
+            self.page_label.setText(f"{k + 1} of {count}")
+            self.page_label.setToolTip(f"Channel {k + 1} of {count} in the mosaic's order")
             self.prev_button.setEnabled(k > 0)
             self.next_button.setEnabled(k < count - 1)
             self.prev_button.setToolTip("The channel before this one in the mosaic's order")
@@ -93,9 +98,10 @@ class ChannelBar(QWidget):
             shown = pages.channels()
             first = pages.page * pages.page_size
             self.page_label.setText(
-                f"page {pages.page + 1} of {pages.page_count} \u00b7 "
-                f"{first + 1}\u2013{first + len(shown)} of {count} channels"
-            )
+                f"{first + 1}\u2013{first + len(shown)} of {count}")
+            self.page_label.setToolTip(
+                f"Page {pages.page + 1} of {pages.page_count}: channels {first + 1} to "
+                f"{first + len(shown)} of the layer's {count}")
             self.prev_button.setEnabled(pages.page > 0)
             self.next_button.setEnabled(pages.page < pages.page_count - 1)
             self.prev_button.setToolTip("Previous page of channels")
