@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from task_models import small_cnn_factory
 
 from inspector import cli
 from inspector.batch.analyse_writers import MAX_OVERLAY_SIDE
@@ -147,23 +148,7 @@ def test_small_grids_and_pictures_are_enlarged_by_a_whole_factor_large_ones_shru
 
 # -- what analyse writes ------------------------------------------------------------------------
 
-FACTORY = '''
-import torch
-from torch import nn
-
-CLASSES = ["circle", "square", "star"]
-PREPROCESS = {"crop_size": (32, 32), "resize_size": 36,
-              "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}
-
-
-def build():
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3),
-    )
-'''
+FACTORY = small_cnn_factory(resize_size=36)
 
 
 def find_bar(image: np.ndarray):

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from atlas_images import draw_folder
+from loopback import LOOPBACK_ONLY, require_loopback_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
-LOOPBACK_ONLY = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
 
 try:
     import ray  # noqa: F401
@@ -27,18 +27,6 @@ try:
     RAY = None
 except ImportError as e:
     RAY = f"ray is not importable ({e}); it is in the dev extra"
-
-
-def _loopback_namespace() -> str | None:
-    """Why no loopback-only network namespace can be made here, or None."""
-    try:
-        probe = subprocess.run([*LOOPBACK_ONLY, "true"], capture_output=True, text=True,
-                               timeout=30)
-    except OSError as e:
-        return f"no unshare here ({e})"
-    if probe.returncode != 0:
-        return f"cannot make a network namespace: {probe.stderr.strip()}"
-    return None
 
 
 def _run(folder: Path, out: Path, *extra: str, wrap=(), code=None) -> subprocess.CompletedProcess:
@@ -70,9 +58,7 @@ def _same_json(a, b, where=""):
 @pytest.mark.slow
 @pytest.mark.skipif(RAY is not None and not os.environ.get("CI"), reason=RAY or "")
 def test_ray_engine_writes_what_the_local_engine_writes(tmp_path: Path):
-    why = _loopback_namespace()
-    if why:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+    require_loopback_namespace()
     folder = draw_folder(tmp_path / "images", count=8)
     local = _run(folder, tmp_path / "local")
     assert local.returncode == 1, local.stderr  # the two broken files

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from atlas_images import draw_folder
+from loopback import LOOPBACK_ONLY, require_loopback_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,19 +30,6 @@ except ImportError as e:
     RAY = f"ray[data] is not importable ({e}); it is in the dev extra"
 
 EVERY = 5  # of the video's frames, ranked: 0, 5, ...
-LOOPBACK_ONLY = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
-
-
-def _loopback_namespace() -> str | None:
-    """Why no loopback-only network namespace can be made here, or None."""
-    try:
-        probe = subprocess.run([*LOOPBACK_ONLY, "true"], capture_output=True, text=True,
-                               timeout=30)
-    except OSError as e:
-        return f"no unshare here ({e})"
-    if probe.returncode != 0:
-        return f"cannot make a network namespace: {probe.stderr.strip()}"
-    return None
 
 
 def _run(inputs: list[Path], out: Path, *engine: str, wrap=()) -> subprocess.CompletedProcess:
@@ -56,11 +44,7 @@ def _run(inputs: list[Path], out: Path, *engine: str, wrap=()) -> subprocess.Com
 @pytest.mark.slow
 @pytest.mark.skipif(RAY is not None and not os.environ.get("CI"), reason=RAY or "")
 def test_ray_engine_equals_the_local_engine(tmp_path: Path):
-    why = _loopback_namespace()
-    if why:
-        # CI installs what this needs (.ci/run): there a skip would hide the only check
-        # that the Ray engine equals the local one.
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+    require_loopback_namespace()
     inputs = [draw_folder(tmp_path / "images", count=40)]
     frames = 0
     try:

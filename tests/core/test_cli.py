@@ -14,28 +14,13 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from task_models import small_cnn_factory
 
 from inspector import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FACTORY = '''
-import torch
-from torch import nn
-
-CLASSES = ["circle", "square", "star"]
-PREPROCESS = {"crop_size": (32, 32), "resize_size": None,
-              "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}
-
-
-def build():
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True),
-        nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3),
-    )
-'''
+FACTORY = small_cnn_factory(inplace=True)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from task_models import small_cnn_factory
 
 from inspector import cli
 from inspector.core import video
@@ -17,23 +18,7 @@ av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspe
 
 from video_clip import FPS, FRAMES, write_clip  # noqa: E402
 
-FACTORY = '''
-import torch
-from torch import nn
-
-CLASSES = ["left", "middle", "right"]
-PREPROCESS = {"crop_size": (32, 32), "resize_size": None,
-              "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}
-
-
-def build():
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3),
-    )
-'''
+FACTORY = small_cnn_factory(classes=("left", "middle", "right"))
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtCore import QPointF, Qt
+from task_models import SEGMENTATION_FACTORY as SEGMENTER
+from task_models import detection_factory
 
 from inspector.core.frames import Prediction, PredictionFrame
 from inspector.core.run import DetectionTarget
@@ -19,38 +21,7 @@ from inspector.ui.settings import AppSettings
 
 TIMEOUT = 120_000  # ms: detection models on a busy CPU
 
-DETECTOR = '''
-import torch
-import torchvision
-
-CLASSES = [f"thing {i}" for i in range(91)]
-
-
-def build():
-    torch.manual_seed(0)
-    model = torchvision.models.get_model(
-        "fasterrcnn_mobilenet_v3_large_320_fpn", weights=None, weights_backbone=None,
-        num_classes=91)
-    with torch.no_grad():  # random weights score ~1/91: lift class 1 above the threshold
-        model.roi_heads.box_predictor.cls_score.bias[1] += 6.0
-    model.roi_heads.detections_per_img = 12  # fewer boxes: a quicker test
-    return model
-'''
-
-SEGMENTER = '''
-import torch
-import torchvision
-
-CLASSES = ["background", "cat", "dog"] + [f"class {i}" for i in range(3, 21)]
-PREPROCESS = {"crop_size": (160, 160), "resize_size": None,
-              "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225)}
-
-
-def build():
-    torch.manual_seed(0)
-    return torchvision.models.get_model(
-        "deeplabv3_mobilenet_v3_large", weights=None, weights_backbone=None, num_classes=21)
-'''
+DETECTOR = detection_factory(most=12)  # fewer boxes: a quicker test
 
 
 def _detection_frame(target: int = 0) -> PredictionFrame:

@@ -14,11 +14,11 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from inspector.core.frames import DivergenceFrame
-from inspector.ui.plot_clipboard import add_copy_action
-from inspector.ui.views.base import FrameView, fmt, hint_label, layer_ticks
+from inspector.ui.views.base import FrameView, fmt, layer_ticks
+from inspector.ui.views.depth_plot import DepthPlotFrame, depth_plot
 
 L2_COLOR = "#f0a030"
 COSINE_COLOR = "#4c9be8"
@@ -42,19 +42,8 @@ class DivergenceView(FrameView):
         super().__init__(parent, store)
         self.frame: DivergenceFrame | None = None  # what is drawn
 
-        self.header = QLabel()
-        self.header.setTextFormat(Qt.TextFormat.RichText)
-        self.header.setWordWrap(True)
-        self.hover_label = QLabel(" ")
-        plot = pg.PlotWidget()
-        plot.showGrid(x=False, y=True, alpha=0.3)
-        plot.setLabel("bottom", "module, in forward order (input \u2192 output)")
-        plot.getAxis("bottom").enableAutoSIPrefix(False)
-        plot.setLabel("left", "relative L2 distance", color=L2_COLOR)
-        plot.getAxis("left").enableAutoSIPrefix(False)  # 0.3, not "300 (x0.001)"
-        plot.hideButtons()
-        plot.setMenuEnabled(False)
-        add_copy_action(plot)  # pyqtgraph's view menu, with "Copy to clipboard"
+        plot = depth_plot("module, in forward order (input \u2192 output)",
+                          "relative L2 distance", color=L2_COLOR)
         self.l2_curve = plot.plot(
             pen=pg.mkPen(L2_COLOR, width=1.5), symbol="o", symbolSize=6,
             symbolBrush=L2_COLOR, symbolPen=None, connect="finite",
@@ -77,22 +66,10 @@ class DivergenceView(FrameView):
         )
         self.cosine_box.addItem(self.cosine_curve)
         item.vb.sigResized.connect(self._fit_cosine_box)
-        self.cursor = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#888", width=1))
-        self.cursor.hide()
-        plot.addItem(self.cursor, ignoreBounds=True)
-        plot.scene().sigMouseMoved.connect(self._hover)
         plot.scene().sigMouseClicked.connect(self._clicked)
-        self.plot = plot
-
-        self.empty = hint_label(EMPTY_TEXT)
-        self.stack = QStackedWidget()
-        self.stack.addWidget(self.empty)
-        self.stack.addWidget(plot)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.header)
-        layout.addWidget(self.stack, 1)
-        layout.addWidget(self.hover_label)
+        frame = DepthPlotFrame(self, QLabel(), plot, EMPTY_TEXT, self._hover)
+        self.header, self.hover_label, self.plot = frame.header, frame.hover_label, plot
+        self.cursor, self.empty, self.stack = frame.cursor, frame.empty, frame.stack
         self.subscribe(self._divergence_stored, self.kinds)
         self.request_paint()
 

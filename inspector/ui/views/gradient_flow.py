@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt
-from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import QPointF
+from PySide6.QtWidgets import QLabel, QWidget
 
-from inspector.ui.plot_clipboard import add_copy_action
-from inspector.ui.views.base import hint_label, layer_ticks
+from inspector.ui.views.base import layer_ticks
+from inspector.ui.views.depth_plot import DepthPlotFrame, depth_plot
 
 MAX_COLOR = "#f0a030"
 MEAN_COLOR = "#4c9be8"
@@ -44,19 +44,8 @@ class GradientFlowPlot(QWidget):
         self.nonfinite_layers: list[str] = []
         self.mean_label = "mean |grad|"
 
-        self.summary = QLabel()
-        self.summary.setTextFormat(Qt.TextFormat.RichText)
-        self.summary.setWordWrap(True)
-        self.hover_label = QLabel(" ")
-        plot = pg.PlotWidget()
+        plot = depth_plot("layer, in forward order (input \u2192 output)", "|gradient|")
         plot.setLogMode(x=False, y=True)
-        plot.showGrid(x=False, y=True, alpha=0.3)
-        plot.setLabel("left", "|gradient|")
-        plot.setLabel("bottom", "layer, in forward order (input \u2192 output)")
-        plot.getAxis("bottom").enableAutoSIPrefix(False)
-        plot.hideButtons()
-        plot.setMenuEnabled(False)
-        add_copy_action(plot)  # pyqtgraph's view menu, with "Copy to clipboard"
         self.max_curve = plot.plot(
             pen=pg.mkPen(MAX_COLOR, width=1.5), symbol="o", symbolSize=5,
             symbolBrush=MAX_COLOR, symbolPen=None, connect="finite",
@@ -73,24 +62,13 @@ class GradientFlowPlot(QWidget):
         )
         plot.addItem(self.zero_marks)
         plot.addItem(self.bad_marks)
-        self.cursor = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#888", width=1))
-        self.cursor.hide()
-        plot.addItem(self.cursor, ignoreBounds=True)
-        plot.scene().sigMouseMoved.connect(self._hover)
-        self.plot = plot
-
-        self.stack = QStackedWidget()
-        self.empty = hint_label(
+        frame = DepthPlotFrame(
+            self, QLabel(), plot,
             "Gradient flow appears here after a run with gradients: mean and max |gradient| "
-            "of every layer whose gradient is captured."
-        )
-        self.stack.addWidget(self.empty)
-        self.stack.addWidget(plot)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 0, 4, 4)
-        layout.addWidget(self.summary)
-        layout.addWidget(self.stack, 1)
-        layout.addWidget(self.hover_label)
+            "of every layer whose gradient is captured.",
+            self._hover, top_margin=0)
+        self.summary, self.hover_label, self.plot = frame.header, frame.hover_label, plot
+        self.cursor, self.empty, self.stack = frame.cursor, frame.empty, frame.stack
 
     def set_points(self, points: list[FlowPoint], title: str, mean_label: str) -> None:
         self.points = points

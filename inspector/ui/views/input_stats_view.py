@@ -11,11 +11,11 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from inspector.core.frames import INPUT, TensorStats
-from inspector.ui.plot_clipboard import add_copy_action
-from inspector.ui.views.base import FrameView, fmt, hint_label, layer_ticks
+from inspector.ui.views.base import FrameView, fmt, layer_ticks
+from inspector.ui.views.depth_plot import DepthPlotFrame, depth_plot
 
 MEAN_COLOR = "#4c9be8"
 STD_COLOR = "#f0a030"
@@ -33,18 +33,7 @@ class InputStatsView(FrameView):
         super().__init__(parent, store)
         self.layers: list[str] = []  # in arrival (forward) order for the run shown
 
-        self.header = QLabel()
-        self.header.setTextFormat(Qt.TextFormat.RichText)
-        self.header.setWordWrap(True)
-        self.hover_label = QLabel(" ")
-        plot = pg.PlotWidget()
-        plot.showGrid(x=False, y=True, alpha=0.3)
-        plot.setLabel("bottom", "layer, in forward order")
-        plot.getAxis("bottom").enableAutoSIPrefix(False)
-        plot.setLabel("left", "input value")
-        plot.hideButtons()
-        plot.setMenuEnabled(False)
-        add_copy_action(plot)  # pyqtgraph's view menu, with "Copy to clipboard"
+        plot = depth_plot("layer, in forward order", "input value")
         plot.addItem(pg.InfiniteLine(pos=0, angle=0, movable=False,
                                      pen=pg.mkPen("#666", style=Qt.PenStyle.DashLine)))
         self.mean_curve = plot.plot(pen=pg.mkPen(MEAN_COLOR, width=1.5), symbol="o",
@@ -53,20 +42,9 @@ class InputStatsView(FrameView):
         self.std_curve = plot.plot(pen=pg.mkPen(STD_COLOR, width=1.5), symbol="o",
                                    symbolSize=5, symbolBrush=STD_COLOR, symbolPen=None,
 )
-        self.cursor = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#888", width=1))
-        self.cursor.hide()
-        plot.addItem(self.cursor, ignoreBounds=True)
-        plot.scene().sigMouseMoved.connect(self._hover)
-        self.plot = plot
-        self.empty = hint_label()
-        self.stack = QStackedWidget()
-        self.stack.addWidget(self.empty)
-        self.stack.addWidget(plot)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.header)
-        layout.addWidget(self.stack, 1)
-        layout.addWidget(self.hover_label)
+        frame = DepthPlotFrame(self, QLabel(), plot, "", self._hover)
+        self.header, self.hover_label, self.plot = frame.header, frame.hover_label, plot
+        self.cursor, self.empty, self.stack = frame.cursor, frame.empty, frame.stack
 
         # Every module's input: one point per layer.
         self.subscribe(self._input_stored, self.kinds)

@@ -1,5 +1,6 @@
-"""Small detection and segmentation models for the tests: torchvision's, random weights
-(weights=None, weights_backbone=None: nothing downloaded), seeded."""
+"""Models for the tests, as factory files (`--model PATH:build`): a small seeded CNN, and
+torchvision's detection and segmentation models with random weights (weights=None,
+weights_backbone=None: nothing downloaded), seeded."""
 
 from __future__ import annotations
 
@@ -8,14 +9,42 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-# A factory file (`--factory PATH:build`) for the CLI: the catalog's detection model with a
-# box predictor bias towards class 1, so that random weights still detect something above
-# torchvision's 0.05 score threshold (with 91 near-equal classes every score is ~1/91).
-DETECTION_FACTORY = '''
+
+def small_cnn_factory(classes=("circle", "square", "star"), resize_size=None,
+                      inplace: bool = False) -> str:
+    """A seeded two-conv classifier on 32 x 32 crops (of `resize_size` when given: then
+    the crop leaves a border); `inplace`: its first ReLU works in place."""
+    return f'''
+import torch
+from torch import nn
+
+CLASSES = {list(classes)!r}
+PREPROCESS = {{"crop_size": (32, 32), "resize_size": {resize_size!r},
+              "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25)}}
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace={inplace!r}),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3),
+    )
+'''
+
+
+# A factory file (`--model PATH:build`): the catalog's detection model with a box predictor
+# bias towards class 1, so that random weights still detect something above torchvision's
+# 0.05 score threshold (with 91 near-equal classes every score is ~1/91).
+def detection_factory(most: int | None = None) -> str:
+    """The factory's source; `most`: torchvision's detections_per_img (fewer boxes make a
+    quicker window test), None its default of 100."""
+    limit = "" if most is None else f"\n    model.roi_heads.detections_per_img = {most}"
+    return f'''
 import torch
 import torchvision
 
-CLASSES = [f"thing {i}" for i in range(91)]
+CLASSES = [f"thing {{i}}" for i in range(91)]
 
 
 def build():
@@ -24,9 +53,12 @@ def build():
         "fasterrcnn_mobilenet_v3_large_320_fpn", weights=None, weights_backbone=None,
         num_classes=91)
     with torch.no_grad():
-        model.roi_heads.box_predictor.cls_score.bias[1] += 6.0
+        model.roi_heads.box_predictor.cls_score.bias[1] += 6.0{limit}
     return model
 '''
+
+
+DETECTION_FACTORY = detection_factory()
 
 SEGMENTATION_FACTORY = '''
 import torch
