@@ -54,15 +54,9 @@ def add_analyse(sub) -> argparse.ArgumentParser:
                    help="also write the run as a standalone Python script (torch, torchvision, "
                         "numpy, Pillow; no inspector): `python PATH IMAGE OUT.json` prints and "
                         "writes the logits and the captured modules' statistics")
-    a.add_argument("--every", type=int, default=1, metavar="N",
-                   help="videos named (.mp4 .mkv .mov .avi .webm; needs "
-                        "'network-inspector[video]'): analyse every Nth frame, counting from "
-                        "frame 0 (default 1: every frame)")
     batch_options(a, shard_size=16, workers_help="ray: model actors (default one per GPU, "
                    "else one per CPU); local: not used (one Session runs the images)")
-    a.add_argument("--quiet", action="store_true", help="no progress bar")
-    a.add_argument("images", nargs="+",
-                   help="image files or folders (searched recursively for images), and videos")
+    input_options(a, "analyse")
     return a
 
 
@@ -86,13 +80,7 @@ def add_atlas(sub) -> argparse.ArgumentParser:
     batch_options(at, shard_size=256, workers_help="local: processes decoding images "
                    "(default min(4, CPUs)); ray: model actors (default one per GPU, else one "
                    "per CPU)")
-    at.add_argument("--every", type=int, default=1, metavar="N",
-                    help="videos named (.mp4 .mkv .mov .avi .webm; needs "
-                         "'network-inspector[video]'): rank every Nth frame, counting from "
-                         "frame 0 (default 1: every frame)")
-    at.add_argument("--quiet", action="store_true", help="no progress bar")
-    at.add_argument("images", nargs="+",
-                    help="image files or folders (searched recursively for images), and videos")
+    input_options(at, "rank")
     return at
 
 
@@ -135,6 +123,17 @@ def batch_options(p: argparse.ArgumentParser, shard_size: int, workers_help: str
                         "without --seed, the stored run's seed is used")
     p.add_argument("--shard-size", type=int, default=shard_size,
                    help=f"images per shard, the unit of --resume (default {shard_size})")
+
+
+def input_options(p: argparse.ArgumentParser, verb: str) -> None:
+    """The inputs of analyse and atlas (inspector.batch.inputs) and the progress bar."""
+    p.add_argument("--every", type=int, default=1, metavar="N",
+                   help=f"videos named (.mp4 .mkv .mov .avi .webm; needs "
+                        f"'network-inspector[video]'): {verb} every Nth frame, counting from "
+                        f"frame 0 (default 1: every frame)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("images", nargs="+",
+                   help="image files or folders (searched recursively for images), and videos")
 
 
 def attribution_options(p: argparse.ArgumentParser) -> None:
