@@ -87,6 +87,9 @@ DEFAULT_CAM = "gradcam"
 # The "layer" an attribution's map is reported at: the model input (CamFrame.layer).
 ATTRIBUTION_LAYER = "(input)"
 GRADIENT_FREE_CAMS = frozenset(n for n, m in CAM_METHODS.items() if not m.needs_grad)
+# CAMs that run the model again after the run's own forward (Score-CAM's masked inputs);
+# the others are computed from what the run's hooks kept.
+FORWARD_CAMS = frozenset({"scorecam"})
 
 # Other spellings people type, after lower-casing and dropping '-', '_' and spaces.
 _ALIASES = {

@@ -40,7 +40,7 @@ from .hookset import HookSet
 from .images import ImageLoadError, as_rgb, load_image
 from .interventions import Intervention
 from .kept_outputs import KeptRuns
-from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS
+from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS, FORWARD_CAMS, cam_method
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model, probe_tree
 from .run import RunRequest
 from .run_parts import (
@@ -327,7 +327,11 @@ class Session:
             never_called = tuple(cap.never_called())
             # Score-CAM's masked forwards and the input attributions run the model again:
             # with this run's edits on, so that they explain the model the run showed.
-            with edits_on(model, run_id, req.interventions, cancel):
+            # (Only then: a Capture walks the model, and a gradient CAM reads what this
+            # run's own hooks kept.)
+            reruns = bool(req.attributions) or any(
+                cam_method(method) in FORWARD_CAMS for method, _ in cams)
+            with edits_on(model, run_id, req.interventions if reruns else (), cancel):
                 if cams:
                     t = time.perf_counter()
                     self._cams(run_id, cams, cap, target, x.detach(), cancel, outcome)
@@ -408,7 +412,7 @@ class Session:
 
     def _cams(self, run_id, cams, cap: Capture, target, x, cancel, outcome: RunOutcome) -> None:
         from .cam import cam_from_capture
-        from .methods import CAM_METHODS, cam_method
+        from .methods import CAM_METHODS
 
         for method, layer in cams:
             if layer is None:

@@ -3,6 +3,7 @@ are read and checked against the model; nothing is left on the model afterwards.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -400,3 +401,23 @@ def test_a_tensor_given_as_the_image_is_left_as_it_was(demo):
     outcome = demo.run(x, interventions=(parse_edit("input:occlude=0,0,64,64"),))
     assert outcome.status == "ok"
     assert not x.requires_grad and torch.equal(x, before)
+
+
+def test_score_cam_runs_the_edited_model_too(demo):
+    """Score-CAM's masked forwards see the run's edits: its map equals the one of a plain
+    run of the model with the same edit as a hook written by hand."""
+    from inspector.core.interventions import ScaleChannels
+
+    x = torch.rand(1, 3, 128, 128)
+    edit = ScaleChannels("stage3.1.conv", tuple(range(48)), 0.0)
+    edited = demo.run(x, backward=False, cams=(("scorecam", None),), interventions=(edit,))
+    model = demo.loaded.model
+    module = dict(model.named_modules())["stage3.1.conv"]
+    handle = module.register_forward_hook(lambda m, a, out: edit.edit_output(out, 0))
+    try:
+        by_hand = demo.run(x, backward=False, cams=(("scorecam", None),))
+    finally:
+        handle.remove()
+    assert edited.status == by_hand.status == "ok"
+    (key,) = edited.cams
+    assert np.allclose(edited.cams[key], by_hand.cams[key], atol=1e-5)
