@@ -9,6 +9,10 @@ data frame is dropped to make room, chosen so that the newest frame of every
 3. else the oldest data frame.
 Every frame lost that way is counted, per run too. Control frames (run started/finished,
 errors, predictions, CAMs) are never dropped and never evicted.
+
+A consumer that polls (the window's router, sixty times a second) can also be woken when a
+run finishes (`on_finished`), so that a finished run does not wait for the next poll: a video
+playing through the model runs its next frame only once the last one reached the views.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable
 from itertools import count
 
 from .frames import RunFinished, TensorFrame
@@ -40,6 +45,9 @@ class FrameChannel:
         self._dropped_by_run: defaultdict[int, int] = defaultdict(int)
         self._cancelled: set[int] = set()
         self._closed = False
+        # Called with the run id, on the producer's thread, after a RunFinished was put; it
+        # must only hand the news over (a consumer's thread-safe wake-up), never block.
+        self.on_finished: Callable[[int], None] | None = None
 
     # -- producer side -------------------------------------------------------------------
 
@@ -61,6 +69,9 @@ class FrameChannel:
             else:
                 self._pending[next(self._seq)] = frame
             self._cond.notify_all()
+        wake = self.on_finished
+        if wake is not None and isinstance(frame, RunFinished):
+            wake(frame.run_id)
 
     def _victim(self, key: tuple) -> int:
         same = self._key_seqs.get(key)

@@ -90,8 +90,16 @@ class Preprocess:
         zeros, /255, normalize) without importing torchvision, which costs seconds on the
         path to the app's first frames.
         """
-        import torch
+        return self._input(self._crop(img))[0]
 
+    def prepare(self, img: Image.Image) -> PreparedImage:
+        """The model input of `img` and its picture, made now (a video's decoding thread
+        does this ahead of the run, off the inference worker)."""
+        x, crop = self._input(self._crop(img))
+        crop.flags.writeable = False  # shared by every run of this frame
+        return PreparedImage(img, x, crop, self)
+
+    def _crop(self, img: Image.Image) -> Image.Image:
         if img.mode != "RGB":
             img = as_rgb(img)
         w, h = self.resized_size(img.size)
@@ -101,10 +109,18 @@ class Preprocess:
         left, top = _crop_start(w, cw), _crop_start(h, ch)
         if (left, top, cw, ch) != (0, 0, w, h):
             img = img.crop((left, top, left + cw, top + ch))  # outside the image: zeros
-        x = torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1).float().div(255)
+        return img
+
+    def _input(self, crop: Image.Image) -> tuple[torch.Tensor, np.ndarray]:
+        """The normalized (3, H, W) tensor of an RGB crop, and the crop's H x W x 3 uint8
+        pixels, which are what `to_display` of that tensor gives back."""
+        import torch
+
+        pixels = np.array(crop, dtype=np.uint8)
+        x = torch.from_numpy(pixels).permute(2, 0, 1).float().div(255)
         mean = torch.tensor(self.mean, dtype=torch.float32)[:, None, None]
         std = torch.tensor(self.std, dtype=torch.float32)[:, None, None]
-        return x.sub_(mean).div_(std)
+        return x.sub_(mean).div_(std), pixels
 
     def resized_size(self, original_size: tuple[int, int]) -> tuple[int, int]:
         """(width, height) after the resize step, as torchvision computes it."""
@@ -158,6 +174,22 @@ class Preprocess:
         out += rows[y1] * wy[:, None]
         out *= inside_y[:, None] & inside_x[None, :]
         return out
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedImage:
+    """An RGB picture with its model input made ahead of the run (`Preprocess.prepare`).
+    Session.run takes it as an image: a model whose Preprocess equals `preprocess` runs `x`
+    as it is, any other preprocesses `image` (a model loaded since it was made)."""
+
+    image: Image.Image
+    x: torch.Tensor  # (3, H, W) float32, normalized
+    display: np.ndarray  # H x W x 3 uint8, read-only: the crop the model sees
+    preprocess: Preprocess
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.image.size
 
 
 def preprocess_batch(images: Sequence[Image.Image], pre: Preprocess) -> torch.Tensor:

@@ -51,7 +51,9 @@ Target = int | DetectionTarget | SegmentationTarget | None
 
 @dataclass(frozen=True)
 class RunRequest:
-    image: Any  # a path, a PIL image, or a preprocessed (3, H, W) / (1, 3, H, W) tensor
+    # A path, a PIL image, a core.preprocess.PreparedImage (a video frame) or a
+    # preprocessed (3, H, W) / (1, 3, H, W) tensor.
+    image: Any
     # What the hooks capture. None: the input, output and output gradient of every leaf.
     capture: CaptureSpec | None = None
     target: Target = None  # what to explain (see Target); None: the top prediction

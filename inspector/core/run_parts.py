@@ -99,6 +99,7 @@ def label_of(image: Any) -> str:
     """What a run of `image` is called: a file's name, else the image's filename or type."""
     if isinstance(image, (str, Path)):
         return Path(image).name
+    image = getattr(image, "image", image)  # a PreparedImage: its picture
     return getattr(image, "filename", "") or type(image).__name__
 
 

@@ -42,6 +42,7 @@ from .interventions import Intervention
 from .kept_outputs import KeptRuns
 from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS, FORWARD_CAMS, cam_method
 from .models import LoadedModel, ModelLoadError, ModelSpec, load_model, probe_tree
+from .preprocess import PreparedImage
 from .run import RunRequest
 from .run_parts import (
     edits_on,
@@ -381,12 +382,17 @@ class Session:
             # tensor stays as it was.
             x = x.detach().to(torch.float32, copy=True)
             return x, None, loaded.preprocess.to_display(x[0].cpu())
+        if isinstance(image, PreparedImage):
+            if image.preprocess == loaded.preprocess:
+                # A copy, as for a tensor: a paused video frame runs again in full.
+                return image.x[None].clone(), image.size, image.display
+            image = image.image  # made for another model's input
         if isinstance(image, Image.Image):
             img = image if image.mode == "RGB" else as_rgb(image, stretch=stretch)
         else:
             img = load_image(image, stretch=stretch)
-        x = loaded.preprocess(img)[None]
-        return x, img.size, loaded.preprocess.to_display(x[0])
+        prepared = loaded.preprocess.prepare(img)
+        return prepared.x[None], img.size, prepared.display
 
     def default_cam_layer(self) -> str | None:
         """The CAM layer when none is named (see core.cam): worked out once per model tree,

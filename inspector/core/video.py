@@ -21,7 +21,7 @@ import bisect
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,9 @@ class VideoFrame:
     # A smaller copy to show (ReadAhead's display_max), made on the decoding thread; None:
     # show `image`.
     display: Image.Image | None = None
+    # What ReadAhead's `prepare` made of `image` on the decoding thread (the model input:
+    # core.preprocess.PreparedImage); None without one.
+    prepared: Any = None
 
 
 class VideoReader:
@@ -319,6 +322,10 @@ class ReadAhead:
         # Frames larger than this get a `display` copy at most this large, scaled here rather
         # than on the UI thread (a 1080p frame's scaling is several milliseconds there).
         self.display_max = display_max
+        # Called on each frame's image on the decoding thread, its result the frame's
+        # `prepared` (the player: the loaded model's Preprocess.prepare, so that the model
+        # input is made here, off the inference worker). Set it at any time; None: nothing.
+        self.prepare: Callable[[Image.Image], Any] | None = None
         self.info: VideoInfo | None = None
         self.error: VideoLoadError | None = None
         self.ended = False  # the last frame was decoded (no seek since)
@@ -393,6 +400,8 @@ class ReadAhead:
                         display = frame.image.copy()
                         display.thumbnail((self.display_max, self.display_max))
                         frame = VideoFrame(frame.index, frame.image, display)
+                    if frame is not None:
+                        frame = self._prepared(frame)
                 except Exception as e:  # noqa: BLE001 - a broken frame ends the video
                     self._fail(e if isinstance(e, VideoLoadError)
                                else VideoLoadError(self.path, f"{type(e).__name__}: {e}"))
@@ -405,6 +414,16 @@ class ReadAhead:
                     else:
                         self._frames.append(frame)
                     self._cond.notify_all()
+
+    def _prepared(self, frame: VideoFrame) -> VideoFrame:
+        prepare = self.prepare
+        if prepare is None:
+            return frame
+        try:
+            prepared = prepare(frame.image)
+        except Exception:  # noqa: BLE001 - the run makes it again, and reports what fails
+            return frame
+        return VideoFrame(frame.index, frame.image, frame.display, prepared)
 
     def _fail(self, error: VideoLoadError) -> None:
         with self._cond:

@@ -26,6 +26,10 @@ view's share. Each
 subscriber is still told of every frame of the batch it wants, in order; the run's
 `runFinished` is emitted after the last one was told.
 
+A run that finishes wakes the router at once (the channel's `on_finished`, a queued signal
+from the worker's thread): it is taken and delivered, if due, without waiting for the next
+tick, so the next frame of a video can run (and show) up to a tick sooner.
+
 The same timer polls `concurrent.futures.Future`s (a model load, the background import of
 torch) so that their results are handled on the UI thread without cross-thread signals.
 """
@@ -37,7 +41,7 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from inspector.core.frames import ErrorFrame, ModelLoaded, ProgressFrame, RunFinished, RunStarted
 from inspector.core.run_store import RunStore, Subscription
@@ -52,6 +56,12 @@ class FrameRouter(QObject):
     modelLoaded = Signal(object)  # ModelLoaded
     runStarted = Signal(object)  # RunStarted (of the runs the views are shown)
     runFinished = Signal(object)  # RunFinished: every run, after the views saw its frames
+    # The run id of a RunFinished put in the store, once its batch is stored and before the
+    # views are told of it (which the stagger spreads over ticks): the run is done as far as
+    # the views are concerned, and a stream may submit its next frame, which then runs while
+    # the views paint this one.
+    runStored = Signal(int)
+    _finished = Signal(int)  # from the worker's thread (the channel's on_finished): queued
     errorFrame = Signal(object)  # ErrorFrame
     progress = Signal(object)  # ProgressFrame (of the runs the views are shown)
     listenerFailed = Signal(str, str)  # message, traceback: a view raised on a notification
@@ -81,6 +91,7 @@ class FrameRouter(QObject):
         self.max_frames = max_frames
         self.batch_s = batch_s
         self._held: list = []  # drained, not yet handed on (see tick)
+        self._stored: list[int] = []  # runs whose RunFinished was stored: runStored to emit
         self._held_since: float | None = None
         self._last_delivery = float("-inf")
         self.min_interval_s = min_interval_s
@@ -94,10 +105,14 @@ class FrameRouter(QObject):
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
         self._timer.timeout.connect(self.tick)
+        self._finished.connect(self._woken, Qt.ConnectionType.QueuedConnection)
 
     # -- set-up ------------------------------------------------------------------------------
     def set_channel(self, channel) -> None:
+        if self._channel is not None:
+            self._channel.on_finished = None
         self._channel = channel
+        channel.on_finished = self._finished.emit
 
     def add_flush(self, flush: Callable[[], None]) -> None:
         """Called after each tick: for subscribers that batch their updates (the tree emits
@@ -119,6 +134,8 @@ class FrameRouter(QObject):
 
     def stop(self) -> None:
         self._timer.stop()
+        if self._channel is not None:
+            self._channel.on_finished = None  # the worker may outlive this object
         self._held, self._held_since = [], None
         self._staggered, self._stagger_next = [], []
 
@@ -139,17 +156,28 @@ class FrameRouter(QObject):
             self._stagger_step()
         if self._futures:
             self._poll_futures()
-        if self._channel is not None:
-            frames = self._channel.drain(self.max_frames)
-            if frames:
-                self.runs_finished += sum(isinstance(f, RunFinished) for f in frames)
-                self._held.extend(frames)
-                if self._held_since is None:
-                    self._held_since = time.monotonic()
-            if self._held and self._due(frames):
-                self.deliver()
+        self._take()
         for flush in self._flushers:
             flush()
+
+    def _woken(self, _run_id: int) -> None:
+        """A run finished (the channel said so): take it now rather than at the next tick."""
+        if self._timer.isActive():
+            self._take()
+            for flush in self._flushers:
+                flush()
+
+    def _take(self) -> None:
+        if self._channel is None:
+            return
+        frames = self._channel.drain(self.max_frames)
+        if frames:
+            self.runs_finished += sum(isinstance(f, RunFinished) for f in frames)
+            self._held.extend(frames)
+            if self._held_since is None:
+                self._held_since = time.monotonic()
+        if self._held and self._due(frames):
+            self.deliver()
 
     def _due(self, new_frames: list) -> bool:
         if any(isinstance(f, (ModelLoaded, ErrorFrame)) for f in new_frames):
@@ -194,6 +222,7 @@ class FrameRouter(QObject):
             return
         self._staggered = [f for f in shown if self._announce(f)]
         self._stagger_next = [s for s in self.store.subscriptions if s.pending]
+        self._emit_stored()
         self._stagger_step()
 
     def _stagger_step(self) -> None:
@@ -213,6 +242,7 @@ class FrameRouter(QObject):
         """Store one frame and tell every subscriber now."""
         if not self._announce(frame):
             return
+        self._emit_stored()
         self.store.notify()
         # Emitted after the views saw the run's last frames, so listeners see a complete run.
         if isinstance(frame, RunFinished):
@@ -229,6 +259,8 @@ class FrameRouter(QObject):
             self.progress.emit(frame)
             return False  # for the status bar only: not a frame the views show
         self.store.put(frame)
+        if isinstance(frame, RunFinished):
+            self._stored.append(run_id)
         if isinstance(frame, ModelLoaded):
             self.modelLoaded.emit(frame)
         elif isinstance(frame, RunStarted):
@@ -240,6 +272,11 @@ class FrameRouter(QObject):
             if self.first_frame_time is None:
                 self.first_frame_time = time.time()
         return True
+
+    def _emit_stored(self) -> None:
+        stored, self._stored = self._stored, []
+        for run_id in stored:
+            self.runStored.emit(run_id)
 
     def _kept(self, run_id: int) -> bool:
         """Run A and the unedited run of an edited one are wanted whatever runs after them

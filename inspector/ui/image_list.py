@@ -40,11 +40,16 @@ class ImageEntry:
     image: Any = None  # PIL image: a pasted picture, or the video frame being run
     size: tuple[int, int] = (0, 0)
     video: Any = None  # core.video.VideoInfo of a listed video file
+    # The video frame's model input, made with `image` on the decoding thread
+    # (core.preprocess.PreparedImage); set and cleared with `image`.
+    prepared: Any = None
 
     @property
     def source(self):
-        """What Session.submit takes: the PIL image when there is one, else the path
-        (decoded on the worker)."""
+        """What Session.submit takes: the prepared frame or the PIL image when there is
+        one, else the path (decoded on the worker)."""
+        if self.prepared is not None:
+            return self.prepared
         return self.image if self.image is not None else str(self.path)
 
 

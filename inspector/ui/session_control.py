@@ -7,9 +7,10 @@ UI thread but never runs the model: `submit` queues a run (a core RunRequest, wh
 window's RunBuilder makes from its widgets) for core's worker, after cancelling the one
 running; the results come back as frames through the FrameRouter.
 
-A stream of frames (a video playing, the camera) goes through `submit_if_idle`: a frame that
-comes while a run is still busy is dropped and counted (`framesDropped`), never queued, so
-the views follow the newest frame the model can keep up with and no backlog builds up. A run
+A stream of frames (a video playing, the camera) goes through `submit_if_idle`: a frame is
+run only when no run is busy, never queued (the player keeps the frame shown and drops it,
+`count_dropped`, when the next one replaces it unrun), so the views follow the newest frame
+the model can keep up with and no backlog builds up. A run
 is busy until the router has handed it to the run store (its RunFinished was stored): ending
 it when the worker finished would let the next run make its frames obsolete before the
 router delivered them, so the views would show only fragments; ending it when every view
@@ -75,7 +76,7 @@ class SessionControl(QObject):
     modelLoadDone = Signal(bool)  # whether it worked (the ModelLoaded frame has the rest)
     runSubmitted = Signal(int)
     baselineSubmitted = Signal(int)  # the unedited run that the edited runs are compared with
-    framesDropped = Signal(int)  # stream frames dropped so far (submit_if_idle)
+    framesDropped = Signal(int)  # stream frames dropped so far (count_dropped)
 
     def __init__(self, router: FrameRouter, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -91,7 +92,7 @@ class SessionControl(QObject):
         self.last_request = None  # the RunRequest of current_run
         self.baseline_run: int | None = None  # the unedited run kept beside the edited ones
         self.baseline_running = False
-        self.frames_dropped = 0  # stream frames that came while a run was busy
+        self.frames_dropped = 0  # stream frames never run: replaced while a run was busy
         router.runFinished.connect(self._run_finished)
 
     # -- engine ----------------------------------------------------------------------------
@@ -243,13 +244,16 @@ class SessionControl(QObject):
 
     def submit_if_idle(self, submit: Callable[[], Any]) -> bool:
         """A frame of a stream: `submit()` it (the RunBuilder's run of that frame) when no run
-        is busy; else drop it, count it and say so (framesDropped). Whether it was run."""
+        is busy. Whether it was submitted."""
         if self.busy:
-            self.frames_dropped += 1
-            self.framesDropped.emit(self.frames_dropped)
             return False
         submit()
         return True
+
+    def count_dropped(self) -> None:
+        """A frame of a stream was never run (a newer one replaced it): count it, say so."""
+        self.frames_dropped += 1
+        self.framesDropped.emit(self.frames_dropped)
 
     def reset_dropped(self) -> None:
         """A new stream: its count starts at 0."""

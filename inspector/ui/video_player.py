@@ -4,8 +4,12 @@ Selecting a listed video (dropped, opened, or named on the command line) plays i
 image pane: frames come from core.video.ReadAhead (decoded on its own thread, a few ahead)
 and a timer on the UI thread shows one per frame period of the video, so playback follows
 the video's frame rate and never waits for the decoder or the model. Each frame shown is
-offered to the model through SessionControl.submit_if_idle: run when no run is busy, else
-dropped and counted in the status bar, never queued. While playing, a frame runs as a lean
+offered to the model through SessionControl.submit_if_idle: run when no run is busy. A frame
+shown while a run is busy waits as the frame shown: it runs as soon as that run has reached
+the run store, unless the next frame replaces it first; then it is dropped, never run, and
+counted in the status bar. So nothing queues, the views follow the picture as closely as the
+model allows, and the model never idles while the picture waits for it. While playing, a
+frame runs as a lean
 live run (RunBuilder.show(entry, live=True)): the selected module's activations, the
 predictions and the CAM follow the video; the gradient view and the other modules'
 statistics do not (the "live" mark under the image says so). Pausing, or the video ending,
@@ -36,7 +40,9 @@ from inspector.ui.image_pane import ORIGINAL_MAX
 
 POLL_MS = 10  # waiting for a frame asked for (a step, a seek) or for the video to open
 FPS_WINDOW_S = 2.0  # the frame rate shown is measured over this last stretch
-STREAM_DELIVERY_INTERVAL_S = 0.05  # the frame router's pace while a stream plays
+# The frame router's pace while a stream plays: each finished run at the next display tick
+# (the router's timer sets the pace; a minimum gap as long as its period would skip ticks).
+STREAM_DELIVERY_INTERVAL_S = 0.0
 LIVE_TIP = ("While it plays, each frame updates the selected module's activations, the "
             "predictions and the CAM only (a lean run, to keep up with the video).\n"
             "The gradient view and the other modules' statistics are of the last full run: "
@@ -137,6 +143,9 @@ class VideoPlayer(QObject):
         images.imageSelected.connect(lambda _entry: self.stop())
         images.list.currentRowChanged.connect(self._row_changed)
         control.framesDropped.connect(lambda _n: self._show_figures())
+        # Told once the run's frames are stored and before the views paint them: the next
+        # frame runs meanwhile.
+        control.router.runStored.connect(self._catch_up)
 
     # -- what the user does -----------------------------------------------------------------
     @property
@@ -147,8 +156,8 @@ class VideoPlayer(QObject):
     def playing(self, on: bool) -> None:
         self._playing = on
         # A stream's live runs are small: the router hands each finished one to the views
-        # (at most STREAM_DELIVERY_INTERVAL_S apart) instead of one every 0.2 s, which would
-        # show five frames a second of a model that runs thirty.
+        # at the next display tick instead of one every 0.2 s, which would show five frames
+        # a second of a model that runs thirty (tests/benchmarks/bench_video.py --window).
         self.control.router.min_interval_s = (
             STREAM_DELIVERY_INTERVAL_S if on else MIN_DELIVERY_INTERVAL_S)
 
@@ -308,6 +317,7 @@ class VideoPlayer(QObject):
         if ahead.info is not None and ahead.info is not self._info:
             self._info = ahead.info  # every frame listed: the exact count for the slider
             self.controls.set_seekable(True, self._info.frame_count)
+        ahead.prepare = self._prepare_input()
         frame = ahead.take()
         if frame is None:
             if ahead.ended and self._awaiting is None and self.playing:
@@ -317,7 +327,13 @@ class VideoPlayer(QObject):
         self._awaiting = None
         if explicit and not self.playing:
             self._timer.stop()
-        self._show(frame.index, frame.image, explicit, frame.display)
+        self._show(frame.index, frame.image, explicit, frame.display, frame.prepared)
+
+    def _prepare_input(self):
+        """What makes a frame's model input on the decoding thread: the loaded model's."""
+        session = self.control.session
+        loaded = session.loaded if session is not None else None
+        return loaded.preprocess.prepare if loaded is not None else None
 
     def _camera_frame(self, qimage) -> None:
         if self._camera is None or not self.playing:
@@ -328,7 +344,7 @@ class VideoPlayer(QObject):
         self.stop()
         self.reporter.report(message)
 
-    def _show(self, index: int, image, explicit: bool, display=None) -> None:
+    def _show(self, index: int, image, explicit: bool, display=None, prepared=None) -> None:
         entry = self.frame_entry
         self.index = index
         if self.video is not None:
@@ -339,7 +355,9 @@ class VideoPlayer(QObject):
             self.controls.counter.setText(f"{index} / {self.frame_count - 1}")
         else:
             caption = tip = entry.name
-        entry.image, entry.size = image, image.size
+        if self._unrun and self.playing:
+            self.control.count_dropped()  # replaced before the model was free to run it
+        entry.image, entry.prepared, entry.size = image, prepared, image.size
         self.images.show_frame(display if display is not None else image, caption, tip)
         self.frames_shown += 1
         now = time.perf_counter()
@@ -350,10 +368,16 @@ class VideoPlayer(QObject):
         self._run(explicit)
         self.frameShown.emit(index)
 
+    def _catch_up(self, _run_id: int) -> None:
+        """A run reached the store: the frame shown while it was busy runs now."""
+        if self.playing and self._unrun and self.frame_entry is not None \
+                and self.frame_entry.image is not None:
+            self._run(explicit=False)
+
     def _run(self, explicit: bool) -> None:
         """Run the frame shown: at once when the user asked for it (a run going on is
-        cancelled), else only when no run is busy (the frame is dropped). A live run while
-        playing, else a full one."""
+        cancelled), else only when no run is busy (it waits: see _catch_up). A live run
+        while playing, else a full one."""
         entry, before, live = self.frame_entry, self.control.current_run, self.playing
         if explicit:
             self.runs.show(entry, live)

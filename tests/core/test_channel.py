@@ -144,6 +144,18 @@ def test_many_producers_slow_consumer():
         assert values == sorted(values)
 
 
+def test_a_finished_run_is_announced_on_the_producers_thread():
+    ch = FrameChannel()
+    heard = []
+    ch.on_finished = lambda run_id: heard.append((run_id, threading.current_thread().name))
+    producer = threading.Thread(target=lambda: [ch.put(RunStarted(4, "x", "m", "cpu")),
+                                                ch.put(RunFinished(4, "ok"))], name="worker")
+    producer.start()
+    producer.join()
+    assert heard == [(4, "worker")]  # once, for the RunFinished only
+    assert [type(f).__name__ for f in ch.drain()] == ["RunStarted", "RunFinished"]
+
+
 def test_bad_capacity():
     with pytest.raises(ValueError):
         FrameChannel(0)

@@ -460,6 +460,19 @@ def test_preprocess_without_resize_size_resizes_straight_to_the_crop():
     assert pre.crop_offset((150, 170)) == (0, 0)
 
 
+@pytest.mark.parametrize("size,resize", [((300, 200), 256), ((150, 400), 200)])
+def test_prepare_gives_the_model_input_and_the_picture_it_is_of(size, resize):
+    pre = Preprocess((224, 224), resize, IMAGENET_MEAN, IMAGENET_STD)
+    img = noise(*size)
+    prepared = pre.prepare(img)
+    assert torch.equal(prepared.x, pre(img))
+    # The crop's own pixels (padding included: the 150-wide picture is narrower than the
+    # crop) are what un-normalizing the input gives back.
+    assert np.array_equal(prepared.display, pre.to_display(prepared.x))
+    assert not prepared.display.flags.writeable  # shared by every run of the frame
+    assert prepared.image is img and prepared.size == size and prepared.preprocess is pre
+
+
 def test_to_display_inverts_the_normalization_exactly():
     pre = Preprocess((224, 224), 256, IMAGENET_MEAN, IMAGENET_STD)
     img = noise(300, 200)

@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from task_models import small_cnn_factory
 
 from inspector import cli
 from inspector.core import video
+from inspector.core.preprocess import Preprocess
 
 av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
 
@@ -102,6 +105,56 @@ def test_read_ahead_scales_a_copy_to_show_on_its_thread(clip):
     try:
         assert ahead.wait(10)
         assert ahead.take().display is None
+    finally:
+        ahead.close()
+
+
+def test_read_ahead_makes_the_model_input_on_its_thread_and_runs_take_it(clip, factory):
+    from inspector.core.models import ModelSpec
+    from inspector.core.preprocess import PreparedImage
+    from inspector.core.session import Session
+
+    session = Session()
+    try:
+        loaded = session.load_model(ModelSpec(name=None, factory=factory)).result(120)
+        ahead = video.ReadAhead(clip)
+        ahead.prepare = loaded.preprocess.prepare
+        try:
+            assert ahead.wait(10)
+            frame = ahead.take()
+        finally:
+            ahead.close()
+        prepared = frame.prepared
+        assert isinstance(prepared, PreparedImage) and prepared.image is frame.image
+        from_image = session.run(frame.image, timeout=120)
+        from_prepared = session.run(prepared, timeout=120)
+        assert from_prepared.status == from_image.status == "ok"
+        assert torch.equal(from_prepared.logits, from_image.logits)
+        # The run uses the input made ahead as it is: another input gives other logits...
+        blank = dataclasses.replace(prepared, x=torch.zeros_like(prepared.x))
+        with torch.no_grad():
+            expected = loaded.model(torch.zeros_like(prepared.x)[None])
+        assert torch.allclose(session.run(blank, timeout=120).logits, expected, atol=1e-6)
+        # ... unless it was made for another model's input: then the picture is run.
+        other = Preprocess((20, 20), None, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)).prepare(frame.image)
+        assert torch.equal(session.run(other, timeout=120).logits, from_image.logits)
+        session.channel.drain()
+    finally:
+        session.close()
+
+
+def test_a_prepare_that_fails_leaves_the_frames_to_the_run(clip):
+    ahead = video.ReadAhead(clip)
+    ahead.prepare = lambda image: 1 / 0
+    try:
+        frames = []
+        while len(frames) < 3:
+            assert ahead.wait(10)
+            frame = ahead.take()
+            if frame is not None:
+                frames.append(frame)
+        assert [f.index for f in frames] == [0, 1, 2] and ahead.error is None
+        assert all(f.prepared is None for f in frames)
     finally:
         ahead.close()
 

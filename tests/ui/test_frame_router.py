@@ -160,3 +160,39 @@ def test_router_emits_error_frames(qtbot):
     with qtbot.waitSignal(router.errorFrame) as signal:
         router.tick()
     assert signal.args[0].message == "Could not load x"
+
+
+def test_a_finished_run_wakes_the_router_and_is_stored_before_the_views_are_told(qtbot):
+    import threading
+
+    from view_frames import act
+
+    from inspector.core.channel import FrameChannel
+    from inspector.ui.frame_router import FrameRouter
+
+    # A tick a minute apart: only the channel's wake-up can deliver within the test.
+    router = FrameRouter(interval_ms=60_000, batch_s=0.0, min_interval_s=0.0, stagger=True)
+    channel = FrameChannel()
+    router.set_channel(channel)
+    told = []
+    for view in ("first", "second"):  # two views: the stagger applies
+        router.store.subscribe(lambda f, v=view: told.append(v),
+                               on_run=lambda f, v=view: told.append(v))
+    router.runStored.connect(lambda run_id: told.append(f"stored {run_id}"))
+    router.start()
+    router.expect_run(1)
+
+    def worker() -> None:
+        channel.put(RunStarted(1, "x", "m", "cpu"))
+        channel.put(act(1, "a", [1.0]))
+        channel.put(RunFinished(1, "ok"))
+
+    thread = threading.Thread(target=worker)
+    with qtbot.waitSignal(router.runStored, timeout=5000):
+        thread.start()
+    thread.join()
+    assert router.store.status(1) == "ok"
+    # The run is stored (a stream may submit its next frame) before any view hears of it.
+    assert told[0] == "stored 1" and "first" in told
+    router.stop()
+    assert channel.on_finished is None  # the worker may outlive the router

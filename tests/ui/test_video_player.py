@@ -128,10 +128,14 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     dropped = window.control.frames_dropped
     assert player.frames_shown == FRAMES
     assert player.frames_run >= 1 and dropped >= 1  # the model is slower than the video
-    # Each frame shown was run or dropped, never queued; the last one, if it was dropped,
-    # runs when playing stops on it, so that the views show the frame on screen.
-    assert player.frames_run + dropped in (FRAMES, FRAMES + 1)
+    # Each frame shown was run or dropped (replaced before the model was free), never
+    # queued; the last one, if playing ended before it ran, runs when playing stops on it.
+    assert player.frames_run + dropped == FRAMES
     assert _frame_label(window) == f"clip.mp4 · frame {FRAMES - 1}"
+    # The frames' model input was made on the decoding thread, for the model loaded.
+    entry = player.frame_entry
+    assert entry.source is entry.prepared and entry.prepared.image is entry.image
+    assert entry.prepared.preprocess == window.control.loaded.preprocess
     stream = window.status.stream
     assert stream.isVisible()
     assert f"frames dropped: {dropped}" in stream.text()
@@ -298,13 +302,19 @@ def test_camera_frames_take_the_video_path(make_window, qtbot):
     images = [QImage(qimage_from_rgb(frame_pixels(i, 64))) for i in range(6)]
     for image in images:
         camera.frame.emit(image)
-    # The first frame runs; the others come while it is busy (the model sleeps 0.5 s).
-    assert window.video.frames_run == 1 and window.control.frames_dropped == 5
-    assert "frames dropped: 5" in window.status.stream.text()
+    # The first frame runs; the others come while it is busy (the model sleeps 0.5 s):
+    # each replaced before it ran is dropped, the newest waits as the frame shown...
+    assert window.video.frames_run == 1 and window.control.frames_dropped == 4
+    assert "frames dropped: 4" in window.status.stream.text()
     assert _frame_label(window) == "Camera (test camera)"
-    _wait_shown(qtbot, window)
-    assert window.last_run.status == "ok", window.reporter.last_message
     assert np.array_equal(_shown_pixels(window), frame_pixels(5, 64))  # the newest is shown
+    # ... and runs as soon as the first run has reached the views: they show its results.
+    first = window.control.current_run
+    qtbot.waitUntil(lambda: window.video.frames_run == 2, timeout=TIMEOUT)
+    assert window.control.current_run > first
+    _wait_shown(qtbot, window)  # the views have the newest frame's run
+    assert window.last_run.status == "ok", window.reporter.last_message
+    assert window.control.frames_dropped == 4
     window.video.toggle()
     assert camera.paused
     camera.failed.emit("The camera stopped: unplugged")
