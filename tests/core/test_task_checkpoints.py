@@ -251,6 +251,11 @@ def test_a_file_without_the_head_is_built_with_the_default_classes():
 def test_keypoint_rcnn_is_in_the_catalog_as_detection():
     assert task_models()[KEYPOINTS] == DETECTION
     assert KEYPOINTS in list_models()
+    loaded = load_model(ModelSpec(KEYPOINTS, device="cpu", seed=0))
+    assert loaded.task == DETECTION and loaded.categories == ["no person", "person"]
+    # Its transform trains at 640..800 pixels and tests at 800: the input is 800 wide.
+    assert loaded.model.transform.min_size == (640, 672, 704, 736, 768, 800)
+    assert loaded.preprocess.crop_size == (800, 800)
 
 
 # Keypoint R-CNN's ResNet-50 at its own 800 pixels is slow on a CPU: the model here (and the

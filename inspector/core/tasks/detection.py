@@ -39,8 +39,9 @@ def is_detection_model(model: nn.Module) -> bool:
 
 
 def input_side(model: nn.Module) -> int:
-    """The side the model's own transform resizes the shorter side to (320, 800, 300)."""
-    return int(model.transform.min_size[0])
+    """The side the model's own transform resizes the shorter side to in eval mode (320,
+    800, 300): the last of its sizes (Keypoint R-CNN trains at 640..800, and tests at 800)."""
+    return int(model.transform.min_size[-1])
 
 
 def max_detections(model: nn.Module) -> int:
