@@ -7,8 +7,7 @@ picture's own pixels, whatever size the picture is shown at.
 
 Over the picture it draws what a detection or segmentation model found: labelled boxes
 with their keypoints as dots (`set_detections`; a click inside one emits `detectionClicked`
-with its key) and a
-translucent class mask (`set_overlay`, an image of the picture's size).
+with its key) and a translucent class mask (`set_overlay`, an image of the picture's size).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What the image pane draws for detection and segmentation models (core.tasks): the boxes
-above a score threshold (and Keypoint R-CNN's keypoints in them), and the class mask as a translucent colour image with its legend
-(TaskOverlay: the pane's threshold bar, legend and canvas overlays of the current run)."""
+above a score threshold (and Keypoint R-CNN's keypoints in them), and the class mask as a
+translucent colour image with its legend (TaskOverlay: the pane's threshold bar, legend and
+canvas overlays of the current run)."""
 
 from __future__ import annotations
 
