@@ -18,7 +18,8 @@ event file, and an image of the shard that was cut short may appear in both.
 
 Detection models (core.tasks): `--target det:K` explains the K-th detection by score, and
 each image's summary entry lists "detections" (box x0 y0 x1 y1 in the input image's pixels,
-label, index, score, by descending score); the NPZ's logits are the detections' scores.
+label, index, score, by descending score; Keypoint R-CNN's also "keypoints", [x, y, score]
+each, in those pixels too); the NPZ's logits are the detections' scores.
 Segmentation models: `--target seg:CLASS` (a name or an index).
 
 A video named among the inputs (core.video: .mp4 .mkv .mov .avi .webm, with PyAV) stands for

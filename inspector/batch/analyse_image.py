@@ -158,8 +158,16 @@ def _divergence(outcome) -> dict[str, dict[str, float | None]]:
 
 
 def _detections(outcome, pre, size: tuple[int, int]) -> list[dict[str, Any]]:
-    """The run's detections for summary.json: boxes in the input image's pixels."""
-    from inspector.core.tasks.detection import to_original
+    """The run's detections for summary.json: boxes in the input image's pixels, and
+    Keypoint R-CNN's keypoints as [x, y, score] there too."""
+    from inspector.core.tasks.detection import point_to_original, to_original
 
-    return [{"box": [round(v, 2) for v in to_original(d.box, pre, size)], "label": d.label,
-             "index": d.class_index, "score": round(d.score, 6)} for d in outcome.detections]
+    out = []
+    for d in outcome.detections:
+        entry = {"box": [round(v, 2) for v in to_original(d.box, pre, size)], "label": d.label,
+                 "index": d.class_index, "score": round(d.score, 6)}
+        if d.keypoints:
+            entry["keypoints"] = [[*(round(v, 2) for v in point_to_original(p, pre, size)),
+                                   round(s, 4)] for *p, s in d.keypoints]
+        out.append(entry)
+    return out

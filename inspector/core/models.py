@@ -250,6 +250,11 @@ def _checkpoint(spec: ModelSpec, device: torch.device) -> LoadedModel:
 
     arch = spec.name or DEMO_MODEL
     state = read_state_dict(spec.checkpoint)
+    if arch in _task_models():
+        # A detection or segmentation model fine-tuned on its own classes.
+        from .tasks.checkpoints import load_checkpoint
+
+        return load_checkpoint(arch, state, spec.checkpoint, device)
     if arch in _REGISTRY:
         # A registered model's architecture with other weights (a retrained demo model).
         base = _REGISTRY[arch](torch.device("cpu"))
@@ -266,7 +271,11 @@ def _checkpoint(spec: ModelSpec, device: torch.device) -> LoadedModel:
         )
         pre = Preprocess.from_transforms(weights.transforms())
     else:
-        raise ModelLoadError(f"unknown architecture '{arch}' for checkpoint {spec.checkpoint}")
+        raise ModelLoadError(
+            f"unknown architecture '{arch}' for checkpoint {spec.checkpoint}: not a "
+            f"torchvision classification, detection or segmentation model, nor one of "
+            f"{', '.join(sorted(_REGISTRY))} (see `network-inspector models`)"
+        )
     apply_state_dict(model, state, spec.checkpoint, arch)
     return LoadedModel(
         model=model,

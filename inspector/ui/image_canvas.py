@@ -6,8 +6,8 @@ The canvas also lets the user drag a rectangle on the picture (the occlusion edi
 picture's own pixels, whatever size the picture is shown at.
 
 Over the picture it draws what a detection or segmentation model found: labelled boxes
-(`set_detections`; a click inside one emits `detectionClicked` with its key) and a
-translucent class mask (`set_overlay`, an image of the picture's size).
+with their keypoints as dots (`set_detections`; a click inside one emits `detectionClicked`
+with its key) and a translucent class mask (`set_overlay`, an image of the picture's size).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 MIN_DRAG = 3  # widget pixels: a shorter drag is a click, not a box
 BOX_COLOR, CHOSEN_COLOR = QColor("#4fc3f7"), QColor("#ff7043")
+POINT_RADIUS = 3.0  # widget pixels: a keypoint's dot, the same at any zoom
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class DrawnBox:
     text: str
     key: int  # what a click on it emits (the detection's rank)
     chosen: bool = False  # the detection the CAM explains: drawn in another colour
+    points: tuple[tuple[float, float], ...] = ()  # its keypoints (Keypoint R-CNN), as dots
 
 
 def qimage_from_rgb(array: np.ndarray) -> QImage:
@@ -233,6 +235,11 @@ class ImageCanvas(QWidget):
             p.setPen(QPen(color, 2.5 if d.chosen else 1.5))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRect(QRectF(a, b).normalized())
+            if d.points:
+                p.setBrush(color)
+                p.setPen(QPen(QColor("black"), 1))
+                for x, y in d.points:
+                    p.drawEllipse(self.from_image(QPointF(x, y)), POINT_RADIUS, POINT_RADIUS)
             # The caption above the box, inside the widget when the box touches the top.
             w, h = metrics.horizontalAdvance(d.text) + 6, metrics.height() + 2
             top = a.y() - h if a.y() - h >= 0 else a.y()

@@ -163,8 +163,10 @@ class ModelDialog(QDialog):
         form.addRow("Architecture:", self.arch)
         form.addRow("Weights file:", self.checkpoint)
         _add_note(form, "A state_dict saved with torch.save (.pt, .pth) or a .safetensors file. "
-                  "It is read with weights_only=True: no code from the file runs. Keys that "
-                  "do not fit the architecture are listed by name.")
+                  "It is read with weights_only=True: no code from the file runs. A "
+                  "classifier, detection or segmentation model fine-tuned on its own classes "
+                  "takes their number from the file. Keys that do not fit the architecture "
+                  "are listed by name.")
         return page
 
     def _factory_tab(self) -> QWidget:

@@ -1,6 +1,7 @@
 """What the image pane draws for detection and segmentation models (core.tasks): the boxes
-above a score threshold, and the class mask as a translucent colour image with its legend
-(TaskOverlay: the pane's threshold bar, legend and canvas overlays of the current run)."""
+above a score threshold (and Keypoint R-CNN's keypoints in them), and the class mask as a
+translucent colour image with its legend (TaskOverlay: the pane's threshold bar, legend and
+canvas overlays of the current run)."""
 
 from __future__ import annotations
 
@@ -69,8 +70,10 @@ def legend_html(legend) -> str:
 
 
 def drawn_boxes(detections, threshold: float, chosen: int | None) -> list[DrawnBox]:
-    """The detections scoring at least `threshold`, as the canvas draws them."""
-    return [DrawnBox(tuple(d.box), f"{d.label} {d.score:.2f}", d.index, d.index == chosen)
+    """The detections scoring at least `threshold`, as the canvas draws them (with their
+    keypoints, for Keypoint R-CNN: every one, whatever its own score)."""
+    return [DrawnBox(tuple(d.box), f"{d.label} {d.score:.2f}", d.index, d.index == chosen,
+                     tuple((x, y) for x, y, _score in d.keypoints))
             for d in detections if d.score >= threshold]
 
 

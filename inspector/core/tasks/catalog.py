@@ -2,7 +2,9 @@
 
 Pretrained weights are used when their file is in torch hub's cache; otherwise the model is
 built with weights=None and weights_backbone=None (nothing is downloaded) and says so. The
-classes are the weights' categories (COCO's 91 for detection, VOC's 21 for segmentation).
+classes are the weights' categories (COCO's 91 for detection, Keypoint R-CNN's background
+and person, VOC's 21 for segmentation). A checkpoint for one of these architectures is
+loaded by checkpoints.py.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ def task_models() -> dict[str, str]:
     from torchvision.models import detection as det
     from torchvision.models import segmentation as seg
 
-    names = {n: DETECTION for n in torchvision.models.list_models(module=det)
-             if not n.startswith("keypointrcnn")}  # keypoints: not a box target
+    # Keypoint R-CNN is a Faster R-CNN with a keypoint head: its boxes are detections, and
+    # each detection carries its keypoints (detection.Detection.keypoints).
+    names = {n: DETECTION for n in torchvision.models.list_models(module=det)}
     names.update({n: SEGMENTATION for n in torchvision.models.list_models(module=seg)})
     return names
 

@@ -1,9 +1,11 @@
-"""Detection models (torchvision Faster R-CNN, Mask R-CNN, RetinaNet, FCOS, SSD, SSDlite).
+"""Detection models (torchvision Faster R-CNN, Mask R-CNN, Keypoint R-CNN, RetinaNet, FCOS,
+SSD, SSDlite).
 
 They take a list of (3, H, W) images with values in 0..1 (their own GeneralizedRCNNTransform
 normalises and resizes, and maps the boxes back to the size it was given) and, in eval mode,
 return one dict per image: "boxes" (N, 4) x0 y0 x1 y1, "labels" (N,), "scores" (N,), sorted
-by score. The scores stay on the autograd graph through the box head and the backbone (the
+by score; Keypoint R-CNN adds "keypoints" (N, K, 3) x y visibility and "keypoints_scores"
+(N, K). The scores stay on the autograd graph through the box head and the backbone (the
 proposals are detached), so the score of detection K is a target for Grad-CAM like a logit.
 """
 
@@ -25,6 +27,9 @@ class Detection:
     label: str
     class_index: int
     score: float
+    # Keypoint R-CNN: (x, y, score) of each keypoint in model-input pixels, the score
+    # torchvision's (the keypoint heatmap's peak logit); () for other models.
+    keypoints: tuple[tuple[float, float, float], ...] = ()
 
 
 def is_detection_model(model: nn.Module) -> bool:
@@ -34,8 +39,9 @@ def is_detection_model(model: nn.Module) -> bool:
 
 
 def input_side(model: nn.Module) -> int:
-    """The side the model's own transform resizes the shorter side to (320, 800, 300)."""
-    return int(model.transform.min_size[0])
+    """The side the model's own transform resizes the shorter side to in eval mode (320,
+    800, 300): the last of its sizes (Keypoint R-CNN trains at 640..800, and tests at 800)."""
+    return int(model.transform.min_size[-1])
 
 
 def max_detections(model: nn.Module) -> int:
@@ -65,10 +71,25 @@ def detections(output: Sequence[dict], categories: Sequence[str]) -> tuple[Detec
     boxes = first["boxes"].detach().float().cpu()[order].tolist()
     labels = first["labels"].detach().cpu()[order].tolist()
     scores = first["scores"].detach().float().cpu()[order].tolist()
+    points = _keypoints(first, order) or [()] * len(boxes)
     return tuple(
-        Detection(k, tuple(float(v) for v in box), _label(categories, int(c)), int(c), float(s))
-        for k, (box, c, s) in enumerate(zip(boxes, labels, scores, strict=True))
+        Detection(k, tuple(float(v) for v in box), _label(categories, int(c)), int(c), float(s),
+                  kp)
+        for k, (box, c, s, kp) in enumerate(zip(boxes, labels, scores, points, strict=True))
     )
+
+
+def _keypoints(first: dict, order: torch.Tensor) -> list[tuple] | None:
+    """Each detection's keypoints as ((x, y, score), ...), in `order`; None for a model
+    without keypoints."""
+    if "keypoints" not in first:
+        return None
+    xy = first["keypoints"].detach().float().cpu()[order][..., :2]
+    kps = first.get("keypoints_scores")
+    score = (kps.detach().float().cpu()[order] if kps is not None
+             else first["keypoints"].detach().float().cpu()[order][..., 2])
+    rows = torch.cat([xy, score[..., None]], dim=-1).tolist()
+    return [tuple(tuple(float(v) for v in point) for point in row) for row in rows]
 
 
 def score(output: Sequence[dict], index: int) -> torch.Tensor:
@@ -116,15 +137,21 @@ def predictions(found: Sequence[Detection], topk: int) -> tuple[Prediction, ...]
 def to_original(box, pre, original_size: tuple[int, int]) -> list[float]:
     """A box in model-input pixels as pixels of the original (width, height) image: the app's
     preprocessing undone (the model's own resize torchvision has undone already)."""
+    x0, y0 = point_to_original((box[0], box[1]), pre, original_size)
+    x1, y1 = point_to_original((box[2], box[3]), pre, original_size)
+    return [x0, y0, x1, y1]
+
+
+def point_to_original(point, pre, original_size: tuple[int, int]) -> list[float]:
+    """An (x, y) in model-input pixels (a box's corner, a keypoint) as pixels of the original
+    (width, height) image."""
     rw, rh = pre.resized_size(original_size)
     left, top = pre.crop_offset(original_size)
     w, h = original_size
-    sx, sy = w / rw, h / rh
-    x0, y0, x1, y1 = box
+    x, y = (point[0] + left) * w / rw, (point[1] + top) * h / rh
     # torchvision clips boxes to the model input; the picture's part of it is all of it
     # unless the crop padded, where a box can reach the padding: clipped to the picture.
-    out = [(x0 + left) * sx, (y0 + top) * sy, (x1 + left) * sx, (y1 + top) * sy]
-    return [min(max(v, 0.0), float(lim)) for v, lim in zip(out, (w, h, w, h), strict=True)]
+    return [min(max(x, 0.0), float(w)), min(max(y, 0.0), float(h))]
 
 
 def _label(categories: Sequence[str], index: int) -> str:
