@@ -5,8 +5,6 @@ same as the analyse mosaic PNG's (core.export.as_channels)."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -126,9 +124,23 @@ def test_the_analyse_mosaic_png_tiles_a_channels_last_output_by_channel():
                                    atol=1)
 
 
-def test_timm_convnext_blocks_channels_last_outputs_preview_one_tile_per_channel():
+def test_the_atlas_ranks_the_same_channels_as_the_mosaic_shows():
+    """The Dataset dock shows the atlas's images of the channel clicked in the mosaic: the
+    atlas reads a channels-last layer's channels from its last dim too (batch.probe)."""
+    from inspector.batch.probe import plan_layers
+
+    model = build_model()
+    x = torch.rand(1, 3, H, W)
+    plan = plan_layers(build_tree(model, x), ["to_last"], (H, W))["to_last"]
+    assert plan.channels == CHANNELS and plan.channels_last
+    frame = run(model, x, ["to_last"])[("to_last", OUTPUT)]
+    per_channel = plan.view(torch.from_numpy(frame.full))[0].reshape(CHANNELS, *GRID)
+    np.testing.assert_allclose(per_channel.numpy(), frame.preview, rtol=1e-6)
+
+
+def test_timm_convnext_blocks_channels_last_outputs_preview_one_tile_per_channel(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # random weights: nothing to download
     timm = pytest.importorskip("timm")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # convnext_atto's own config runs its MLPs as 1x1 convolutions (conv_mlp=True, channels
     # first); with conv_mlp=False, as convnext_tiny and larger do, each block permutes to
     # (B, H, W, C) for its LayerNorm and MLP.
