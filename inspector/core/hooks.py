@@ -114,7 +114,7 @@ class Capture:
         self._deferred: Deferred | None = None  # statistics handed to an idle core
         self._flipped: list[str] = []  # modules given inplace=False for this run
         # The model input's (H, W), read by a pre-hook on the model itself: which 4-D
-        # tensors are channels last depends on it (see _channels_last).
+        # tensors are channels last depends on it (see _is_channels_last).
         self.input_hw: tuple[int, int] | None = None
         self._channels_last: dict[tuple[int, ...], bool] = {}  # shape -> channels last
 

@@ -10,12 +10,13 @@ baseline (the unedited run of the edited ones), and an older run while it holds 
 frame of a tensor key that no newer run has: while a video plays, each frame is a live run
 of the selected module alone, and the last full run (the frame before play, or the paused
 one) stays, so that the module tree keeps every other module's statistics from it (shown
-as older: its frames' run is not the newest) until a full run has them again. The baseline is never the current run
-nor the run a view shows: views read it, and run A, as `reference_run`, the run the current
-one is compared with (before/after, A/B). A view shows, for the kinds it shows, the newest
-run that produced such frames or failed (`shown_run`): it keeps the previous run's picture
-until the new run's first frame of its kinds arrives, and shows nothing (but says so) when
-a newer run failed before producing any.
+as older: its frames' run is not the newest) until a full run has them again. The
+baseline is never the current run nor the run a view shows: views read it, and run A, as
+`reference_run`, the run the current one is compared with (before/after, A/B). A view
+shows, for the kinds it shows, the newest run that produced such frames or failed
+(`shown_run`): it keeps the previous run's picture until the new run's first frame of its
+kinds arrives, and shows nothing (but says so) when a newer run failed before producing
+any.
 
 Questions about runs are answered here once: a frame of a run older than the newest one is
 late (from a cancelled run) and is dropped, unless it belongs to the baseline or run A; a
@@ -385,7 +386,7 @@ class RunStore:
         One that does is the newest word on those tensors (latest_tensor), and stays."""
         fixed = (self.pinned_run, self.baseline_run)
         kept = [r for r in sorted(self._runs) if r not in fixed]
-        old = set(kept[:-self.keep_runs]) if self.keep_runs > 0 else set(kept)
+        old = set(kept[:-self.keep_runs])
         if not old:
             return
         shown = set(self._newest_first())
