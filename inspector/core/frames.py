@@ -79,10 +79,23 @@ class TensorFrame:
     stats: TensorStats
     preview: np.ndarray | None = None  # float32, first item of the batch, reduced (see core.previews)
     full: np.ndarray | None = None  # the whole tensor, only when asked for (export)
+    # A channels-last (B, H, W, C) tensor (core.tokens.is_channels_last): its statistics'
+    # channels and its preview's first axis are the C of the last dim, so that the preview
+    # is (C, H, W) like any other map's. `shape` and `full` keep the tensor's own layout.
+    channels_last: bool = False
 
     @property
     def key(self) -> tuple[str, int, str, str]:
         return (self.module, self.call, self.kind, self.path)
+
+    @property
+    def item_shape(self) -> tuple[int, ...]:
+        """One batch item's shape, laid out as the preview is: (C, H, W) for channels last."""
+        item = tuple(self.shape[1:])
+        if self.channels_last and len(item) == 3:
+            h, w, c = item
+            return (c, h, w)
+        return item
 
 
 @dataclass(frozen=True)

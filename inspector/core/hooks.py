@@ -26,6 +26,9 @@ How each kind is captured:
   (CopySlices goes straight to the base), so its hook would never fire. Modules with an
   `inplace` flag (ReLU, Hardswish, Dropout, ...) get `inplace=False` for the run when their
   grad_input is asked for; the flag is restored on exit like `training`.
+- channels-last maps: a 4-D tensor that core.tokens reads as (B, H, W, C) for the model
+  input's size (ConvNeXt's and Swin's blocks) gets its statistics per channel and a
+  (C, H, W) preview, as a convolution's output would, and its frame says `channels_last`.
 - graph_from (a run whose only gradient is a CAM layer's): the forward runs without autograd
   until that module's output, which its forward hook makes the root of the graph (a fresh
   leaf); the backward then stops there instead of going down to the input, and the modules
@@ -53,6 +56,7 @@ from .hookset import (  # noqa: F401
     tensor_leaves,
 )
 from .interventions import Intervention, InterventionSet
+from .tokens import image_size, is_channels_last
 
 
 class HookError(RuntimeError):
@@ -109,6 +113,10 @@ class Capture:
         self._lock = threading.Lock()  # backward hooks may run on autograd's device threads
         self._deferred: Deferred | None = None  # statistics handed to an idle core
         self._flipped: list[str] = []  # modules given inplace=False for this run
+        # The model input's (H, W), read by a pre-hook on the model itself: which 4-D
+        # tensors are channels last depends on it (see _is_channels_last).
+        self.input_hw: tuple[int, int] | None = None
+        self._channels_last: dict[tuple[int, ...], bool] = {}  # shape -> channels last
 
     # -- context manager -----------------------------------------------------------------
 
@@ -125,6 +133,8 @@ class Capture:
             # hooks below see (and show) the edited output, which is what flows on.
             for name in sorted(self.interventions.modules()):
                 self._install_interventions(name, modules[name])
+            if captured:
+                self._hooks.forward_pre(self.model, self._read_input_size, with_kwargs=True)
             for name, mod in modules.items():
                 if name in captured:
                     self._install_capture(name, mod)
@@ -208,6 +218,13 @@ class Capture:
         return self.kept.get((module, call, kind, path))
 
     # -- hook installation ---------------------------------------------------------------
+
+    def _read_input_size(self, mod, args, kwargs) -> None:
+        """Pre-hook on the model: the input's (H, W), before any module emits a frame."""
+        size = image_size((args, kwargs))
+        if size != self.input_hw:
+            self.input_hw = size
+            self._channels_last.clear()
 
     def _install_cancel_check(self, module: nn.Module) -> None:
         """Uncaptured leaves still stop a cancelled run before they compute."""
@@ -393,13 +410,19 @@ class Capture:
         deferred = self._deferred
         if deferred is not None:
             deferred.poll()  # between modules: the moment to check and send finished ones
+        run_id, shape, dtype = self.run_id, tuple(t.shape), _dtype_name(t.dtype)
+        full = t.detach().to("cpu", copy=True).numpy() if name in spec.full else None
+        channels_last = len(shape) == 4 and self._is_channels_last(shape)
+        if channels_last:
+            # (B, H, W, C) read as (B, C, H, W), a view: statistics per channel and a
+            # preview of C pictures, as for any map (the frame says so).
+            t = t.permute(0, 3, 1, 2)
+            deferred = None  # a view's statistics are computed here, not handed over
         prev = (
             _stats.preview(t, spec.preview_channels, spec.preview_size, spec.preview_elements)
             if name in spec.preview
             else None
         )
-        full = t.detach().to("cpu", copy=True).numpy() if name in spec.full else None
-        run_id, shape, dtype = self.run_id, tuple(t.shape), _dtype_name(t.dtype)
 
         def make(st):
             return cls(
@@ -413,6 +436,7 @@ class Capture:
                 stats=st,
                 preview=prev,
                 full=full,
+                channels_last=channels_last,
             )
 
         if not spec.stats:
@@ -422,6 +446,14 @@ class Capture:
         if deferred is not None and deferred.submit((name, call, kind, path), t, abs_mean, make):
             return  # sent later, by a poll() or by __exit__
         self.sink(make(_stats.tensor_stats(t, abs_mean=abs_mean)))
+
+    def _is_channels_last(self, shape: tuple[int, ...]) -> bool:
+        """Whether a 4-D tensor of `shape` is channels last for this run's input (cached:
+        a model has few distinct shapes)."""
+        known = self._channels_last.get(shape)
+        if known is None:
+            known = self._channels_last[shape] = is_channels_last(shape, self.input_hw)
+        return known
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}

@@ -7,7 +7,8 @@ shrinks each channel's picture by averaging f x f cells until C pictures hold at
 of 64 x 64 cost, so frames grow no larger than before: resnet50's layer1 (256 x 56 x 56)
 comes as 256 x 28 x 28 (784 KiB), its layer4 (2048 x 7 x 7) whole (392 KiB). Past
 `elements / MIN_SIDE**2` channels (16384) a picture keeps MIN_SIDE x MIN_SIDE and the
-budget gives way: every channel stays reachable.
+budget gives way: every channel stays reachable. A channels-last (H, W, C) output is
+previewed as the (C, H, W) it stands for (core.hooks reads it so; the frame says so).
 
 No torch here: the window estimates what previews cost before the engine has loaded
 (ui.capture_choice).

@@ -5,13 +5,18 @@ that no view keeps its own cache of frames or works out on its own which run is 
 
 A key says what a frame is about: ("tensor", module, kind, call, path) for activations and
 gradients, ("cam", method, layer), ("predictions",), ("divergence",). The last `keep_runs`
-runs are kept, and, whatever comes after them, the pinned run (run A, for comparisons) and
-the baseline (the unedited run of the edited ones). The baseline is never the current run
-nor the run a view shows: views read it, and run A, as `reference_run`, the run the current
-one is compared with (before/after, A/B). A view shows, for the kinds it shows, the newest
-run that produced such frames or failed (`shown_run`): it keeps the previous run's picture
-until the new run's first frame of its kinds arrives, and shows nothing (but says so) when
-a newer run failed before producing any.
+runs are kept, and, whatever comes after them, the pinned run (run A, for comparisons), the
+baseline (the unedited run of the edited ones), and an older run while it holds the newest
+frame of a tensor key that no newer run has: while a video plays, each frame is a live run
+of the selected module alone, and the last full run (the frame before play, or the paused
+one) stays, so that the module tree keeps every other module's statistics from it (shown
+as older: its frames' run is not the newest) until a full run has them again. The
+baseline is never the current run nor the run a view shows: views read it, and run A, as
+`reference_run`, the run the current one is compared with (before/after, A/B). A view
+shows, for the kinds it shows, the newest run that produced such frames or failed
+(`shown_run`): it keeps the previous run's picture until the new run's first frame of its
+kinds arrives, and shows nothing (but says so) when a newer run failed before producing
+any.
 
 Questions about runs are answered here once: a frame of a run older than the newest one is
 late (from a cancelled run) and is dropped, unless it belongs to the baseline or run A; a
@@ -179,6 +184,7 @@ class RunStore:
                 run.started = frame
             else:
                 run.status = frame.status
+                self._prune()  # its keys may be all an older run was kept for
             self._queue(lambda sub: sub.listens("run"), "run", (frame,))
         else:
             self._keep(run, key, frame)
@@ -371,10 +377,27 @@ class RunStore:
         run = self._runs.get(run_id)
         if run is None:
             run = self._runs[run_id] = _Run()
-            kept = [r for r in sorted(self._runs) if r not in (self.pinned_run, self.baseline_run)]
-            for old in kept[:-self.keep_runs]:
-                del self._runs[old]
+            self._prune()
         return run
+
+    def _prune(self) -> None:
+        """Drop the runs before the last `keep_runs` (run A and the baseline aside) that
+        hold no tensor key of their own: every key they have, a newer run shown has too.
+        One that does is the newest word on those tensors (latest_tensor), and stays."""
+        fixed = (self.pinned_run, self.baseline_run)
+        kept = [r for r in sorted(self._runs) if r not in fixed]
+        old = set(kept[:-self.keep_runs])
+        if not old:
+            return
+        shown = set(self._newest_first())
+        covered: set[Key] = set()  # the tensor keys of the newer runs shown
+        for run_id in sorted(self._runs, reverse=True):
+            run = self._runs[run_id]
+            keys = {key for key in run.frames if key[0] == "tensor"}
+            if run_id in old and keys <= covered:
+                del self._runs[run_id]
+            elif run_id in shown:
+                covered |= keys
 
     @staticmethod
     def _keep(run: _Run, key: Key, frame: Any) -> None:

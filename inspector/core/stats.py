@@ -195,5 +195,7 @@ def preview(x: torch.Tensor, channels: int | None = None, size: int = PREVIEW_SI
             item = F.adaptive_avg_pool2d(item[None].float(), (min(n, cap), min(d, cap)))[0]
     elif item.ndim == 1 and item.shape[0] > 64 * size:
         item = F.adaptive_avg_pool1d(item[None, None].float(), 64 * size)[0, 0]
-    # .to(copy=True) so that a later in-place op on the live tensor cannot reach the preview.
-    return item.to(device="cpu", dtype=torch.float32, copy=True).numpy()
+    # .to(copy=True) so that a later in-place op on the live tensor cannot reach the preview;
+    # contiguous: a channels-last map comes as a permuted view (Capture._emit).
+    return item.to(device="cpu", dtype=torch.float32, copy=True,
+                   memory_format=torch.contiguous_format).numpy()

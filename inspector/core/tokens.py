@@ -144,6 +144,34 @@ def spatialize(
     return to_spatial(t, layout), layout
 
 
+def is_channels_last(shape: tuple[int, ...], input_hw: tuple[int, int] | None) -> bool:
+    """Whether a 4-D tensor of `shape` is a channels-last (B, h, w, C) map for an input of
+    input_hw. Without the input's size, no: a (1, 32, 30, 40) map of a 240 x 320 image would
+    read as a 32 x 30 grid of 40 channels, and channels first is PyTorch's default."""
+    if len(shape) != 4 or input_hw is None:
+        return False
+    layout = detect_layout(shape, input_hw)
+    return layout is not None and layout.kind == NHWC
+
+
+def image_size(value: object) -> tuple[int, int] | None:
+    """(H, W) of the first image in a model's arguments: the last two dims of the first
+    floating-point tensor of 3 or more dims, looked for in nested tuples, lists and dicts
+    (a (B, 3, H, W) batch, a detection model's list of (3, H, W) images, HF's
+    pixel_values=...); None when there is none."""
+    if isinstance(value, torch.Tensor):
+        if value.ndim >= 3 and value.is_floating_point():
+            return int(value.shape[-2]), int(value.shape[-1])
+        return None
+    items = value.values() if isinstance(value, dict) else value
+    if isinstance(value, (tuple, list, dict)):
+        for item in items:
+            found = image_size(item)
+            if found is not None:
+                return found
+    return None
+
+
 def is_spatial(
     shape: tuple[int, ...] | None, input_hw: tuple[int, int] | None, min_cells: int = 2
 ) -> bool:

@@ -9,10 +9,14 @@ scrolling never jump.
 Columns (module_tree_cells): the module, its type, output shape, parameters; the last run's
 output mean, std and fraction of zeros with a health badge (dead or exploding values); then
 one checkbox per hook kind (input, output, output gradient, input gradient), which is what
-the next run captures. A module that the next runs edit (the window's Edits) has a pencil
-badge after its name, and its tooltip lists the edits (`set_edits`). The layers of an opened
-channel atlas (the Dataset dock) carry their count of dead channels in the atlas as a badge
-in the Health column, explained in its tooltip (`set_atlas`).
+the next run captures. Statistics of an earlier run than the newest (a module the last
+runs did not capture: while a video plays, each frame is a live run of the selected module
+alone, and the run store keeps the last full run for the others) are grey and italic, and
+their tooltip names that run's image or video frame. A module that the next runs edit (the
+window's Edits) has a pencil badge after its name, and its tooltip lists the edits
+(`set_edits`). The layers of an opened channel atlas (the Dataset dock) carry their count
+of dead channels in the atlas as a badge in the Health column, explained in its tooltip
+(`set_atlas`).
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ class ModuleTreeModel(QAbstractItemModel):
         self.atlas_dead: dict[str, tuple[int, int]] = {}  # layer -> (dead, channels) in the atlas
         self._atlas_about = ""
         self._dirty: set[str] = set()
-        self._rows: dict[str, tuple[list, list, list]] = {}  # see _cells
+        self._rows: dict[str, tuple[list, list, list, list]] = {}  # see _cells
         self._rows_run: int | None = None  # the statistics run the cached rows were made for
         self._last_flush = 0.0
         self._run_complete = True
@@ -353,34 +357,40 @@ class ModuleTreeModel(QAbstractItemModel):
             if col == COL_HEALTH and name in self.atlas_dead:
                 tip += "<br>" + html.escape(atlas_text(*self.atlas_dead[name], self._atlas_about))
             return tip
-        if role == FONT and col == COL_NAME and not name:
-            font = QGuiApplication.font()
-            font.setBold(True)
-            return font
+        if role == FONT:
+            if col == COL_NAME and not name:
+                font = QGuiApplication.font()
+                font.setBold(True)
+                return font
+            return self._cells(name)[3][col]
         if role == ModuleNameRole:
             return name
         return None
 
-    def _cells(self, name: str) -> tuple[list, list, list]:
-        """(display texts, foreground brushes, background brushes) of a row, cached until its
-        statistics change."""
+    def _cells(self, name: str) -> tuple[list, list, list, list]:
+        """(display texts, foreground brushes, background brushes, fonts) of a row, cached
+        until its statistics change."""
         row = self._rows.get(name)
         if row is None:
             info = self._tree.modules[name]
             texts = [self._display(name, info, col) for col in range(COL_HEALTH + 1)]
             fg: list = [None] * (COL_HEALTH + 1)
             bg: list = [None] * (COL_HEALTH + 1)
+            fonts: list = [None] * (COL_HEALTH + 1)
             stale = self._stale(name)
             if stale:
+                italic = QGuiApplication.font()
+                italic.setItalic(True)
                 for col in STATS_COLUMNS:
                     fg[col] = STALE_BRUSH
+                    fonts[col] = italic
             badge = self._health(name)[1]
             if badge is not None:
                 fg[COL_HEALTH] = WHITE_BRUSH
                 bg[COL_HEALTH] = STALE_BRUSH if stale else QBrush(badge)
             if "never_called" in info.hazards:
                 fg[COL_NAME] = STALE_BRUSH
-            row = self._rows[name] = (texts, fg, bg)
+            row = self._rows[name] = (texts, fg, bg, fonts)
         return row
 
     def _display(self, name: str, info, col: int):
@@ -440,13 +450,22 @@ class ModuleTreeModel(QAbstractItemModel):
             if explanation:
                 text += f"<br><b>{explanation}</b>"
             if self._stale(name):
-                text += "<br>(from an earlier run: not captured in the last one)"
+                text += "<br><i>" + html.escape(self._stale_text(name)) + "</i>"
             return text
         return None
 
     def _health(self, name: str):
         grad = self.store.latest_tensor(name, GRAD_OUTPUT)
         return health(self.stats_of(name), grad.stats if grad is not None else None)
+
+    def _stale_text(self, name: str) -> str:
+        """Which earlier run the statistics shown are of, and why (see _stale)."""
+        run_id = self.store.latest_tensor(name, OUTPUT).run_id
+        started = self.store.started(run_id)
+        what = f"run {run_id}" + (f", {started.label}" if started and started.label else "")
+        return (f"from an earlier run, the last that captured this module ({what}); the "
+                f"newer runs did not capture it (while a video plays, only the selected "
+                f"module is)")
 
     def _stale(self, name: str) -> bool:
         """The output statistics shown are not of the newest run with statistics."""

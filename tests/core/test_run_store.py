@@ -68,6 +68,7 @@ def test_a_pinned_run_stays_and_a_new_model_clears_everything():
     store.pin(1)
     for run in (2, 3, 4):
         store.put(act(run, "conv", float(run)))
+        store.put(RunFinished(run, "ok"))  # until then the run before has conv's newest
     assert store.runs() == [1, 4] and store.pinned_run == 1
     store.put(ModelLoaded("m", "", False, "cpu", None))
     assert store.runs() == [] and store.current_run is None and store.pinned_run is None
@@ -329,3 +330,31 @@ def test_a_cancelled_or_failed_reference_is_not_compared_with():
     store.put(RunFinished(2, "error"))
     store.put(RunStarted(3, "b.png", "m", "cpu"))
     assert store.reference_run is None  # run A failed: nothing to compare with
+
+
+def test_the_last_full_run_stays_while_live_runs_of_one_module_follow_it():
+    """A video playing: each frame a live run of the selected module alone. The full run
+    before them stays the newest word on the other modules until a full run replaces it."""
+    store = RunStore(keep_runs=2)
+
+    def full(run):
+        store.put(RunStarted(run, f"clip.mp4 · frame {run}", "m", "cpu"))
+        for module in ("conv", "fc"):
+            store.put(act(run, module, float(run)))
+            store.put(grad(run, module, float(run)))
+        store.put(RunFinished(run, "ok"))
+
+    full(1)
+    for run in range(2, 9):
+        store.put(RunStarted(run, f"clip.mp4 · frame {run}", "m", "cpu"))
+        store.put(act(run, "conv", float(run)))
+        store.put(RunFinished(run, "ok"))
+    assert store.runs() == [1, 7, 8]
+    assert store.latest_tensor("conv", OUTPUT).run_id == 8
+    assert store.latest_tensor("fc", OUTPUT).run_id == 1
+    assert store.latest_tensor("conv", GRAD_OUTPUT).run_id == 1
+    assert store.started(1).label == "clip.mp4 · frame 1"
+    assert store.latest_run((OUTPUT,)) == 8 and store.shown_run((GRAD_OUTPUT,)) == 1
+    full(9)  # paused: the frame in full
+    assert store.runs() == [8, 9]
+    assert store.latest_tensor("fc", OUTPUT).run_id == 9

@@ -82,11 +82,13 @@ def preview_note(frame: TensorFrame) -> str:
     p = frame.preview
     if p is None:
         return ""
-    item = tuple(frame.shape[1:])
+    item = frame.item_shape
+    notes = []
+    if frame.channels_last and p.ndim == 3:
+        notes.append("channels last (H\u00d7W\u00d7C): one tile per channel")
     if p.shape == item:
-        return ""
+        return ", ".join(notes)
     if p.ndim == 3 and len(item) == 3:
-        notes = []
         if p.shape[0] < item[0]:
             notes.append(f"first {p.shape[0]} of {item[0]} channels shown")
         if p.shape[1:] != item[1:]:
@@ -349,7 +351,7 @@ class TensorView(FrameView):
         name = f"<b>{html.escape(module_label(shown.module))}</b> {KIND_NOUNS[shown.kind]}"
         # Tokens pooled by core no longer form their patch grid: no grid then. A preview
         # that averaged features only (768 -> 256 in vit_b_16) keeps every token.
-        pooled = shown.preview is not None and tuple(shown.preview.shape) != tuple(shown.shape[1:])
+        pooled = shown.preview is not None and tuple(shown.preview.shape) != shown.item_shape
         tokens = self._token_layout(shown)
         if tokens is not None:
             pooled = tokens["token_grid"] is None
