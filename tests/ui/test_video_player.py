@@ -1,7 +1,7 @@
 """Videos and the camera in the window: a clip written with PyAV plays through the model
 with every view live, frames that come while a run is busy are dropped and counted in the
-status bar, and pause, step and seek show (and run) the frame asked for. The camera's frames
-take the same path; a real camera is tested only where Qt Multimedia finds one."""
+status bar, and pause, step and seek show (and run) the frame asked for. File ▸ Camera's
+tests are in test_camera.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import textwrap
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QImage
 
 from inspector.ui.image_canvas import pil_from_qimage, qimage_from_rgb
 from inspector.ui.main_window import MainWindow
@@ -269,96 +267,3 @@ def test_a_file_that_is_not_a_video_is_a_message_and_closing_mid_video_stops_dec
     window.close()  # while playing: the decoding thread stops with the window
     assert window.video.video is None
     assert not [t for t in threading.enumerate() if t.name == "video-decode"]
-
-
-class FakeCamera(QObject):
-    """What camera.CameraStream gives the player, fed by the test."""
-
-    frame = Signal(object)
-    failed = Signal(str)
-    name = "test camera"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.paused = False
-        self.stopped = False
-
-    def start(self) -> bool:
-        return True
-
-    def pause(self, paused: bool) -> None:
-        self.paused = paused
-
-    def stop(self) -> None:
-        self.stopped = True
-
-
-def test_camera_frames_take_the_video_path(make_window, qtbot):
-    window = make_window("build_slow")
-    camera = FakeCamera()
-    window.video.open_camera(camera)
-    assert window.video.controls.isVisible()
-    assert not window.video.controls.slider.isEnabled()  # live: no seek
-    images = [QImage(qimage_from_rgb(frame_pixels(i, 64))) for i in range(6)]
-    for image in images:
-        camera.frame.emit(image)
-    # The first frame runs; the others come while it is busy (the model sleeps 0.5 s):
-    # each replaced before it ran is dropped, the newest waits as the frame shown...
-    assert window.video.frames_run == 1 and window.control.frames_dropped == 4
-    assert "frames dropped: 4" in window.status.stream.text()
-    assert _frame_label(window) == "Camera (test camera)"
-    assert np.array_equal(_shown_pixels(window), frame_pixels(5, 64))  # the newest is shown
-    # ... and runs as soon as the first run has reached the views: they show its results.
-    first = window.control.current_run
-    qtbot.waitUntil(lambda: window.video.frames_run == 2, timeout=TIMEOUT)
-    assert window.control.current_run > first
-    _wait_shown(qtbot, window)  # the views have the newest frame's run
-    assert window.last_run.status == "ok", window.reporter.last_message
-    assert window.control.frames_dropped == 4
-    window.video.toggle()
-    assert camera.paused
-    camera.failed.emit("The camera stopped: unplugged")
-    assert window.reporter.last_message == "The camera stopped: unplugged"
-    assert camera.stopped and window.video._camera is None
-
-
-def test_file_camera_is_on_only_where_qt_multimedia_finds_a_camera(make_window, qtbot):
-    from inspector.ui.camera import camera_status
-
-    window = make_window("build_fast")
-    action = window.menus.camera
-    file_menu = action.associatedObjects()[0]
-    file_menu.aboutToShow.emit()
-    available, note = camera_status()
-    assert action.isEnabled() == available
-    assert note in action.toolTip()
-
-
-def test_without_qt_multimedia_the_camera_says_what_to_install(make_window, qtbot, monkeypatch):
-    import PySide6
-
-    from inspector.ui import camera
-
-    window = make_window("build_fast")
-    monkeypatch.setitem(sys.modules, "PySide6.QtMultimedia", None)
-    monkeypatch.delattr(PySide6, "QtMultimedia", raising=False)
-    available, note = camera.camera_status()
-    assert not available
-    assert note == camera.missing_multimedia_note()
-    assert f"pip install PySide6-Addons=={PySide6.__version__}" in note
-    window.video.open_camera()
-    assert window.reporter.last_message == note
-    assert window.video._camera is None and not window.video.controls.isVisible()
-
-
-def test_a_real_camera_streams_through_the_model(make_window, qtbot):
-    from inspector.ui.camera import camera_status
-
-    available, note = camera_status()
-    if not available:
-        pytest.skip(f"no camera to stream: {note}")
-    window = make_window("build_fast")
-    window.video.open_camera()
-    qtbot.waitUntil(lambda: window.video.frames_shown >= 3, timeout=TIMEOUT)
-    qtbot.waitUntil(lambda: _frame_label(window).startswith("Camera"), timeout=TIMEOUT)
-    window.video.stop()
