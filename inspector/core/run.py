@@ -79,6 +79,10 @@ class RunRequest:
     # names such a run, to which this one is compared (a DivergenceFrame; see core.compare).
     keep_outputs: bool = False
     compare_with: int | None = None
+    # torch's intra-op threads for this run on the worker (then put back); None: the
+    # process's count. A window playing a video leaves a core to its UI and decoder
+    # (core.runtime.stream_threads).
+    threads: int | None = None
 
     def with_(self, **changes: Any) -> RunRequest:
         return replace(self, **changes)

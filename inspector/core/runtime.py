@@ -18,9 +18,11 @@ and a count changed between importing this module and the first Session is left 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
+from collections.abc import Iterator
 
 import torch
 
@@ -44,6 +46,32 @@ def threads_from_env() -> int | None:
                       f"default thread count is used", RuntimeWarning, stacklevel=2)
         return None
     return threads
+
+
+def stream_threads() -> int | None:
+    """The intra-op threads for the runs of a video or camera playing in a window: one fewer
+    than the engine's, left to the UI thread and the decoder, which work for every frame
+    too. An intra-op pool as large as the machine beside them stalls at each op's barrier
+    whenever one of its threads waits for a core: on 2 cores resnet18's live runs reached
+    the window 22 times a second with 2 threads and 30 with 1 (bench_video --window).
+    None where the engine has one thread already."""
+    threads = torch.get_num_threads()
+    return threads - 1 if threads > 1 else None
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to `threads` (None: unchanged) for the calling
+    thread's work within the block, and put back after."""
+    before = torch.get_num_threads()
+    if threads is None or threads < 1 or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def configure_threads(threads: int | None = None) -> int:

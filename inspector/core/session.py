@@ -55,7 +55,7 @@ from .run_parts import (
     refused_for_task,
     top_predictions,
 )
-from .runtime import apply_thread_setting
+from .runtime import apply_thread_setting, intra_op_threads
 from .tree import ModuleTree
 from .worker import InferenceWorker
 
@@ -224,6 +224,10 @@ class Session:
     # -- on the worker thread ----------------------------------------------------------------
 
     def _run(self, run_id: int, req: RunRequest, cancel: threading.Event) -> RunOutcome:
+        with intra_op_threads(req.threads):
+            return self._run_request(run_id, req, cancel)
+
+    def _run_request(self, run_id: int, req: RunRequest, cancel: threading.Event) -> RunOutcome:
         put = self._channel_of(run_id).put
         timings: dict[str, float] = {}
         outcome = RunOutcome(run_id, "ok")

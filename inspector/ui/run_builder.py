@@ -100,6 +100,7 @@ class RunBuilder(QObject):
             return None
         from inspector.core.hooks import CaptureSpec
         from inspector.core.run import RunRequest
+        from inspector.core.runtime import stream_threads
 
         backward = self.backward_action.isChecked()
         model = self.tree.model
@@ -127,6 +128,7 @@ class RunBuilder(QObject):
             stretch=self.images.stretch,
             interventions=self.edits.interventions() if self.edits is not None else (),
             keep_outputs=self.keep_outputs,
+            threads=stream_threads() if self.live else None,
         )
 
     def _method(self) -> str:

@@ -123,3 +123,31 @@ def test_the_cli_runs_with_inspector_threads(tmp_path, factory, wanted):
     (tmp_path / "threads.log").unlink()
     python("", tmp_path, str(wanted), "-m", "inspector.cli", "tree", "--model", factory)
     assert seen_in_forward(tmp_path) == {wanted}
+
+
+def test_a_run_can_ask_for_its_own_thread_count_and_the_worker_gets_its_own_back(
+    tmp_path, factory, default
+):
+    # One thread fewer, as a window playing a video asks (core.runtime.stream_threads);
+    # the run after it, asking nothing, runs with the worker's count again.
+    code = SCRIPT.format(before="from inspector.core.runtime import stream_threads",
+                         factory=factory,
+                         after=f"session.run(torch.zeros(1, 3, 8, 8), threads={default + 2})")
+    python(code, tmp_path, None)
+    lines = [json.loads(line) for line in (tmp_path / "threads.log").read_text().split()]
+    assert lines[-2:] == [default + 2, default]  # (before them: the load's probe forward)
+
+
+def test_stream_threads_leaves_a_core_and_the_count_is_put_back():
+    import torch
+
+    from inspector.core.runtime import intra_op_threads, stream_threads
+
+    before = torch.get_num_threads()
+    assert stream_threads() == (before - 1 if before > 1 else None)
+    with intra_op_threads(before + 3):
+        assert torch.get_num_threads() == before + 3
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), intra_op_threads(before + 1):
+        raise RuntimeError("a failed run")
+    assert torch.get_num_threads() == before

@@ -119,6 +119,11 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     entry = window.images.current()
     assert entry.video is not None and entry.video.frame_count == FRAMES
     assert player.controls.isVisible()
+    # While it plays, each frame is a live run with a core left to the UI and the decoder.
+    from inspector.core.runtime import stream_threads
+
+    qtbot.waitUntil(lambda: player.frames_run >= 1, timeout=TIMEOUT)
+    assert window.control.last_request.threads == stream_threads()
     # Played to the end: every frame shown once, then paused on the last.
     qtbot.waitUntil(lambda: not player.playing and player.index == FRAMES - 1, timeout=TIMEOUT)
     fps = player.shown_fps()
