@@ -68,23 +68,25 @@ def test_the_reader_counts_every_frame_and_seeks_to_the_one_asked(tmp_path, suff
     assert (info.frame_count, info.fps, info.size) == (FRAMES, pytest.approx(FPS), (64, 64))
 
 
+def _taken(ahead: video.ReadAhead, count: int) -> list[video.VideoFrame]:
+    """The next `count` frames ahead gives (fewer when the video ends first)."""
+    frames = []
+    while len(frames) < count:
+        assert ahead.wait(10)
+        frame = ahead.take()
+        if frame is not None:
+            frames.append(frame)
+        elif ahead.ended:
+            break
+    return frames
+
+
 def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):
     ahead = video.ReadAhead(clip, ahead=3)
     try:
-        taken = []
-        while len(taken) < 4:
-            assert ahead.wait(10)
-            frame = ahead.take()
-            if frame is not None:
-                taken.append(frame.index)
+        taken = [f.index for f in _taken(ahead, 4)]
         ahead.seek(21)
-        while len(taken) < 12:
-            assert ahead.wait(10)
-            frame = ahead.take()
-            if frame is not None:
-                taken.append(frame.index)
-            elif ahead.ended:
-                break
+        taken += [f.index for f in _taken(ahead, 8)]
         assert ahead.info.frame_count == FRAMES
         assert taken == [0, 1, 2, 3, *range(21, 29)]
     finally:
@@ -147,12 +149,7 @@ def test_a_prepare_that_fails_leaves_the_frames_to_the_run(clip):
     ahead = video.ReadAhead(clip)
     ahead.prepare = lambda image: 1 / 0
     try:
-        frames = []
-        while len(frames) < 3:
-            assert ahead.wait(10)
-            frame = ahead.take()
-            if frame is not None:
-                frames.append(frame)
+        frames = _taken(ahead, 3)
         assert [f.index for f in frames] == [0, 1, 2] and ahead.error is None
         assert all(f.prepared is None for f in frames)
     finally:

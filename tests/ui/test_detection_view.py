@@ -15,6 +15,7 @@ from task_models import detection_factory
 from inspector.core.frames import Prediction, PredictionFrame
 from inspector.core.run import DetectionTarget
 from inspector.core.tasks.detection import Detection
+from inspector.ui.image_canvas import BOX_COLOR, CHOSEN_COLOR
 from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL, ImagePane
 from inspector.ui.main_window import MainWindow
 from inspector.ui.settings import AppSettings
@@ -24,24 +25,32 @@ TIMEOUT = 120_000  # ms: detection models on a busy CPU
 DETECTOR = detection_factory(most=12)  # fewer boxes: a quicker test
 
 
-def _detection_frame(target: int = 0) -> PredictionFrame:
-    found = (Detection(0, (10, 10, 60, 50), "cat", 17, 0.9),
-             Detection(1, (70, 20, 90, 40), "dog", 18, 0.6),
-             Detection(2, (20, 60, 40, 90), "cat", 17, 0.2))
+def _frame(found: tuple[Detection, ...], target: int = 0) -> PredictionFrame:
     top = tuple(Prediction(d.index, d.label, d.score, d.score) for d in found)
     return PredictionFrame(1, top, target, "detection", found)
+
+
+def _detection_frame(target: int = 0) -> PredictionFrame:
+    return _frame((Detection(0, (10, 10, 60, 50), "cat", 17, 0.9),
+                   Detection(1, (70, 20, 90, 40), "dog", 18, 0.6),
+                   Detection(2, (20, 60, 40, 90), "cat", 17, 0.2)), target)
 
 
 def _center(canvas, box) -> QPointF:
     return canvas.from_image(QPointF((box[0] + box[2]) / 2, (box[1] + box[3]) / 2))
 
 
-def test_boxes_above_the_threshold_and_a_click_chooses_one(qtbot):
+def _pane_on_a_black_input(qtbot) -> ImagePane:
     pane = ImagePane()
     qtbot.addWidget(pane)
     pane.resize(400, 500)
     pane.show()
     pane.set_model_input(np.zeros((100, 100, 3), np.uint8))
+    return pane
+
+
+def test_boxes_above_the_threshold_and_a_click_chooses_one(qtbot):
+    pane = _pane_on_a_black_input(qtbot)
     assert not pane.detection_bar.isVisible()
     pane.set_prediction(_detection_frame())
     assert pane.mode == MODEL_INPUT  # where the boxes' pixels are
@@ -178,3 +187,30 @@ def test_the_window_overlays_a_segmentation_mask_with_its_legend(window_with, qt
     for c, label in frame.legend:
         assert (frame.mask == c).any() and label in pane.legend.text()
     assert pane.legend.isVisible()
+
+
+def _keypoint_frame() -> PredictionFrame:
+    return _frame((Detection(0, (10, 10, 60, 50), "person", 1, 0.9,
+                             ((20.0, 20.0, 3.5), (50.0, 40.0, -1.0))),
+                   Detection(1, (70, 60, 90, 90), "person", 1, 0.7, ((80.0, 80.0, 1.0),)),
+                   Detection(2, (5, 70, 30, 95), "person", 1, 0.2, ((10.0, 80.0, 1.0),))))
+
+
+def test_keypoints_are_drawn_in_the_boxes_shown(qtbot):
+    pane = _pane_on_a_black_input(qtbot)
+    pane.set_prediction(_keypoint_frame())
+    # The boxes over the threshold (0.5) carry their keypoints; the one under it does not show.
+    assert [d.points for d in pane.canvas.detections()] == [((20.0, 20.0), (50.0, 40.0)),
+                                                          ((80.0, 80.0),)]
+    shot = pane.canvas.grab().toImage()
+    canvas = pane.canvas
+
+    def color_at(x, y):
+        at = canvas.from_image(QPointF(x, y)) * shot.devicePixelRatio()
+        return shot.pixelColor(int(at.x()), int(at.y()))
+
+    # A dot of the box's colour where each keypoint is (the chosen box's, in its colour);
+    # the picture (black) elsewhere.
+    assert color_at(20, 20) == CHOSEN_COLOR and color_at(50, 40) == CHOSEN_COLOR
+    assert color_at(80, 80) == BOX_COLOR
+    assert color_at(10, 80).name() == "#000000"
