@@ -71,7 +71,12 @@ class FrameChannel:
             self._cond.notify_all()
         wake = self.on_finished
         if wake is not None and isinstance(frame, RunFinished):
-            wake(frame.run_id)
+            try:
+                wake(frame.run_id)
+            except Exception:  # noqa: BLE001 - a consumer gone (a deleted Qt object)
+                # The run is over and its frames are in; a consumer that cannot be woken
+                # any more is not told again (it still drains the channel when it polls).
+                self.on_finished = None
 
     def _victim(self, key: tuple) -> int:
         same = self._key_seqs.get(key)

@@ -6,11 +6,13 @@ that no view keeps its own cache of frames or works out on its own which run is 
 A key says what a frame is about: ("tensor", module, kind, call, path) for activations and
 gradients, ("cam", method, layer), ("predictions",), ("divergence",). The last `keep_runs`
 runs are kept, and, whatever comes after them, the pinned run (run A, for comparisons), the
-baseline (the unedited run of the edited ones), and an older run while it holds the newest
-frame of a tensor key that no newer run has: while a video plays, each frame is a live run
-of the selected module alone, and the last full run (the frame before play, or the paused
-one) stays, so that the module tree keeps every other module's statistics from it (shown
-as older: its frames' run is not the newest) until a full run has them again. The
+baseline (the unedited run of the edited ones), and, while a stream plays (`streaming`), an
+older run while it holds the newest frame of a tensor key that no newer run has: each frame
+is then a live run of the selected module alone, and the last full run (the frame before
+play, or the paused one) stays, so that the module tree keeps every other module's
+statistics from it (shown as older: its frames' run is not the newest) until a full run has
+them again. Between still images that is not done: a gradient of an image long gone is not
+the one to show when the gradients were turned off since. The
 baseline is never the current run nor the run a view shows: views read it, and run A, as
 `reference_run`, the run the current one is compared with (before/after, A/B). A view
 shows, for the kinds it shows, the newest run that produced such frames or failed
@@ -144,6 +146,8 @@ class RunStore:
         self.current_run: int | None = None  # the newest run seen
         self.pinned_run: int | None = None  # run A, kept for comparisons
         self.baseline_run: int | None = None  # the unedited run of the edited ones
+        # A video or the camera plays: keep older runs for their keys (see the docstring).
+        self.streaming = False
         # Run A kept over the load of the same architecture (other weights): a reference
         # only, never shown as a run of the model now loaded. The architecture is the
         # loaded tree's (name, type) per module.
@@ -381,13 +385,18 @@ class RunStore:
         return run
 
     def _prune(self) -> None:
-        """Drop the runs before the last `keep_runs` (run A and the baseline aside) that
-        hold no tensor key of their own: every key they have, a newer run shown has too.
-        One that does is the newest word on those tensors (latest_tensor), and stays."""
+        """Drop the runs before the last `keep_runs` (run A and the baseline aside); while a
+        stream plays, only those that hold no tensor key of their own: every key they have,
+        a newer run shown has too. One that does is the newest word on those tensors
+        (latest_tensor), and stays."""
         fixed = (self.pinned_run, self.baseline_run)
         kept = [r for r in sorted(self._runs) if r not in fixed]
         old = set(kept[:-self.keep_runs])
         if not old:
+            return
+        if not self.streaming:
+            for run_id in old:
+                del self._runs[run_id]
             return
         shown = set(self._newest_first())
         covered: set[Key] = set()  # the tensor keys of the newer runs shown

@@ -70,6 +70,15 @@ def _mismatch(grid: tuple[int, int], input_hw: tuple[int, int] | None) -> float 
     return mismatch if mismatch <= math.log(MAX_STRIDE_RATIO) else None
 
 
+def _whole_strides(grid: tuple[int, int], input_hw: tuple[int, int] | None) -> bool:
+    """Whether the input's size over the grid's is a whole number along both axes (within
+    a pixel's rounding: a convolution's output of an odd size)."""
+    if input_hw is None:
+        return False
+    strides = (input_hw[0] / grid[0], input_hw[1] / grid[1])
+    return all(s >= 1 and abs(s - round(s)) <= max(0.05, 0.02 * s) for s in strides)
+
+
 def token_grid(
     n_tokens: int, input_hw: tuple[int, int] | None, max_extra: int = MAX_EXTRA_TOKENS
 ) -> tuple[int, tuple[int, int]] | None:
@@ -101,8 +110,12 @@ def detect_layout(
         last = _mismatch((a, b), input_hw)
         if first is None and last is None:
             return None
-        # Equal fits (a 7 x 7 x 7 tensor) stay channels-first, PyTorch's own convention.
-        if last is not None and (first is None or last < first):
+        # Equal fits (a 7 x 7 x 7 tensor) stay channels-first, PyTorch's own convention;
+        # so does a channels-first reading whose strides are whole numbers, as a
+        # convolution's are: a (1, 96, 128, 170) map of a 512 x 683 input is 96 channels at
+        # stride 4, though 96 x 128 strides (5.33, 5.34) agree a little better.
+        if last is not None and (first is None or last < first) \
+                and not (first is not None and _whole_strides((b, c), input_hw)):
             return Layout(NHWC, (a, b))
         return Layout(NCHW, (b, c))
     if len(shape) == 3:

@@ -129,6 +129,8 @@ class FrameRouter(QObject):
         self._min_run_id = max(self._min_run_id, run_id)
 
     def start(self) -> None:
+        if self._channel is not None:
+            self._channel.on_finished = self._finished.emit  # stop() took it away
         if not self._timer.isActive():
             self._timer.start()
 

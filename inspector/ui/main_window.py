@@ -316,18 +316,18 @@ class MainWindow(QMainWindow):
         self.runs.rerun()
 
     def _predictions_stored(self, frame) -> None:
-        if frame.run_id == self.control.current_run:
+        if self.control.shows(frame.run_id):
             self.images.set_prediction(frame)
 
     def _run_started(self, frame: RunStarted) -> None:
-        if frame.run_id != self.control.current_run:
+        if not self.control.shows(frame.run_id):
             return
         self.images.set_model_input(frame.display)
         self.status.show_running(frame.label)
         self.run_progress.started(frame.run_id, frame.label)
 
     def _run_finished(self, frame: RunFinished) -> None:
-        if frame.run_id != self.control.current_run:
+        if not self.control.shows(frame.run_id):
             return
         self.run_progress.end(frame.run_id)
         self.last_run = frame

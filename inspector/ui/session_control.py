@@ -90,6 +90,10 @@ class SessionControl(QObject):
         self.current_run: int | None = None
         self.running = False
         self.last_request = None  # the RunRequest of current_run
+        # The run before current_run when it had finished (been stored) by the time
+        # current_run was submitted: a stream submits its next frame as soon as the last
+        # run is stored, before the views are told of it, so its frames still show.
+        self.previous_run: int | None = None
         self.baseline_run: int | None = None  # the unedited run kept beside the edited ones
         self.baseline_running = False
         self.frames_dropped = 0  # stream frames never run: replaced while a run was busy
@@ -203,6 +207,9 @@ class SessionControl(QObject):
         run (submit_baseline) is not cancelled: it is not the run in progress."""
         if self.session is None:
             raise RuntimeError("the engine is not started")
+        finished = self.current_run is not None \
+            and self.router.store.status(self.current_run) is not None
+        self.previous_run = self.current_run if finished else None
         self._cancel_current()
         run_id, _future = self.session.submit_request(request)
         self.current_run, self.last_request = run_id, request
@@ -234,6 +241,12 @@ class SessionControl(QObject):
             self.session.cancel(self.baseline_run)
         self.baseline_run, self.baseline_running = None, False
         self.router.store.set_baseline(None)
+
+    def shows(self, run_id: int | None) -> bool:
+        """Whether the window shows `run_id` as its run (its model input, boxes, timing):
+        the current run, or the finished one before it (see previous_run); not a run the
+        user moved on from, nor the unedited baseline."""
+        return run_id is not None and run_id in (self.current_run, self.previous_run)
 
     @property
     def busy(self) -> bool:

@@ -129,7 +129,10 @@ class VideoPlayer(QObject):
         self._camera = None  # camera.CameraStream while the camera streams
         self._awaiting: int | None = None  # a frame asked for by a step or seek
         self._shown_at: deque[float] = deque()
-        self._unrun = False  # the frame shown was dropped, not run
+        self._unrun = False  # the frame shown was not run (yet)
+        # The frame shown waits for the model: a run was busy when it came (see _catch_up);
+        # replaced before it ran, it was dropped.
+        self._waiting = False
         self._ran_live = False  # the frame shown ran as a live run only
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -160,6 +163,8 @@ class VideoPlayer(QObject):
         # a second of a model that runs thirty (tests/benchmarks/bench_video.py --window).
         self.control.router.min_interval_s = (
             STREAM_DELIVERY_INTERVAL_S if on else MIN_DELIVERY_INTERVAL_S)
+        # The last full run stays while live runs of one module follow it (core.run_store).
+        self.control.router.store.streaming = on
 
     def play_video(self, entry: ImageEntry) -> None:
         """Play a listed video from its first frame."""
@@ -248,7 +253,7 @@ class VideoPlayer(QObject):
         self.video = None
         self.playing = False
         self._awaiting = None
-        self._unrun = self._ran_live = False
+        self._unrun = self._ran_live = self._waiting = False
         self.runs.live = False  # what runs next (Run again) is a still image's full run
         self.index = -1
         self.controls.hide()
@@ -355,8 +360,9 @@ class VideoPlayer(QObject):
             self.controls.counter.setText(f"{index} / {self.frame_count - 1}")
         else:
             caption = tip = entry.name
-        if self._unrun and self.playing:
+        if self._waiting:
             self.control.count_dropped()  # replaced before the model was free to run it
+            self._waiting = False
         entry.image, entry.prepared, entry.size = image, prepared, image.size
         self.images.show_frame(display if display is not None else image, caption, tip)
         self.frames_shown += 1
@@ -370,7 +376,7 @@ class VideoPlayer(QObject):
 
     def _catch_up(self, _run_id: int) -> None:
         """A run reached the store: the frame shown while it was busy runs now."""
-        if self.playing and self._unrun and self.frame_entry is not None \
+        if self.playing and self._waiting and self.frame_entry is not None \
                 and self.frame_entry.image is not None:
             self._run(explicit=False)
 
@@ -379,14 +385,17 @@ class VideoPlayer(QObject):
         cancelled), else only when no run is busy (it waits: see _catch_up). A live run
         while playing, else a full one."""
         entry, before, live = self.frame_entry, self.control.current_run, self.playing
+        submitted = True
         if explicit:
             self.runs.show(entry, live)
         else:
-            self.control.submit_if_idle(lambda: self.runs.show(entry, live))
-        ran = self.control.current_run != before  # not without a model, nor when dropped
+            submitted = self.control.submit_if_idle(lambda: self.runs.show(entry, live))
+        ran = self.control.current_run != before  # not without a model, nor when busy
         if ran:
             self.frames_run += self._unrun  # a frame run again in full counts once
-            self._unrun, self._ran_live = False, live
+            self._unrun, self._ran_live, self._waiting = False, live, False
+        elif not submitted:
+            self._waiting = True
         self._show_figures()
 
     def _show_figures(self) -> None:

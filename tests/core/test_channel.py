@@ -159,3 +159,15 @@ def test_a_finished_run_is_announced_on_the_producers_thread():
 def test_bad_capacity():
     with pytest.raises(ValueError):
         FrameChannel(0)
+
+
+def test_a_consumer_that_cannot_be_woken_does_not_fail_the_producer():
+    ch = FrameChannel()
+
+    def gone(run_id):
+        raise RuntimeError("Internal C++ object (FrameRouter) already deleted.")
+
+    ch.on_finished = gone
+    ch.put(RunFinished(1, "ok"))  # the worker's put returns: the run is over all the same
+    assert ch.on_finished is None
+    assert [f.run_id for f in ch.drain()] == [1]

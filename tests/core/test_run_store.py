@@ -334,8 +334,10 @@ def test_a_cancelled_or_failed_reference_is_not_compared_with():
 
 def test_the_last_full_run_stays_while_live_runs_of_one_module_follow_it():
     """A video playing: each frame a live run of the selected module alone. The full run
-    before them stays the newest word on the other modules until a full run replaces it."""
+    before them stays the newest word on the other modules until a full run replaces it;
+    between still images (not streaming) the runs beyond keep_runs go as they come."""
     store = RunStore(keep_runs=2)
+    store.streaming = True
 
     def full(run):
         store.put(RunStarted(run, f"clip.mp4 · frame {run}", "m", "cpu"))
@@ -358,3 +360,13 @@ def test_the_last_full_run_stays_while_live_runs_of_one_module_follow_it():
     full(9)  # paused: the frame in full
     assert store.runs() == [8, 9]
     assert store.latest_tensor("fc", OUTPUT).run_id == 9
+    # Still images: the gradients were turned off after the first; its gradient view
+    # does not keep showing a picture long gone.
+    store.streaming = False
+    full(10)
+    for run in range(11, 14):
+        store.put(RunStarted(run, f"photo {run}.png", "m", "cpu"))
+        store.put(act(run, "conv", float(run)))
+        store.put(RunFinished(run, "ok"))
+    assert store.runs() == [12, 13]
+    assert store.shown_run((GRAD_OUTPUT,)) is None

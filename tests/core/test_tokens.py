@@ -34,6 +34,11 @@ from inspector.core.tree import build_tree
         ((1, 64, 56, 56), (224, 224), NCHW, (56, 56), 0),  # resnet
         ((1, 512, 7, 10), (224, 320), NCHW, (7, 10), 0),
         ((1, 7, 7, 7), (224, 224), NCHW, (7, 7), 0),  # a tie stays PyTorch's convention
+        # A non-square input: 96 channels at stride 4 (whole strides), though 96 x 128 at
+        # strides 5.33 x 5.34 would agree a little better; and its channels-last twin.
+        ((1, 96, 128, 170), (512, 683), NCHW, (128, 170), 0),
+        ((1, 128, 170, 96), (512, 683), NHWC, (128, 170), 0),
+        ((1, 64, 60, 80), (480, 640), NCHW, (60, 80), 0),
     ],
 )
 def test_layouts_from_shape(shape, input_hw, kind, grid, extra):

@@ -214,3 +214,33 @@ def test_keypoints_are_drawn_in_the_boxes_shown(qtbot):
     assert color_at(20, 20) == CHOSEN_COLOR and color_at(50, 40) == CHOSEN_COLOR
     assert color_at(80, 80) == BOX_COLOR
     assert color_at(10, 80).name() == "#000000"
+
+
+@pytest.mark.slow
+def test_the_boxes_follow_the_frames_of_a_playing_video(window_with, qtbot, tmp_path):
+    # A stream submits its next frame as soon as a run is stored, before the views are told
+    # of it: the boxes of that run must still be drawn (they are the run the window shows).
+    pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
+    from video_clip import FRAMES, write_clip
+
+    slow = DETECTOR + ("\nimport time\n_build = build\n\n\ndef build():\n    model = _build()\n"
+                       "    model.register_forward_pre_hook(lambda *a: time.sleep(0.1))\n"
+                       "    return model\n")
+    window = window_with(slow, _picture(tmp_path / "street.png"))
+    _wait_run(qtbot, window)
+    window.backward_action.setChecked(False)  # a run's boxes come last, just before its end
+    drawn = []
+    set_prediction = window.images.set_prediction
+
+    def spy(frame):
+        drawn.append((frame.run_id, window.video.playing))
+        set_prediction(frame)
+
+    window.images.set_prediction = spy
+    window.images.add_paths([write_clip(tmp_path / "clip.mp4")])
+    qtbot.waitUntil(lambda: not window.video.playing and window.video.index == FRAMES - 1,
+                    timeout=TIMEOUT)
+    while_playing = {run for run, playing in drawn if playing}
+    assert len(while_playing) >= 2, (drawn, window.video.frames_run)
+    _wait_run(qtbot, window)
+    assert drawn[-1][0] == window.control.current_run  # the paused frame's boxes are drawn

@@ -272,3 +272,36 @@ def test_a_file_that_is_not_a_video_is_a_message_and_closing_mid_video_stops_dec
     window.close()  # while playing: the decoding thread stops with the window
     assert window.video.video is None
     assert not [t for t in threading.enumerate() if t.name == "video-decode"]
+
+
+def test_a_frame_waiting_for_the_model_is_dropped_when_a_step_replaces_it(make_window, qtbot,
+                                                                          clip):
+    window = make_window("build_slow")
+    player = window.video
+    window.images.add_paths([clip])
+    # Playing, a frame comes while the first run is busy: it waits for the model...
+    qtbot.waitUntil(lambda: player.frames_shown >= 2 and player._waiting, timeout=TIMEOUT)
+    player.step(1)  # ... and the user steps on: the frame stepped to runs instead
+    qtbot.waitUntil(lambda: player._awaiting is None and not player.playing, timeout=TIMEOUT)
+    _wait_shown(qtbot, window)
+    # Every frame shown was run or dropped; none is left waiting.
+    assert player.frames_run + window.control.frames_dropped == player.frames_shown
+    assert window.control.frames_dropped >= 1 and not player._waiting
+
+
+def test_without_a_model_nothing_runs_and_nothing_counts_as_dropped(qtbot, tmp_path, clip):
+    from inspector.core.session import Session
+
+    broken = tmp_path / "broken_model.py"
+    broken.write_text("def build():\n    raise RuntimeError('no model today')\n")
+    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
+    qtbot.addWidget(window)
+    window.build_views()
+    window.show()
+    window.start([], {"name": None, "factory": f"{broken}:build"}, session=Session())
+    qtbot.waitUntil(lambda: window.reporter.count > 0, timeout=TIMEOUT)
+    window.images.add_paths([clip])
+    qtbot.waitUntil(lambda: window.video.frames_shown >= 5, timeout=TIMEOUT)
+    # Frames the model could never run were not dropped by a busy model.
+    assert window.video.frames_run == 0 and window.control.frames_dropped == 0
+    assert "frames dropped: 0" in window.status.stream.text()
