@@ -27,3 +27,14 @@ def demo_samples():
         f"(rebuild them with network-inspector train-demo)"
     )
     return samples
+
+
+@pytest.fixture(scope="module")
+def demo_session():
+    """A Session with the shipped demo model loaded, shared by a test module's tests."""
+    from inspector.core.session import Session
+
+    session = Session()
+    session.load_model("demo_shapes").result()
+    yield session
+    session.close()

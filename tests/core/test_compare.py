@@ -65,21 +65,13 @@ def test_a_kept_output_modified_in_place_is_dropped_not_shown_wrong():
 # -- through the Session ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def demo():
-    s = Session()
-    s.load_model("demo_shapes").result()
-    yield s
-    s.close()
-
-
 @pytest.fixture
-def session(demo):
-    demo.forget_outputs()
-    demo.channel.drain()
-    yield demo
-    demo.forget_outputs()
-    demo.channel.drain()
+def session(demo_session):
+    demo_session.forget_outputs()
+    demo_session.channel.drain()
+    yield demo_session
+    demo_session.forget_outputs()
+    demo_session.channel.drain()
 
 
 def image(seed=0, size=128):

@@ -92,14 +92,6 @@ def session_with(model: nn.Module, size: int = 16) -> Session:
     return s
 
 
-@pytest.fixture(scope="module")
-def demo():
-    s = Session()
-    s.load_model("demo_shapes").result()
-    yield s
-    s.close()
-
-
 @pytest.fixture
 def tiny():
     s = session_with(TinyConv())
@@ -144,14 +136,14 @@ DEMO_CASES = [
 
 
 @pytest.mark.parametrize("spec, edit", DEMO_CASES, ids=[c[0] for c in DEMO_CASES])
-def test_each_edit_equals_the_same_edit_written_as_a_hook(demo, spec, edit):
-    model = demo.loaded.model
+def test_each_edit_equals_the_same_edit_written_as_a_hook(demo_session, spec, edit):
+    model = demo_session.loaded.model
     state = {k: v.clone() for k, v in model.state_dict().items()}
     x = torch.rand(1, 3, 128, 128, generator=torch.Generator().manual_seed(1))
-    edits = check_edits([parse_edit(spec)], demo.tree, demo.loaded.preprocess.crop_size)
-    plain = demo.run(x)
-    edited = demo.run(x, interventions=edits)
-    demo.channel.drain()
+    edits = check_edits([parse_edit(spec)], demo_session.tree, demo_session.loaded.preprocess.crop_size)
+    plain = demo_session.run(x)
+    edited = demo_session.run(x, interventions=edits)
+    demo_session.channel.drain()
     assert edited.status == "ok", edited.error
     module = edits[0].module
     expected = by_hand(model, x, module, edit)
@@ -162,20 +154,20 @@ def test_each_edit_equals_the_same_edit_written_as_a_hook(demo, spec, edit):
     assert all(torch.equal(after[k], v) for k, v in state.items())
 
 
-def test_occlusion_equals_filling_the_input_by_hand(demo):
+def test_occlusion_equals_filling_the_input_by_hand(demo_session):
     x = torch.rand(1, 3, 128, 128, generator=torch.Generator().manual_seed(2))
     spec = "input:occlude=10,20,70,90"
-    edits = check_edits([parse_edit(spec)], demo.tree, (128, 128))
-    edited = demo.run(x, interventions=edits)
-    demo.channel.drain()
+    edits = check_edits([parse_edit(spec)], demo_session.tree, (128, 128))
+    edited = demo_session.run(x, interventions=edits)
+    demo_session.channel.drain()
     filled = x.clone()
     filled[..., 20:90, 10:70] = 0.0
     with torch.no_grad():
-        expected = demo.loaded.model(filled)
+        expected = demo_session.loaded.model(filled)
     assert torch.allclose(edited.logits, expected, rtol=0, atol=1e-5)
-    assert not torch.allclose(edited.logits, demo.run(x).logits, atol=1e-4)
-    assert not remaining_hooks(demo.loaded.model)
-    demo.channel.drain()
+    assert not torch.allclose(edited.logits, demo_session.run(x).logits, atol=1e-4)
+    assert not remaining_hooks(demo_session.loaded.model)
+    demo_session.channel.drain()
 
 
 def test_edits_on_a_tiny_net_equal_hand_written_hooks(tiny):
@@ -233,14 +225,14 @@ def gradients(session, x, edits, modules):
 
 
 @pytest.mark.parametrize("k", [0.5, 4.0])
-def test_grad_scale_multiplies_every_gradient_upstream_exactly(demo, k):
+def test_grad_scale_multiplies_every_gradient_upstream_exactly(demo_session, k):
     x = torch.rand(1, 3, 128, 128, generator=torch.Generator().manual_seed(4))
     upstream = ["stem.conv", "stage1.0.conv", "stage2.0.bn", "stage2.1.relu"]
     downstream = ["stage3.0.conv", "head"]
     edit = parse_edit(f"stage2:grad-scale={k:g}")
     assert edit == ScaleGradient("stage2", factor=k)
-    plain = gradients(demo, x, (), upstream + downstream)
-    edited = gradients(demo, x, (edit,), upstream + downstream)
+    plain = gradients(demo_session, x, (), upstream + downstream)
+    edited = gradients(demo_session, x, (edit,), upstream + downstream)
     assert set(plain) == set(edited)
     # stem.conv's input gradient is the gradient w.r.t. the model input.
     assert ("stem.conv", GRAD_INPUT) in plain
@@ -249,14 +241,14 @@ def test_grad_scale_multiplies_every_gradient_upstream_exactly(demo, k):
         want = g * k if module in upstream else g
         assert torch.equal(edited[(module, kind)], want), (module, kind)
         assert g.abs().sum() > 0
-    assert not remaining_hooks(demo.loaded.model)
+    assert not remaining_hooks(demo_session.loaded.model)
 
 
-def test_grad_scale_leaves_the_forward_alone(demo):
+def test_grad_scale_leaves_the_forward_alone(demo_session):
     x = torch.rand(1, 3, 128, 128)
-    plain = demo.run(x)
-    edited = demo.run(x, interventions=(ScaleGradient("stage2", factor=0.5),))
-    demo.channel.drain()
+    plain = demo_session.run(x)
+    edited = demo_session.run(x, interventions=(ScaleGradient("stage2", factor=0.5),))
+    demo_session.channel.drain()
     assert torch.equal(plain.logits, edited.logits)
 
 
@@ -356,11 +348,11 @@ def test_a_failing_edit_is_a_run_error_and_leaves_no_hook(tiny):
     tiny.channel.drain()
 
 
-def test_the_session_checks_edits_against_its_model(demo):
-    (edit,) = demo.check_edits([parse_edit("stage3.1.relu:keep=95")])
+def test_the_session_checks_edits_against_its_model(demo_session):
+    (edit,) = demo_session.check_edits([parse_edit("stage3.1.relu:keep=95")])
     assert edit == KeepChannels("stage3.1.relu", channels=(95,))
     with pytest.raises(EditSpecError, match="channels \\[96\\] out of range"):
-        demo.check_edits([KeepChannels("stage3.1.relu", channels=(96,))])
+        demo_session.check_edits([KeepChannels("stage3.1.relu", channels=(96,))])
     empty = Session()
     try:
         with pytest.raises(EditSpecError, match="no model is loaded"):
@@ -369,7 +361,7 @@ def test_the_session_checks_edits_against_its_model(demo):
         empty.close()
 
 
-def test_score_cam_and_attributions_explain_the_edited_model(demo):
+def test_score_cam_and_attributions_explain_the_edited_model(demo_session):
     """Score-CAM's masked forwards and the attributions run the model after the run's own
     forward: the edits are on for them too (occlusion equals one computed by hand on the
     model with the same edit as a plain hook)."""
@@ -378,10 +370,10 @@ def test_score_cam_and_attributions_explain_the_edited_model(demo):
 
     x = torch.rand(1, 3, 128, 128)
     edit = ZeroChannels("stage3.1.conv", tuple(range(0, 96, 2)))
-    plain = demo.run(x, backward=False, attributions=("occlusion",))
-    edited = demo.run(x, backward=False, attributions=("occlusion",), interventions=(edit,))
+    plain = demo_session.run(x, backward=False, attributions=("occlusion",))
+    edited = demo_session.run(x, backward=False, attributions=("occlusion",), interventions=(edit,))
     assert plain.status == edited.status == "ok"
-    model = demo.loaded.model
+    model = demo_session.loaded.model
     module = dict(model.named_modules())["stage3.1.conv"]
     handle = module.register_forward_hook(lambda m, a, out: edit.edit_output(out, 0))
     try:
@@ -395,27 +387,27 @@ def test_score_cam_and_attributions_explain_the_edited_model(demo):
                           torch.from_numpy(expected), atol=1e-5)
 
 
-def test_a_tensor_given_as_the_image_is_left_as_it_was(demo):
+def test_a_tensor_given_as_the_image_is_left_as_it_was(demo_session):
     x = torch.rand(1, 3, 128, 128)
     before = x.clone()
-    outcome = demo.run(x, interventions=(parse_edit("input:occlude=0,0,64,64"),))
+    outcome = demo_session.run(x, interventions=(parse_edit("input:occlude=0,0,64,64"),))
     assert outcome.status == "ok"
     assert not x.requires_grad and torch.equal(x, before)
 
 
-def test_score_cam_runs_the_edited_model_too(demo):
+def test_score_cam_runs_the_edited_model_too(demo_session):
     """Score-CAM's masked forwards see the run's edits: its map equals the one of a plain
     run of the model with the same edit as a hook written by hand."""
     from inspector.core.interventions import ScaleChannels
 
     x = torch.rand(1, 3, 128, 128)
     edit = ScaleChannels("stage3.1.conv", tuple(range(48)), 0.0)
-    edited = demo.run(x, backward=False, cams=(("scorecam", None),), interventions=(edit,))
-    model = demo.loaded.model
+    edited = demo_session.run(x, backward=False, cams=(("scorecam", None),), interventions=(edit,))
+    model = demo_session.loaded.model
     module = dict(model.named_modules())["stage3.1.conv"]
     handle = module.register_forward_hook(lambda m, a, out: edit.edit_output(out, 0))
     try:
-        by_hand = demo.run(x, backward=False, cams=(("scorecam", None),))
+        by_hand = demo_session.run(x, backward=False, cams=(("scorecam", None),))
     finally:
         handle.remove()
     assert edited.status == by_hand.status == "ok"

@@ -126,7 +126,7 @@ def test_a_clip_through_qt_multimedia_runs_like_camera_frames(mm, make_window, q
     assert video_tests._frame_label(window) == "Camera (clip.mp4)"
     assert player.frames_shown >= player.frames_run
     assert f"{player.frames_run} run" in window.status.stream.text()
-    video_tests._wait_shown(qtbot, window)
+    video_tests.wait_run(qtbot, window)
     run = window.last_run
     assert run.status == "ok", window.reporter.last_message
     assert window.router.store.get(("predictions",), run.run_id) is not None
@@ -143,7 +143,7 @@ def test_a_clip_through_qt_multimedia_runs_like_camera_frames(mm, make_window, q
     player.stop()
     assert source.playbackState() == mm.QMediaPlayer.PlaybackState.StoppedState
     assert player._camera is None and stream.player is None
-    video_tests._wait_shown(qtbot, window)  # the full run of the paused frame
+    video_tests.wait_run(qtbot, window)  # the full run of the paused frame
 
 
 @pytest.mark.qt_log_ignore("Could not open media")
@@ -263,7 +263,7 @@ def test_camera_frames_take_the_video_path(make_window, qtbot):
     first = window.control.current_run
     qtbot.waitUntil(lambda: window.video.frames_run == 2, timeout=TIMEOUT)
     assert window.control.current_run > first
-    video_tests._wait_shown(qtbot, window)  # the views have the newest frame's run
+    video_tests.wait_run(qtbot, window)  # the views have the newest frame's run
     assert window.last_run.status == "ok", window.reporter.last_message
     assert window.control.frames_dropped == 4
     window.video.toggle()

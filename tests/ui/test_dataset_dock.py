@@ -14,6 +14,7 @@ from atlas_models import DEAD
 from PIL import Image
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
+from test_main_window import wait_run
 
 from inspector import cli
 from inspector.ui.atlas_file import AtlasError, read_atlas
@@ -289,14 +290,6 @@ def window(qtbot, tmp_path):
                     timeout=TIMEOUT)
     assert window.model_name, window.reporter.last_message
     return window
-
-
-def wait_run(qtbot, window):
-    qtbot.waitUntil(lambda: window.last_run is not None
-                    and window.last_run.run_id == window.control.current_run
-                    and not window.control.running, timeout=TIMEOUT)
-    assert window.last_run.status == "ok", window.reporter.last_message
-    return window.last_run
 
 
 def click_tile(qtbot, mosaic_view, channel: int) -> None:

@@ -11,6 +11,7 @@ from PIL import Image
 from PySide6.QtCore import QPointF, Qt
 from task_models import SEGMENTATION_FACTORY as SEGMENTER
 from task_models import detection_factory
+from test_main_window import wait_run
 
 from inspector.core.frames import Prediction, PredictionFrame
 from inspector.core.run import DetectionTarget
@@ -128,14 +129,6 @@ def window_with(qtbot, tmp_path):
     return make
 
 
-def _wait_run(qtbot, window):
-    qtbot.waitUntil(lambda: window.last_run is not None
-                    and window.last_run.run_id == window.control.current_run
-                    and not window.control.running, timeout=TIMEOUT)
-    assert window.last_run.status == "ok", window.reporter.last_message
-    return window.last_run
-
-
 def _picture(path, size=(120, 90)):
     rng = np.random.default_rng(0)
     small = rng.integers(0, 255, (6, 8, 3), dtype=np.uint8)
@@ -147,7 +140,7 @@ def _picture(path, size=(120, 90)):
 def test_the_window_draws_detections_and_a_clicked_box_is_the_next_target(
         window_with, qtbot, tmp_path):
     window = window_with(DETECTOR, _picture(tmp_path / "street.png"))
-    first = _wait_run(qtbot, window)
+    first = wait_run(qtbot, window, timeout=TIMEOUT)
     pane = window.images
     qtbot.waitUntil(lambda: bool(pane.canvas.detections()), timeout=TIMEOUT)
     assert pane.mode == MODEL_INPUT
@@ -167,7 +160,7 @@ def test_the_window_draws_detections_and_a_clicked_box_is_the_next_target(
     assert window.runs.target.index == expected
     assert window.runs.target.box is not None  # the object clicked, found by overlap
     qtbot.waitUntil(lambda: window.control.current_run != first.run_id, timeout=TIMEOUT)
-    _wait_run(qtbot, window)
+    wait_run(qtbot, window, timeout=TIMEOUT)
     assert window.control.last_request.target == window.runs.target
     qtbot.waitUntil(lambda: [d.key for d in pane.canvas.detections() if d.chosen] == [expected],
                     timeout=TIMEOUT)
@@ -177,7 +170,7 @@ def test_the_window_draws_detections_and_a_clicked_box_is_the_next_target(
 @pytest.mark.slow
 def test_the_window_overlays_a_segmentation_mask_with_its_legend(window_with, qtbot, tmp_path):
     window = window_with(SEGMENTER, _picture(tmp_path / "pets.png"))
-    _wait_run(qtbot, window)
+    wait_run(qtbot, window, timeout=TIMEOUT)
     pane = window.images
     qtbot.waitUntil(lambda: pane.canvas.overlay() is not None, timeout=TIMEOUT)
     overlay = pane.canvas.overlay()
@@ -227,7 +220,7 @@ def test_the_boxes_follow_the_frames_of_a_playing_video(window_with, qtbot, tmp_
                        "    model.register_forward_pre_hook(lambda *a: time.sleep(0.1))\n"
                        "    return model\n")
     window = window_with(slow, _picture(tmp_path / "street.png"))
-    _wait_run(qtbot, window)
+    wait_run(qtbot, window, timeout=TIMEOUT)
     window.backward_action.setChecked(False)  # a run's boxes come last, just before its end
     drawn = []
     set_prediction = window.images.set_prediction
@@ -242,5 +235,5 @@ def test_the_boxes_follow_the_frames_of_a_playing_video(window_with, qtbot, tmp_
                     timeout=TIMEOUT)
     while_playing = {run for run, playing in drawn if playing}
     assert len(while_playing) >= 2, (drawn, window.video.frames_run)
-    _wait_run(qtbot, window)
+    wait_run(qtbot, window, timeout=TIMEOUT)
     assert drawn[-1][0] == window.control.current_run  # the paused frame's boxes are drawn

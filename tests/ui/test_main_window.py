@@ -76,13 +76,13 @@ def make_window(qtbot, tmp_path):
     return make
 
 
-def wait_run(qtbot, window, status="ok"):
-    """Wait for the window's current run to finish; return its RunFinished."""
+def wait_run(qtbot, window, status="ok", timeout=TIMEOUT):
+    """Wait for the window's current run to reach the views; return its RunFinished."""
     qtbot.waitUntil(
         lambda: window.last_run is not None
         and window.last_run.run_id == window.control.current_run
         and not window.control.running,
-        timeout=TIMEOUT,
+        timeout=timeout,
     )
     assert window.last_run.status == status, window.reporter.last_message
     return window.last_run

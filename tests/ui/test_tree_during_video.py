@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
 
-from test_video_player import _wait_shown, make_window  # noqa: E402, F401
+from test_video_player import make_window, wait_run  # noqa: E402, F401
 from video_clip import write_clip  # noqa: E402
 
 from inspector.core.frames import OUTPUT, RunFinished  # noqa: E402
@@ -45,7 +45,7 @@ def test_the_tree_keeps_the_last_full_runs_statistics_while_a_video_plays(
     qtbot.waitUntil(lambda: player.frames_run >= 2, timeout=TIMEOUT)
     player.pause()  # the frame shown runs in full
     paused = player.index
-    _wait_shown(qtbot, window)
+    wait_run(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     full = window.last_run.run_id
     assert store.started(full).label == f"long.mp4 · frame {paused}"
@@ -83,7 +83,7 @@ def test_the_tree_keeps_the_last_full_runs_statistics_while_a_video_plays(
     assert len(means) >= 2  # the frames differ: so do their statistics
 
     player.pause()  # the frame shown runs in full: every row is current again
-    _wait_shown(qtbot, window)
+    wait_run(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     again = window.last_run.run_id
     model.flush(force=True)

@@ -17,7 +17,7 @@ from inspector.ui.settings import AppSettings
 
 av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
 
-from test_main_window import drop  # noqa: E402
+from test_main_window import drop, wait_run  # noqa: E402
 from video_clip import FRAMES, frame_pixels, write_clip  # noqa: E402
 
 TIMEOUT = 60_000
@@ -91,13 +91,6 @@ def _frame_label(window) -> str:
     return request.label if request is not None else ""
 
 
-def _wait_shown(qtbot, window) -> None:
-    """Until the views were given the window's current run (its RunFinished routed)."""
-    qtbot.waitUntil(lambda: window.last_run is not None
-                    and window.last_run.run_id == window.control.current_run
-                    and not window.control.running, timeout=TIMEOUT)
-
-
 def _shown_pixels(window) -> np.ndarray:
     return np.asarray(pil_from_qimage(window.images.shown_image()))
 
@@ -144,7 +137,7 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     assert f"frames dropped: {dropped}" in stream.text()
     assert f"{player.frames_run} run" in stream.text()
     # The views show a frame's run: the activation mosaic and the predictions are live.
-    _wait_shown(qtbot, window)
+    wait_run(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     assert window.views["activation"].current_frame().run_id == window.last_run.run_id
     # Choosing an image stops the video.
@@ -179,7 +172,7 @@ def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot
     player.step(1)  # twice before the first is shown: two frames on
     qtbot.waitUntil(lambda: shows(27), timeout=TIMEOUT)
     assert "clip.mp4 · frame 27" in window.images.caption.text()
-    _wait_shown(qtbot, window)
+    wait_run(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     # Play from there: it goes on to the end.
     player.toggle()
@@ -231,7 +224,7 @@ def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_windo
     assert full.label == f"clip.mp4 · frame {player.index}"
     assert len(full.capture.modules) > 1
     assert any(GRAD_OUTPUT in kinds for kinds in full.capture.modules.values())
-    _wait_shown(qtbot, window)
+    wait_run(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     run = window.last_run.run_id
     assert window.router.store.get(("tensor", selected, GRAD_OUTPUT, 0, ""), run) is not None
@@ -283,7 +276,7 @@ def test_a_frame_waiting_for_the_model_is_dropped_when_a_step_replaces_it(make_w
     qtbot.waitUntil(lambda: player.frames_shown >= 2 and player._waiting, timeout=TIMEOUT)
     player.step(1)  # ... and the user steps on: the frame stepped to runs instead
     qtbot.waitUntil(lambda: player._awaiting is None and not player.playing, timeout=TIMEOUT)
-    _wait_shown(qtbot, window)
+    wait_run(qtbot, window)
     # Every frame shown was run or dropped; none is left waiting.
     assert player.frames_run + window.control.frames_dropped == player.frames_shown
     assert window.control.frames_dropped >= 1 and not player._waiting
