@@ -1,11 +1,13 @@
 """The model's input step: resize, center-crop, normalise, and the way back for display.
 
 `Preprocess` gives the same tensor as torchvision's `weights.transforms()` (PIL resize and
-crop, no torchvision import) and maps results (tensors, CAMs) back onto the picture.
+crop, no torchvision import) and maps results (tensors, CAMs) back onto the picture, and
+boxes both ways between the picture's pixels and the model input's (occlusion edits).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -139,6 +141,32 @@ class Preprocess:
         ch, cw = self.crop_size
         return _crop_start(rw, cw), _crop_start(rh, ch)
 
+    def box_to_original(self, box: Sequence[float], original_size: tuple[int, int]
+                        ) -> tuple[float, float, float, float]:
+        """Where a box (x0, y0, x1, y1) of model-input pixels lies on the original
+        (width, height) picture, in its pixel coordinates (pixel k spans k..k+1): the inverse
+        of the resize and centre crop. It may reach outside the picture where the crop was
+        padded."""
+        (sx, sy), (left, top) = self._scale(original_size), self.crop_offset(original_size)
+        x0, y0, x1, y1 = box
+        return (x0 + left) * sx, (y0 + top) * sy, (x1 + left) * sx, (y1 + top) * sy
+
+    def box_to_input(self, box: Sequence[float], original_size: tuple[int, int]
+                     ) -> tuple[tuple[int, int, int, int] | None, bool]:
+        """The model-input pixels (x0, y0, x1, y1; x1, y1 exclusive) that a box of the
+        original (width, height) picture covers after the resize and centre crop, and
+        whether the box had to be clipped to the crop (part of it is never seen by the
+        model). None, True when none of it is in the crop."""
+        (sx, sy), (left, top) = self._scale(original_size), self.crop_offset(original_size)
+        x0, y0, x1, y1 = box
+        return pixel_box((x0 / sx - left, y0 / sy - top, x1 / sx - left, y1 / sy - top),
+                         self.crop_size[1], self.crop_size[0])
+
+    def _scale(self, original_size: tuple[int, int]) -> tuple[float, float]:
+        """Original pixels per resized pixel, along x and y."""
+        rw, rh = self.resized_size(original_size)
+        return original_size[0] / rw, original_size[1] / rh
+
     def to_display(self, x: torch.Tensor) -> np.ndarray:
         """Un-normalize a (3, H, W) or (1, 3, H, W) input into an H x W x 3 uint8 image."""
         if x.dim() == 4 and x.shape[0] == 1:
@@ -199,6 +227,21 @@ def preprocess_batch(images: Sequence[Image.Image], pre: Preprocess) -> torch.Te
     if not images:
         raise ValueError("no images to preprocess")
     return torch.stack([pre(img) for img in images])
+
+
+def pixel_box(box: Sequence[float], width: int, height: int
+              ) -> tuple[tuple[int, int, int, int] | None, bool]:
+    """The whole pixels of a width x height picture that a box in continuous coordinates
+    (pixel k spans k..k+1) touches, as (x0, y0, x1, y1) with x1, y1 exclusive, and whether
+    the box reached past the picture's edges (clipped); None when it touches no pixel."""
+    eps = 1e-6  # a corner computed as 47.9999999 is on pixel 48's edge, not inside 47
+    x0, y0 = math.floor(min(box[0], box[2]) + eps), math.floor(min(box[1], box[3]) + eps)
+    x1, y1 = math.ceil(max(box[0], box[2]) - eps), math.ceil(max(box[1], box[3]) - eps)
+    clipped = x0 < 0 or y0 < 0 or x1 > width or y1 > height
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(width, x1), min(height, y1)
+    if x1 <= x0 or y1 <= y0:
+        return None, True
+    return (x0, y0, x1, y1), clipped
 
 
 def _as_list(value, name: str) -> list[int]:

@@ -1,7 +1,8 @@
 """Changes to the window's edits as QUndoCommands, on one QUndoStack (Edit ▸ Undo, Ctrl+Z;
 Redo, Ctrl+Shift+Z).
 
-Adding, deleting and switching an edit on or off are the three commands. Each keeps the
+Adding, deleting, switching an edit on or off, and clearing them all are the commands
+(Clear all is one step: one undo brings every edit back). Each keeps the
 Edit object itself (not a copy), so that an undo after a delete puts back the same row
 where it was, and a redo of a switch names the same edit. The list's `changed` signal runs
 the model again, so an undo shows the previous picture.
@@ -61,9 +62,23 @@ class SetEditEnabled(QUndoCommand):
         self.edits.set_enabled(self.edit, not self.on)
 
 
+class ClearEdits(QUndoCommand):
+    def __init__(self, edits: EditList) -> None:
+        super().__init__(f"clear all {len(edits)} edits" if len(edits) != 1
+                         else "clear 1 edit")
+        self.edits = edits
+        self.taken: list[tuple[int, Edit]] = []
+
+    def redo(self) -> None:
+        self.taken = self.edits.clear()
+
+    def undo(self) -> None:
+        self.edits.restore(self.taken)
+
+
 class EditHistory(QUndoStack):
-    """The undo stack of the window's edits, with the three changes as methods: the dock,
-    the context menus and the image pane call these, never EditList's own."""
+    """The undo stack of the window's edits, with the changes as methods: the dock, the
+    context menus and the image pane call these, never EditList's own."""
 
     def __init__(self, edits: EditList, parent=None) -> None:
         super().__init__(parent)
@@ -81,12 +96,22 @@ class EditHistory(QUndoStack):
         if edit.enabled != on:
             self.push(SetEditEnabled(self.edits, edit, on))
 
-    def forget(self, edits: list[Edit]) -> None:
-        """Take these edits out for good (their modules are gone with the model): the
-        commands on the stack named them, so the history goes too."""
-        for edit in edits:
+    def clear_all(self) -> None:
+        """Take every edit out, as one step of the undo stack (nothing to do without any)."""
+        if len(self.edits):
+            self.push(ClearEdits(self.edits))
+
+    def carry_over(self, dropped: list[Edit], rewritten: list[tuple[Edit, Intervention]]
+                   ) -> None:
+        """Another model: take the `dropped` edits out for good and give the `rewritten`
+        ones their new intervention. The commands on the stack named the edits as they
+        were for the old model, so the history goes too when anything changed."""
+        for edit in dropped:
             self.edits.remove(edit)
-        self.clear()
+        for edit, intervention in rewritten:
+            self.edits.set_intervention(edit, intervention)
+        if dropped or rewritten:
+            self.clear()
 
     def undo_redo_actions(self, parent) -> tuple[QAction, QAction]:
         """Edit ▸ Undo and Redo, their text following the stack ("Undo add “…”")."""

@@ -52,6 +52,7 @@ class EditList(QObject):
     added = Signal(object, int)
     removed = Signal(object, int)
     switched = Signal(object, bool)
+    replaced = Signal(object)  # an edit's intervention was rewritten for another model
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -119,11 +120,29 @@ class EditList(QObject):
         self.switched.emit(edit, on)
         self.changed.emit()
 
-    def clear(self) -> None:
-        """Forget every edit (a new model: module names and channels were the old one's)."""
-        if not self._edits:
-            return
+    def set_intervention(self, edit: Edit, intervention: Intervention) -> None:
+        """What `edit` does, rewritten (another model: its occlusion box moved)."""
+        self.row_of(edit)
+        edit.intervention = intervention
+        self.replaced.emit(edit)
+        self.changed.emit()
+
+    def clear(self) -> list[tuple[int, Edit]]:
+        """Take every edit out, with one `changed`; returns (row, edit) pairs, for `restore`."""
+        taken = list(enumerate(self._edits))
+        if not taken:
+            return taken
         for row in range(len(self._edits) - 1, -1, -1):
             edit = self._edits.pop(row)
             self.removed.emit(edit, row)
         self.changed.emit()
+        return taken
+
+    def restore(self, rows: list[tuple[int, Edit]]) -> None:
+        """Put back what `clear` took, in its rows, with one `changed` (one rerun)."""
+        for row, edit in sorted(rows, key=lambda pair: pair[0]):
+            row = max(0, min(row, len(self._edits)))
+            self._edits.insert(row, edit)
+            self.added.emit(edit, row)
+        if rows:
+            self.changed.emit()

@@ -13,10 +13,12 @@ scaled by their type's range (a dark 12-bit image stays dark, and a 16-bit file 
 input as its 8-bit twin); on, each image's own min..max fills the range. The window puts the
 choice into every run it submits (RunRequest.stretch), and the large view follows it.
 
-"Occlude" (or Shift+drag) lets the user drag a rectangle on the model input: the pane says
-which pixels of the model input it covers (`occludeRequested`), and the window makes it an
-edit of the next runs. Boxes are drawn on the model input only: that is where their pixels
-are, whatever the resize and crop did to the original.
+"Occlude" (or Shift+drag) lets the user drag a rectangle on the model input or on the
+original: the pane says which pixels of the model input it covers (`occludeRequested`), and
+the window makes it an edit of the next runs. On the original, the rectangle is mapped
+through the loaded model's resize and centre crop (`set_preprocess`, core.preprocess); a
+part outside the crop, which the model never sees, is left out and `boxNote` says so. The
+occluded boxes are outlined on both views, mapped back onto the original the same way.
 
 Detection and segmentation models (core.tasks) draw their results on the model input too
 (`set_prediction`, from each run's PredictionFrame; task_overlay.TaskOverlay): the boxes
@@ -57,6 +59,7 @@ class ImagePane(QWidget):
     stretchChanged = Signal(bool)  # "Stretch levels" was toggled: run again with it
     occludeRequested = Signal(tuple)  # (x0, y0, x1, y1) of the model input, x1/y1 exclusive
     detectionChosen = Signal(object)  # core.run.DetectionTarget: a box was clicked
+    boxNote = Signal(str)  # what became of a rectangle drawn on the original (clipped, missed)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,6 +67,8 @@ class ImagePane(QWidget):
         self._model_input: QImage | None = None
         self.mode = ORIGINAL
         self._occlusions: list[tuple[int, int, int, int]] = []  # boxes the next runs occlude
+        self._preprocess = None  # the loaded model's core Preprocess: original <-> model input
+        self._picture_size: tuple[int, int] | None = None  # the original's own (w, h)
 
         self.canvas = ImageCanvas("Drop images or folders anywhere on the window,\n"
                                   "or press Ctrl+O to open, Ctrl+V to paste")
@@ -72,8 +77,9 @@ class ImagePane(QWidget):
         self.occlude_action.setIconText("Occlude")  # the button's text: the pane is narrow
         self.occlude_action.setCheckable(True)
         self.occlude_action.setToolTip(
-            "Drag a rectangle on the model input to occlude it in the next runs "
-            "(Shift+drag does it without this button)")
+            "Drag a rectangle on the picture to occlude it in the next runs: on the Model "
+            "input view, or on the Original, where the part outside the model's centre crop "
+            "is left out (Shift+drag does it without this button)")
         self.occlude_action.toggled.connect(self._occlude_toggled)
         self.occlude_button = QToolButton()
         self.occlude_button.setDefaultAction(self.occlude_action)
@@ -149,18 +155,65 @@ class ImagePane(QWidget):
 
     def _occlude_toggled(self, on: bool) -> None:
         self.canvas.set_box_mode(on)
-        if on:
-            self.set_mode(MODEL_INPUT)  # boxes are in model-input pixels
 
     def set_occlusions(self, boxes) -> None:
         """The boxes of the model input that the next runs occlude: outlined on it (the
-        model input shown is the one before the edits)."""
+        model input shown is the one before the edits) and on the original."""
         self._occlusions = [tuple(b) for b in boxes]
         self._refresh()
 
+    def set_preprocess(self, preprocess) -> None:
+        """The loaded model's core.preprocess.Preprocess (None: none loaded): how the
+        original's pixels become the model input's, for rectangles drawn on the original."""
+        self._preprocess = preprocess
+        self._refresh()
+
+    def picture_size(self) -> tuple[int, int] | None:
+        """(width, height) of the picture shown as the original, as the model's
+        preprocessing gets it (the view may show it smaller); None without one."""
+        return self._picture_size
+
+    def _original_scale(self) -> tuple[float, float] | None:
+        """Picture pixels per pixel of the original as shown, when a box drawn there can be
+        mapped into the model input."""
+        if self._original is None or self._preprocess is None or self._picture_size is None:
+            return None
+        w, h = self._picture_size
+        return w / self._original.width(), h / self._original.height()
+
     def _box_drawn(self, box: tuple) -> None:
-        if self.mode == MODEL_INPUT and self._model_input is not None:
-            self.occludeRequested.emit(box)
+        if self.mode == MODEL_INPUT:
+            if self._model_input is not None:
+                self.occludeRequested.emit(box)
+            return
+        scale = self._original_scale()
+        if scale is None:
+            return
+        fx, fy = scale
+        x0, y0, x1, y1 = box
+        pixels, clipped = self._preprocess.box_to_input(
+            (x0 * fx, y0 * fy, x1 * fx, y1 * fy), self._picture_size)
+        if pixels is None:
+            self.boxNote.emit("Nothing occluded: the rectangle is outside the part of the "
+                              "picture the model sees (its centre crop, shown by Model input)")
+            return
+        self.occludeRequested.emit(pixels)
+        if clipped:
+            x0, y0, x1, y1 = pixels
+            self.boxNote.emit(f"Clipped to the model's centre crop: occluded input pixels "
+                              f"x {x0}..{x1}, y {y0}..{y1} (the rest of the rectangle is "
+                              f"never seen by the model)")
+
+    def _occlusions_on_original(self) -> list[tuple[float, float, float, float]]:
+        scale = self._original_scale()
+        if scale is None:
+            return []
+        fx, fy = scale
+        out = []
+        for box in self._occlusions:
+            x0, y0, x1, y1 = self._preprocess.box_to_original(box, self._picture_size)
+            out.append((x0 / fx, y0 / fy, x1 / fx, y1 / fy))
+        return out
 
     def _stretch_toggled(self, on: bool) -> None:
         self._show_original(self.current())
@@ -227,13 +280,14 @@ class ImagePane(QWidget):
     def _show_original(self, entry: ImageEntry | None) -> None:
         if entry is not None and entry.video is not None:
             return  # a video: the frame the player shows stays
-        self._original = None
+        self._original = self._picture_size = None
         if entry is not None:
             try:
                 if entry.image is not None:
                     image = entry.image.copy()
                 else:
                     image = load_image(entry.path, stretch=self.stretch)
+                self._picture_size = image.size
                 image.thumbnail((ORIGINAL_MAX, ORIGINAL_MAX))
                 self._original = qimage_from_pil(image)
             except ImageLoadError as e:  # the file changed on disk since it was listed
@@ -248,6 +302,7 @@ class ImagePane(QWidget):
     # -- video frames and the camera ---------------------------------------------------------
     def show_frame(self, image, caption: str, tip: str = "") -> None:
         """A video's or the camera's frame (a PIL image) as the original picture."""
+        self._picture_size = image.size
         if max(image.size) > ORIGINAL_MAX:
             image = image.copy()
             image.thumbnail((ORIGINAL_MAX, ORIGINAL_MAX))
@@ -256,6 +311,7 @@ class ImagePane(QWidget):
         self.caption.setToolTip(tip or caption)
         if self.mode == ORIGINAL:
             self.canvas.set_image(self._original)
+            self._update_boxes()
 
     def add_below_canvas(self, widget: QWidget) -> None:
         """A bar under the picture (the video player's controls)."""
@@ -290,8 +346,6 @@ class ImagePane(QWidget):
 
     def set_mode(self, mode: str) -> None:
         self.mode = mode
-        if mode == ORIGINAL:
-            self.occlude_action.setChecked(False)  # boxes are drawn on the model input only
         button = self.original_button if mode == ORIGINAL else self.input_button
         if not button.isChecked():
             button.setChecked(True)
@@ -300,12 +354,20 @@ class ImagePane(QWidget):
     def toggle_mode(self) -> None:
         self.set_mode(MODEL_INPUT if self.mode == ORIGINAL else ORIGINAL)
 
+    def _update_boxes(self) -> None:
+        """Where boxes can be drawn, and the occluded ones outlined, in the view shown."""
+        if self.mode == MODEL_INPUT:
+            self.canvas.boxes_allowed = self._model_input is not None
+            self.canvas.set_marks(self._occlusions)
+        else:
+            self.canvas.boxes_allowed = self._original_scale() is not None
+            self.canvas.set_marks(self._occlusions_on_original())
+
     def shown_image(self) -> QImage | None:
         return self.canvas.image()
 
     def _refresh(self) -> None:
-        self.canvas.boxes_allowed = self.mode == MODEL_INPUT and self._model_input is not None
-        self.canvas.set_marks(self._occlusions if self.mode == MODEL_INPUT else [])
+        self._update_boxes()
         self.overlay.draw(self.mode == MODEL_INPUT)
         if self.mode == MODEL_INPUT:
             self.canvas.hint = "The model's input appears here after a run"

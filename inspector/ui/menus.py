@@ -16,7 +16,7 @@ SHORTCUTS_HTML = """<table cellpadding=3>
 <tr><td><b>Ctrl+Shift+O</b></td><td>Open a model</td></tr>
 <tr><td><b>Ctrl+V</b></td><td>Paste an image</td></tr>
 <tr><td><b>Ctrl+Z / Ctrl+Shift+Z</b></td><td>Undo / redo an edit</td></tr>
-<tr><td><b>Shift+drag</b></td><td>Occlude a region of the model input</td></tr>
+<tr><td><b>Shift+drag</b></td><td>Occlude a region (on the original or the model input)</td></tr>
 <tr><td><b>← / →</b></td><td>Previous / next image</td></tr>
 <tr><td><b>Ctrl+I</b></td><td>Original image / model input</td></tr>
 <tr><td><b>F5</b></td><td>Run again</td></tr>
@@ -82,6 +82,7 @@ def build_menus(window, backward: bool) -> Menus:
     undo, redo = window.history.undo_redo_actions(window)
     edit.addAction(undo)
     edit.addAction(redo)
+    edit.addAction(window.window_edits.clear_action)
     edit.addSeparator()
     edit.addAction(window.images.occlude_action)
     edit.addSeparator()

@@ -3,10 +3,14 @@ Undo), the Edits dock under the tree, where they are made (edit_actions.EditActi
 tree's and the mosaic's context menus, a box on the image), and what follows a change: the
 tree's badges, the occluded boxes on the image, and a rerun.
 
-A model load drops the edits of modules the new model lacks (`keep_for`, without a rerun
-of its own: the load reruns), and adds the --edit specs the app was started with
+A model load checks every edit against the new model (`keep_for`, core.edit_carry, without
+a rerun of its own: the load reruns): an occlusion box moves to the same part of the picture
+in the new model input, an edit the new model cannot take (no such module, a channel it
+lacks) is dropped; the status bar and a note in the Edits dock say which edits were kept,
+changed or dropped, and why. It also adds the --edit specs the app was started with
 (`add_startup`). Installed by one call from the main window (`install`); it sets the
-window's `edits`, `history` and `edit_actions` and its "edits" dock.
+window's `edits`, `history` and `edit_actions`, its "edits" dock and Edit ▸ Clear all edits
+(`clear_action`).
 """
 
 from __future__ import annotations
@@ -30,15 +34,20 @@ class WindowEdits(QObject):
         self.actions = window.edit_actions = EditActions(
             self.history, window.reporter, window.control, window.runs, window)
         dock = make_edits_dock(window, self.history)
+        self.view = dock.widget()
+        self.clear_action = self.view.clear_action  # also in the Edit menu
         window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
         window.splitDockWidget(window.docks["tree"], dock, Qt.Orientation.Vertical)
         window.docks["edits"] = dock
         self.size_dock()
         window.tree.menu_extensions.append(self.actions.add_module_actions)
         window.images.occludeRequested.connect(self.actions.add_occlusion)
+        window.images.boxNote.connect(lambda text: window.reporter.info(text, 12000))
         self.edits.changed.connect(self._changed)
         self.edits.added.connect(lambda edit, _row: window.tree.reveal(edit.module))
         self._quiet = False  # True while a model load drops edits (it reruns itself)
+        self._preprocess = None  # the loaded model's: what the occlusion boxes were made for
+        self._model = ""  # its name
 
     def size_dock(self) -> None:
         # A few rows under the tree; the tree keeps most of the height.
@@ -58,18 +67,42 @@ class WindowEdits(QObject):
             window.runs.rerun()
 
     def keep_for(self, tree) -> str:
-        """A new model: edits of modules it does not have are dropped (the model runs
-        after this anyway); returns a note saying so, or ""."""
-        gone = [e for e in self.edits if e.module not in tree.modules]
-        if not gone:
+        """A new model (`tree`, the window's `model_name`): each edit is checked against it
+        (core.edit_carry): occlusion boxes follow the picture into its input, edits it
+        cannot take are dropped. Returns a sentence saying what became of the edits (also
+        shown in the Edits dock), or "" when nothing is worth saying (no edits, or the same
+        model again with every edit as it was)."""
+        window = self.window
+        loaded, session = window.control.loaded, window.control.session
+        if loaded is None or getattr(session, "tree", None) is not tree:
+            return ""  # a newer model is loaded already: its own ModelLoaded follows
+        from inspector.core.edit_carry import carry_edits, describe, summary
+
+        old, self._preprocess = self._preprocess, loaded.preprocess
+        model = window.model_name or loaded.name
+        switched = model != self._model
+        self._model = model
+        window.images.set_preprocess(loaded.preprocess)
+        edits = list(self.edits)
+        if not edits:
             return ""
+        carried = carry_edits([e.intervention for e in edits], tree, loaded.preprocess, old,
+                              window.images.picture_size(), model)
+        dropped = [e for e, c in zip(edits, carried, strict=True) if c.dropped]
+        rewritten = [(e, c.after) for e, c in zip(edits, carried, strict=True)
+                     if not c.dropped and c.after != e.intervention]
         self._quiet = True
         try:
-            self.history.forget(gone)
+            self.history.carry_over(dropped, rewritten)
         finally:
             self._quiet = False
-        names = ", ".join(sorted({e.module for e in gone}))
-        return f"Dropped {len(gone)} edit(s): this model has no module {names}."
+        if not (switched or any(c.dropped or c.changed for c in carried)):
+            self.view.set_note("")
+            return ""
+        # The dock keeps it, one edit a line, until dismissed; the status bar's fades.
+        self.view.set_note("\n".join([f"Edits after switching to {model}:",
+                                       *(f"\u2022 {describe(c)}" for c in carried)]))
+        return summary(carried, model)
 
     def add_startup(self, specs) -> None:
         """The --edit specs, checked against the model just loaded and added to the Edits

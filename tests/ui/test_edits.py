@@ -290,8 +290,12 @@ def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
     qtbot.waitUntil(lambda: "features.3" not in window.tree.model.tree.modules, timeout=TIMEOUT)
     wait_run(qtbot, window)
     assert [e.module for e in window.edits] == ["features.1"]
-    assert "Dropped 3 edit(s): this model has no module features.2, features.3." in \
-        window.reporter.label.text()
+    said = window.reporter.label.text()  # and the Edits dock's note, until dismissed
+    assert "dropped 'features.3:noise=0.2,7'" in window.docks["edits"].widget().note.text()
+    assert ("Edits after switching to build_picky_model: dropped 'features.2:clamp=0,0.5' "
+            "(build_picky_model has no module 'features.2')") in said
+    assert "dropped 'features.3:noise=0.2,7'" in said
+    assert said.endswith("kept 'features.1:grad-scale=0.25'.")
     assert not window.history.canUndo()
     assert submitted[-1].interventions == (ScaleGradient("features.1", 0.25),)
     assert badge(window, "features.1").startswith(EDIT_GLYPH)
