@@ -3,7 +3,10 @@
 A view's PNG is what is on screen, without its controls: an activation or gradient view's
 header (module, statistics, "edited") above its mosaic or zoomed channel with the colour
 bar; the CAM view's header (method, layer, class label) above the overlay and its colour
-bar; the predictions as they are drawn.
+bar; the predictions as they are drawn, every row of the table. A view on a tab behind
+another is drawn at the size its tab would have in front (it was squashed to a stale size
+there), and no picture is smaller than MIN_PNG_SIZE: the view is resized for the picture and
+given its size back before the window next paints.
 
 The window's frames hold previews, not whole tensors, so the NPZ comes from a run of its
 own: the current run's request again, capturing the whole output (and, with gradients on,
@@ -14,18 +17,27 @@ file has the layout `network-inspector analyse` writes (core.run_arrays).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QPoint, Signal
+from PySide6.QtCore import QObject, QPoint, QSize, Signal
 from PySide6.QtGui import QAction, QImage, QPainter
-from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QMainWindow,
+    QMenu,
+    QTableView,
+    QWidget,
+)
 
 from inspector.core.frames import GRAD_OUTPUT, INPUT, OUTPUT, ActivationFrame, ErrorFrame
 
 # Dock keys of the views a PNG can be saved of, in menu order.
 SAVABLE_VIEWS = ("activation", "gradient", "cam", "predictions", "input_stats", "divergence")
 EXPORT_CHANNEL_CAPACITY = 1 << 20  # frames of the export run: none may be dropped
+MIN_PNG_SIZE = QSize(320, 240)  # a view's picture is never smaller (device-independent pixels)
 
 
 class NothingToSave(Exception):
@@ -50,9 +62,77 @@ def view_parts(view: QWidget) -> list[QWidget]:
     return [view]
 
 
+def check_savable(view: QWidget) -> None:
+    """NothingToSave, saying why, when the view has no picture to save."""
+    view_parts(view)
+    if not view.isVisible():  # a closed pane does not paint what arrives (views/base.py)
+        dock = view.parentWidget()
+        if isinstance(dock, QDockWidget):
+            name = dock.windowTitle()
+            raise NothingToSave(f"The {name} pane is closed: open it with View \u25b8 {name} "
+                                "first.")
+        raise NothingToSave("This view is not shown: show it first.")
+
+
+def on_screen(widget: QWidget) -> bool:
+    """Shown and not on a tab behind another (Qt keeps such a dock "visible", off the window
+    at a stale size)."""
+    return widget.isVisible() and not widget.visibleRegion().isEmpty()
+
+
+def shown_size(view: QWidget) -> QSize:
+    """The view's size on screen; on a tab behind another, the size of the tab in front
+    (what the view gets when its tab is brought forward)."""
+    dock = view.parentWidget()
+    if on_screen(view) or not isinstance(dock, QDockWidget):
+        return view.size()
+    window = dock.parentWidget()
+    tabs = window.tabifiedDockWidgets(dock) if isinstance(window, QMainWindow) else []
+    front = next((d.widget() for d in tabs if d.widget() is not None and on_screen(d.widget())),
+                 None)
+    return front.size() if front is not None else view.size()
+
+
+def hidden_rows_height(view: QWidget) -> int:
+    """How much taller a view's tables must be to show every row (the predictions' last row
+    was cut in half at the default layout)."""
+    tables = [t for t in view.findChildren(QTableView) if t.isVisible()]
+    return max((t.verticalHeader().length() - t.viewport().height() for t in tables), default=0)
+
+
+@contextmanager
+def drawn_at(view: QWidget, size: QSize) -> Iterator[None]:
+    """The view resized to `size` with its tables scrolled to the top, then put back as it
+    was. Qt lays out a shown widget at once on a resize: no event loop runs in between, so
+    the window never paints it at that size."""
+    geometry = view.geometry()
+    tables = [(t, t.verticalScrollBar().value()) for t in view.findChildren(QTableView)]
+    view.resize(size)
+    for table, _ in tables:
+        table.verticalScrollBar().setValue(0)
+    try:
+        yield
+    finally:
+        view.setGeometry(geometry)
+        for table, value in tables:
+            table.verticalScrollBar().setValue(value)
+
+
+def picture_size(view: QWidget) -> QSize:
+    """The size a view is drawn at for its picture: as shown (or as its tab would be in
+    front), at least MIN_PNG_SIZE."""
+    return shown_size(view).expandedTo(MIN_PNG_SIZE)
+
+
 def grab_view(view: QWidget) -> QImage:
     """A view's parts (view_parts) stacked into one image, at the screen's pixel density."""
-    pixmaps = [w.grab() for w in view_parts(view) if w.isVisible()]
+    check_savable(view)
+    size = picture_size(view)
+    with drawn_at(view, size):
+        extra = hidden_rows_height(view)
+        if extra > 0:
+            view.resize(size.width(), size.height() + extra)
+        pixmaps = [w.grab() for w in view_parts(view) if w.isVisible()]
     pixmaps = [p for p in pixmaps if not p.isNull()]
     if not pixmaps:
         raise NothingToSave("This view is not on screen: show its pane first.")
@@ -208,7 +288,7 @@ class SaveActions(QObject):
     def save_png(self, key: str, path: str | None = None) -> Path | None:
         view = self.window.views[key]
         try:
-            view_parts(view)  # before the dialog: with nothing to save, no dialog
+            check_savable(view)  # before the dialog: with nothing to save, no dialog
         except NothingToSave as e:
             self.window.reporter.report(str(e))
             return None

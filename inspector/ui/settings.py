@@ -24,8 +24,10 @@ from PySide6.QtWidgets import QMainWindow
 ORGANIZATION = "network-inspector"
 APPLICATION = "network-inspector"
 # Bump when the set of docks changes: Qt would otherwise restore a layout that lacks the
-# new docks, or refuse the old one silently.
-LAYOUT_VERSION = 3  # 2: the Edits and Divergence docks; 3: Dataset
+# new docks, or refuse the old one silently. Also to drop layouts a bug had spoiled.
+# 2: the Edits and Divergence docks; 3: Dataset; 4: layouts saved after choosing Occlusion had
+# widened the right-hand docks and squeezed the module tree.
+LAYOUT_VERSION = 4
 MAX_RECENT = 10
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})

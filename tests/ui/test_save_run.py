@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from view_frames import predictions, shown
 
 from inspector.core.frames import GRAD_OUTPUT, OUTPUT
-from inspector.ui.save_view import install_save_actions
+from inspector.ui.save_view import MIN_PNG_SIZE, install_save_actions, save_view_png
+from inspector.ui.views import PredictionsView
+from inspector.ui.views.predictions_view import BAR_COLOR
 
 
 def test_the_file_menu_saves_each_view_as_png_and_says_what_it_could_not(
@@ -31,7 +34,8 @@ def test_the_file_menu_saves_each_view_as_png_and_says_what_it_could_not(
     saved = actions.save_png("predictions", str(tmp_path / "predictions.png"))
     view = window.views["predictions"]
     ratio = view.devicePixelRatioF()
-    assert QImage(str(saved)).size().width() == round(view.width() * ratio)
+    width = max(view.width(), MIN_PNG_SIZE.width())
+    assert QImage(str(saved)).size().width() == round(width * ratio)
     # The CAM: its header (method, layer, class label) above the overlay and its colour bar.
     cam = window.views["cam"]
     qtbot.waitUntil(lambda: cam.drawn[0] is not None, timeout=TIMEOUT)
@@ -86,3 +90,79 @@ def test_save_run_as_npz_writes_what_analyse_writes_for_the_demo_model(
             assert got[key].shape == expected[key].shape, key
             np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-6,
                                        err_msg=key)
+
+
+# -- views on a tab behind another, and tables taller than their pane ---------------------------
+
+
+def _array(image: QImage) -> np.ndarray:
+    """(H, W, 3) uint8 RGB of a QImage."""
+    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
+    line = rgb.bytesPerLine()
+    data = np.frombuffer(rgb.constBits(), np.uint8, line * rgb.height())
+    return data.reshape(rgb.height(), line)[:, : rgb.width() * 3].reshape(
+        rgb.height(), rgb.width(), 3).copy()
+
+
+def test_a_view_on_a_tab_behind_another_is_saved_as_it_looks_in_front(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    """With Divergence in front, Gradients was saved as 405x97: its stale tab size, the
+    header and a squashed sliver of the mosaic."""
+    window = make_window(images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    actions = install_save_actions(window)
+    tabs = ("activation", "gradient", "input_stats", "divergence")
+    for front in ("divergence", "activation"):
+        window.docks[front].raise_()
+        qtbot.waitUntil(lambda f=front: not window.views[f].visibleRegion().isEmpty())
+        for key in (k for k in tabs if k != front):
+            view = window.views[key]
+            assert view.visibleRegion().isEmpty(), f"{key} is behind {front}"
+            size = view.size()
+            hidden = QImage(str(actions.save_png(key, str(tmp_path / f"{key}-hidden.png"))))
+            assert view.size() == size  # the view got its own size back
+            window.docks[key].raise_()
+            qtbot.waitUntil(lambda v=view: not v.visibleRegion().isEmpty())
+            shown = QImage(str(actions.save_png(key, str(tmp_path / f"{key}-front.png"))))
+            ratio = view.devicePixelRatioF()
+            assert hidden.size() == shown.size(), key
+            assert hidden.width() >= MIN_PNG_SIZE.width() * ratio
+            assert hidden.height() >= 200 * ratio, key  # was 97 for Gradients
+            pixels = _array(hidden)
+            colours = np.unique(pixels.reshape(-1, 3), axis=0)
+            assert len(colours) > 20, key  # the mosaic or the plot, not an empty pane
+            # What the hidden view's picture shows is what its tab shows in front.
+            same = (pixels == _array(shown)).all(axis=2).mean()
+            assert same > 0.98, (key, same)
+            window.docks[front].raise_()
+            qtbot.waitUntil(lambda f=front: not window.views[f].visibleRegion().isEmpty())
+    # A closed pane paints nothing that arrives: a sentence says how to open it, no dialog.
+    window.docks["gradient"].close()
+    asked = []
+    actions.ask = lambda *args: asked.append(args) or str(tmp_path / "closed.png")
+    assert actions.save_png("gradient") is None and not asked
+    assert "closed" in window.reporter.last_message and "View" in window.reporter.last_message
+
+
+def test_the_saved_predictions_hold_every_row_of_the_table(qtbot, tmp_path):
+    """At the default layout the pane showed 4 and a half of the 5 rows, and so did its PNG."""
+    view = shown(qtbot, PredictionsView())
+    view.store.put(predictions(1, target=280))
+    view.resize(326, 190)
+    table = view.table
+    qtbot.waitUntil(lambda: table.viewport().height() < table.verticalHeader().length())
+    table.verticalScrollBar().setValue(1)  # scrolled a little: the picture still starts at row 1
+    size, scrolled = view.size(), table.verticalScrollBar().value()
+    image = QImage(str(save_view_png(view, tmp_path / "predictions.png")))
+    assert view.size() == size and table.verticalScrollBar().value() == scrolled
+    ratio = view.devicePixelRatioF()
+    assert image.height() >= round((view.header.height() + table.horizontalHeader().height()
+                                    + table.verticalHeader().length()) * ratio)
+    # Each row's probability bar, whole: as many bands of the bar's colour, all as tall.
+    bar = np.array(BAR_COLOR.getRgb()[:3], np.uint8)
+    rows = (_array(image) == bar).all(axis=2).any(axis=1)
+    edges = np.flatnonzero(np.diff(np.r_[0, rows.astype(np.int8), 0]))
+    heights = edges[1::2] - edges[::2]
+    assert len(heights) == table.rowCount() == 5
+    assert len(set(heights.tolist())) == 1 and heights[0] >= 10, heights

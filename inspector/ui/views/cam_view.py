@@ -42,6 +42,9 @@ DEFAULT_ALPHA = 0.5
 # difference. Its entries are named per comparison ("after", "before", "after - before").
 CURRENT, REFERENCE, DIFFERENCE = "current", "reference", "difference"
 EMPTY_TEXT = "Drop an image on the window to see where the model looked (class activation map)."
+METHOD_CHARS, LAYER_CHARS = 10, 12  # the lists' widths, in characters
+ALPHA_SLIDER_WIDTH = 80  # pixels
+ALPHA_TIP = "Opacity of the map over the image: 0% shows the image alone, 100% the map alone"
 FAILED_TEXT = "The last run failed before the class activation map was computed: the status " \
               "bar says why."
 
@@ -98,17 +101,26 @@ class CamView(FrameView):
             "Occlusion from forwards of copies with a patch covered)"
         )
         self.method_combo.currentIndexChanged.connect(self._method_chosen)
+        # Both lists may show less than their longest entry (the popup shows it whole): the
+        # controls' row must fit the narrowest right-hand column of the default layout.
+        self.method_combo.setMinimumContentsLength(METHOD_CHARS)
+        self.method_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.layer_combo = QComboBox()
-        self.layer_combo.setMinimumContentsLength(16)
+        self.layer_combo.setMinimumContentsLength(LAYER_CHARS)
         self.layer_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.layer_combo.setToolTip("The layer whose activations the map is built from")
         self.layer_combo.currentIndexChanged.connect(self._layer_chosen)
         self.alpha_slider = QSlider(Qt.Orientation.Horizontal)
         self.alpha_slider.setRange(0, 100)
         self.alpha_slider.setValue(round(DEFAULT_ALPHA * 100))
+        # Squashed to its handle, a slider reads as an unchecked box: never narrower than this.
+        self.alpha_slider.setMinimumWidth(ALPHA_SLIDER_WIDTH)
         self.alpha_slider.setMaximumWidth(160)
-        self.alpha_slider.setToolTip("Opacity of the map over the image")
+        self.alpha_slider.setToolTip(ALPHA_TIP)
         self.alpha_label = QLabel()
+        self.alpha_label.setToolTip(ALPHA_TIP)
+        # As wide as "100%" from the start: a wider text must not widen the row while dragging.
+        self.alpha_label.setMinimumWidth(self.alpha_label.fontMetrics().horizontalAdvance("100%"))
         self.alpha_slider.valueChanged.connect(self._alpha_changed)
         self.compare_combo = QComboBox()
         for mode in (CURRENT, REFERENCE, DIFFERENCE):
@@ -126,12 +138,13 @@ class CamView(FrameView):
         self.occlusion.changed.connect(self.optionsChanged)
         self.at_label = QLabel("at")
         controls = QHBoxLayout()
-        controls.addWidget(self.method_combo)
+        controls.addWidget(self.method_combo, 1)
         controls.addWidget(self.at_label)
         controls.addWidget(self.layer_combo, 1)
-        controls.addWidget(self.occlusion, 1)
-        controls.addWidget(QLabel("overlay"))
-        controls.addWidget(self.alpha_slider)
+        opacity = QLabel("opacity")
+        opacity.setToolTip(ALPHA_TIP)
+        controls.addWidget(opacity)
+        controls.addWidget(self.alpha_slider, 1)
         controls.addWidget(self.alpha_label)
 
         self.header = QLabel()
@@ -157,6 +170,9 @@ class CamView(FrameView):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(controls)
+        # A row of its own while Occlusion is chosen: in the controls' row its spin boxes
+        # widened the pane, and with it the right-hand docks, squeezing the module tree.
+        layout.addWidget(self.occlusion)
         # The compare selector beside the header that names what it shows: the controls'
         # row is as wide as the narrowest dock already.
         header_row = QHBoxLayout()
@@ -204,7 +220,7 @@ class CamView(FrameView):
 
     def _enable_layers(self) -> None:
         """An attribution is at the model input: no layer to choose. Occlusion shows its
-        patch and stride in the layer list's place."""
+        patch and stride, in a row of their own."""
         self.layer_combo.setEnabled(self.method not in ATTRIBUTION_METHODS)
         occlusion = self.method == "occlusion"
         self.occlusion.setVisible(occlusion)

@@ -1,8 +1,9 @@
 """The settings of occlusion sensitivity in the CAM pane: the patch's side and the stride
 between two patch positions, in model-input pixels (core.methods.AttributionOptions).
 
-Shown in place of the layer list while Occlusion is the chosen method (an attribution has
-no layer); a change reruns the image, like choosing another layer.
+Shown in a row below the method list while Occlusion is the chosen method (an attribution
+has no layer: the layer list is hidden); a change reruns the image, like choosing another
+layer. A row of its own, so that showing it never widens the pane.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class OcclusionControls(QWidget):
         layout.addWidget(self.patch)
         layout.addWidget(QLabel("stride"))
         layout.addWidget(self.stride)
+        layout.addStretch(1)
 
     def _spin(self, minimum: int, value: int, tip: str) -> QSpinBox:
         spin = QSpinBox()

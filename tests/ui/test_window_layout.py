@@ -1,0 +1,126 @@
+"""The default layout at the window's default size: controls that appear fit the space their
+pane has (the docks around it keep their widths), and no control is squashed to nothing."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QApplication, QLabel
+from test_main_window import TIMEOUT, TINY, wait_run, write_png
+
+from inspector.ui.docks import DEFAULT_SIZE
+from inspector.ui.main_window import MainWindow
+from inspector.ui.settings import AppSettings
+
+# The window's default size, and the screen of the walk that found these (1440x900, Xvfb).
+SIZES = sorted({DEFAULT_SIZE, (1440, 900)})
+
+
+@pytest.fixture
+def window_at(qtbot, tmp_path):
+    """A window first shown at `size`, the tiny model loaded and an image run."""
+    from inspector.core.session import Session
+
+    def make(size) -> MainWindow:
+        window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
+        qtbot.addWidget(window)
+        window.resize(*size)  # before it is first shown: the default layout is sized then
+        window.build_views()
+        window.show()
+        qtbot.waitExposed(window)
+        window.start([write_png(tmp_path / "x.png")], dict(TINY), session=Session())
+        qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
+                        timeout=TIMEOUT)
+        assert window.model_name, window.reporter.last_message
+        wait_run(qtbot, window)
+        return window
+
+    return make
+
+
+def settle(qtbot) -> None:
+    """Let Qt carry out the layout requests a change posted (dock areas relayout later)."""
+    for _ in range(3):
+        QApplication.processEvents()
+        qtbot.wait(20)
+
+
+def widths(window) -> dict[str, int]:
+    return {key: dock.width() for key, dock in window.docks.items() if dock.isVisible()
+            and not dock.visibleRegion().isEmpty()}
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_choosing_occlusion_and_back_leaves_every_dock_as_wide_as_it_was(window_at, qtbot, size):
+    """Occlusion's patch and stride boxes widened the CAM pane, the right-hand docks with it,
+    and the Modules dock shrank to about 290 pixels (its statistics columns out of sight);
+    choosing Grad-CAM again did not give the width back, and the layout was saved so."""
+    window = window_at(size)
+    cam = window.views["cam"]
+    settle(qtbot)
+    before = widths(window)
+    assert {"tree", "cam", "images", "activation"} <= set(before)
+    cam.method_combo.setCurrentIndex(cam.method_combo.findData("occlusion"))
+    settle(qtbot)
+    assert cam.occlusion.isVisible()
+    assert cam.minimumSizeHint().width() <= cam.width()  # the controls fit the pane
+    assert widths(window) == before
+    run = wait_run(qtbot, window)
+    assert window.control.last_request.attributions == ("occlusion",), run
+    cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))
+    settle(qtbot)
+    assert not cam.occlusion.isVisible() and cam.layer_combo.isVisible()
+    assert cam.minimumSizeHint().width() <= cam.width()
+    assert widths(window) == before
+    wait_run(qtbot, window)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_the_overlay_opacity_slider_is_a_slider_at_the_default_layout(window_at, qtbot, size):
+    """It was squashed to its handle (15 pixels) and read as an unchecked checkbox."""
+    window = window_at(size)
+    cam = window.views["cam"]
+    settle(qtbot)
+    slider = cam.alpha_slider
+    assert slider.isVisible() and slider.width() >= 80, slider.width()
+    assert "opacity" in slider.toolTip().lower()
+    labels = [w for w in cam.findChildren(QLabel) if w.isVisible() and w.text() == "opacity"]
+    assert labels and labels[0].geometry().right() < slider.geometry().left()
+    # The percentage beside it does not widen the row when it reaches 100%.
+    row = cam.minimumSizeHint().width()
+    slider.setValue(100)
+    assert cam.alpha_label.text() == "100%" and cam.minimumSizeHint().width() == row
+
+
+
+def test_a_layout_saved_while_occlusion_squeezed_the_tree_is_not_restored(qtbot, tmp_path):
+    """Layouts saved by the versions whose Occlusion controls squeezed the Modules dock (their
+    layout version, 3) kept it squeezed at every later start: they are dropped once; a layout
+    saved now is restored. (Seen by the tab in front, which the default sizes do not touch.)"""
+    path = str(tmp_path / "settings.ini")
+
+    def window() -> MainWindow:
+        w = MainWindow(AppSettings.in_file(path))
+        qtbot.addWidget(w)
+        w.build_views()
+        w.show()
+        qtbot.waitExposed(w)
+        settle(qtbot)
+        return w
+
+    def in_front(w: MainWindow, key: str) -> bool:
+        return not w.docks[key].widget().visibleRegion().isEmpty()
+
+    first = window()
+    assert in_front(first, "activation")  # the default
+    first.docks["gradient"].raise_()
+    settle(qtbot)
+    assert in_front(first, "gradient")
+    stored = AppSettings.in_file(path)
+    stored.qs.setValue("window/geometry", first.saveGeometry())
+    stored.qs.setValue("window/state", first.saveState(3))  # as those versions saved it
+    stored.sync()
+    second = window()
+    assert in_front(second, "activation")
+    first.saved.save()  # this version's layout
+    third = window()
+    assert in_front(third, "gradient")
