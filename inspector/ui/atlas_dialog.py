@@ -11,6 +11,7 @@ window's status bar. A finished atlas is opened in the Dataset dock (`opened(fol
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -151,8 +152,6 @@ class AtlasDialog(QDialog):
             return "Name at least one layer (select it in the module tree, or type its name)."
         if not out:
             return "Choose the output folder."
-        import dataclasses
-
         spec = dataclasses.replace(self.spec, device=self.device.currentText() or None)
         return AtlasRequest(spec=spec, inputs=tuple(self.input_paths()), layers=layers,
                             out=Path(out).expanduser(), top=self.top.value(),

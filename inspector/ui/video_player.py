@@ -100,8 +100,8 @@ class VideoControls(QWidget):
         self.slider.blockSignals(True)
         self.slider.setRange(0, max(frames - 1, 0))
         self.slider.blockSignals(False)
-        if seekable and self.slider.value() >= 0 and self.counter.text():
-            self.show_position(self.slider.value())  # the exact count may differ
+        if seekable and self.counter.text():  # a frame is shown: the exact count may differ
+            self.show_position(self.slider.value())
 
     def show_position(self, index: int) -> None:
         self.slider.blockSignals(True)  # only the user's moves seek
