@@ -7,13 +7,19 @@
     -> crops/, classes/, classes.json, and atlas.json last (its presence: the run is complete)
 
 Exit status: 0, 1 when an image could not be read (listed in atlas.json's "failed") or the
-run failed, 2 for options that cannot work.
+run failed or was cancelled, 2 for options that cannot work.
+
+A program that runs an atlas on a thread of its own (the window's File ▸ New atlas…) passes
+`on_progress` (called on that thread after each batch) and `cancel` (a threading.Event, looked
+at after each batch): a cancelled run stops at the next batch with its finished shards kept,
+for --resume.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +32,43 @@ from .inputs import Source
 from .job import OptionError
 
 ENGINES = ("local", "ray")
+
+
+class AtlasCancelled(Exception):
+    """AtlasOptions.cancel was set: the run stops at the next batch."""
+
+
+class _Progress:
+    """tqdm's bar, plus AtlasOptions.on_progress and the cancel check after each update."""
+
+    def __init__(self, opts: AtlasOptions, total: int, desc: str, disable: bool) -> None:
+        self.opts, self.total, self.desc, self.done = opts, total, desc, 0
+        self.bar = None
+        if not disable:  # even a disabled tqdm starts its monitor thread, which stays
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="img", desc=desc, file=sys.stderr,
+                            dynamic_ncols=True)
+        self.update(0)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+        self.done += n
+        if self.opts.on_progress is not None:
+            self.opts.on_progress(self.desc, self.done, self.total)
+        if self.opts.cancelled():
+            raise AtlasCancelled
+
+    def write(self, message: str, file=None) -> None:
+        if self.bar is not None:
+            self.bar.write(message, file=file)
+        else:
+            print(message, file=file)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 @dataclass
@@ -44,6 +87,12 @@ class AtlasOptions:
     progress: bool = True
     seed_drawn: bool = False  # spec.seed was drawn, not given (--seed): see ShardStore.prepare
     warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+    # (stage "atlas" or "boxes", images done, images to do), on the thread that runs the atlas
+    on_progress: Callable[[str, int, int], None] | None = None
+    cancel: threading.Event | None = None  # set: stop after the batch running
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
 
     def check(self) -> None:
         for name in ("top", "batch_size", "shard_size", "every"):
@@ -89,22 +138,32 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
         return setup
     loaded, job, store, todo = setup
 
-    from tqdm import tqdm
-
     from .inputs import shard_range
 
     todo_images = sum(len(shard_range(s, len(sources), job.shard_size)) for s in todo)
-    bar = tqdm(total=todo_images, unit="img", desc="atlas", file=sys.stderr,
-               disable=not opts.progress, dynamic_ncols=True)
+    bar = None
     try:
+        bar = _Progress(opts, todo_images, "atlas", disable=not opts.progress)
         _statistics(opts, loaded, job, store, todo, bar)
+    except AtlasCancelled:
+        return _cancelled(opts, store)
     except Exception as e:  # a model that fails in a forward, a lost cluster, a full disk
-        bar.close()
         warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
              f"{store.folder}: run again with --resume to continue")
         return 1
-    bar.close()
-    return _finish(opts, loaded, job, store, missing, t0)
+    finally:
+        if bar is not None:
+            bar.close()
+    try:
+        return _finish(opts, loaded, job, store, missing, t0)
+    except AtlasCancelled:
+        return _cancelled(opts, store)
+
+
+def _cancelled(opts: AtlasOptions, store) -> int:
+    opts.warn(f"the atlas was cancelled; the finished shards are kept in {store.folder}: run "
+              f"again with --resume to continue")
+    return 1
 
 
 def _setup(opts: AtlasOptions, sources: list[Source]):
@@ -203,8 +262,6 @@ def _statistics(opts: AtlasOptions, loaded, job, store, todo: list[int], bar) ->
 
 def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     """Merge the shards, measure the boxes of the final top-k, write the files."""
-    from tqdm import tqdm
-
     from .boxes import compute_boxes
     from .inputs import ImageFiles, default_workers, shard_count
     from .writers import atlas_document, entries_of, write_classes, write_crops, write_json
@@ -217,14 +274,16 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     entries = entries_of(total)
     images = len({e.index for e in entries})
     workers = default_workers() if opts.workers is None or opts.engine == "ray" else opts.workers
-    bar = tqdm(total=images, unit="img", desc="boxes", file=sys.stderr,
-               disable=not opts.progress or not images, dynamic_ncols=True)
+    bar = _Progress(opts, images, "boxes", disable=not opts.progress or not images)
     try:
         boxes, unreadable = compute_boxes(
             loaded.model, job.plans, ImageFiles(sources, job.preprocess, every=job.every),
             entries,
             loaded.device, job.batch_size, workers, on_image=bar.update,
         )
+    except AtlasCancelled:
+        bar.close()
+        raise
     except Exception as e:  # the statistics are safe in the shards; say what failed
         bar.close()
         warn(f"measuring the receptive-field boxes failed: {type(e).__name__}: {e}")

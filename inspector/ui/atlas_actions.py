@@ -1,10 +1,14 @@
-"""File ▸ Open atlas… and the Dataset dock's place in the window.
+"""File ▸ Open atlas…, File ▸ New atlas… and the Dataset dock's place in the window.
 
 The dock (dataset_dock.DatasetView) fills the "dataset" pane that docks.py lays out. It
 follows the module selected in the tree and the channel clicked in the Activations mosaic
 (`MosaicView.channelClicked`, the click that also zooms the mosaic); a double-clicked image
 is listed in the image pane and run. For the model an atlas was made with, the module tree
 shows each atlas layer's dead channels (ModuleTreeModel.set_atlas).
+
+File ▸ New atlas… (and the dock's "New atlas…" button) opens atlas_dialog.AtlasDialog for
+the model loaded: the atlas command runs on a thread of its own (atlas_runner.AtlasRunner),
+and the atlas it writes opens in the dock. Closing the window cancels a run going on.
 
 Installed by one call from the main window once its views exist (`install`); it uses only
 the window's public parts: its docks, menus, tree, image pane, views, runs, router,
@@ -17,12 +21,15 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QToolButton, QWidget
 
+from inspector.ui.atlas_dialog import AtlasDialog
 from inspector.ui.atlas_file import AtlasError, read_atlas
+from inspector.ui.atlas_runner import AtlasResult, AtlasRunner
 from inspector.ui.dataset_dock import DatasetView
 
 SETTINGS_KEY = "atlas_dir"  # the folder of the atlas opened last: where the dialog starts
+CLOSE_WAIT_S = 10.0  # the window closing: how long a cancelled atlas may take to stop
 
 
 class AtlasActions(QObject):
@@ -42,6 +49,15 @@ class AtlasActions(QObject):
                                       "the images that excite each channel most")
         self.open_action.triggered.connect(self.open_dialog)
         _insert_in_file_menu(window, self.open_action)
+        self.runner = AtlasRunner(self)
+        self.runner.finished.connect(self._atlas_finished)
+        self.dialog: AtlasDialog | None = None
+        self.new_action = QAction("&New atlas…", window)
+        self.new_action.setStatusTip("Run `network-inspector atlas` with the model loaded: the "
+                                     "images of a folder that excite each channel most")
+        self.new_action.triggered.connect(self.new_dialog)
+        _insert_in_file_menu(window, self.new_action, after="Open &atlas…")
+        self.view.layout().insertWidget(0, self._buttons())
 
         self.view.imageRequested.connect(self.open_image)
         self.view.failed.connect(window.reporter.report)
@@ -52,6 +68,7 @@ class AtlasActions(QObject):
                 lambda channel: self.channel_clicked(activation.module, channel))
         window.router.modelLoaded.connect(self._model_loaded)
         window.closed.connect(self.view.stop)
+        window.closed.connect(self._window_closed)
         self.view.set_loaded_model(window.model_name)
         self.view.show_module(window.tree.current_module())
 
@@ -60,6 +77,65 @@ class AtlasActions(QObject):
         folder = QFileDialog.getExistingDirectory(self.window, "Open an atlas folder", start)
         if folder:
             self.open(folder)
+
+    def new_dialog(self) -> AtlasDialog | None:
+        """File ▸ New atlas…: the atlas command's options for the model loaded (one dialog;
+        asked again, it comes to the front)."""
+        control = self.window.control
+        loaded = control.loaded
+        if loaded is None or control.model_spec is None:
+            self.window.reporter.report("Load a model first: an atlas is made with the model "
+                                        "loaded.")
+            return None
+        if self.dialog is None:
+            from inspector.core.models import available_devices
+            from inspector.ui.model_dialog import spec_label
+
+            device = str(loaded.device)
+            devices = [device, *(d for d in available_devices() if d != device)]
+            start = str(self.window.settings.value(SETTINGS_KEY, str(Path.home())))
+            self.dialog = AtlasDialog(
+                self.window, self.runner, spec_label(control.model_spec), control.model_spec,
+                loaded.seed, devices, layers=self.window.tree.current_module() or "",
+                start_dir=start)
+            self.dialog.opened.connect(self.open)
+            self.dialog.finished.connect(self._dialog_closed)
+        self.dialog.show()
+        self.dialog.raise_()
+        self.dialog.activateWindow()
+        return self.dialog
+
+    def _dialog_closed(self, _result: int) -> None:
+        if self.dialog is not None and not self.runner.running:
+            self.dialog.deleteLater()
+            self.dialog = None
+
+    def _atlas_finished(self, result: AtlasResult) -> None:
+        """The atlas's end in the window's status bar: the command's own sentence."""
+        if result.status == "failed" or (result.status == "ok" and result.code):
+            self.window.reporter.report(f"Atlas: {result.message}" if result.message
+                                        else "The atlas failed.", "\n".join(result.messages))
+        elif result.status == "cancelled":
+            self.window.reporter.info(f"Atlas: {result.message}")
+
+    def _window_closed(self) -> None:
+        # Its end, delivered later, must not report into a closed window.
+        self.runner.blockSignals(True)
+        if self.runner.running:
+            self.runner.cancel()
+            self.runner.wait(CLOSE_WAIT_S)
+
+    def _buttons(self) -> QWidget:
+        """"New atlas…" and "Open atlas…" at the top of the dock."""
+        bar = QWidget()
+        row = QHBoxLayout(bar)
+        row.setContentsMargins(0, 0, 0, 0)
+        for action in (self.new_action, self.open_action):
+            button = QToolButton()
+            button.setDefaultAction(action)
+            row.addWidget(button)
+        row.addStretch(1)
+        return bar
 
     def open(self, where: str | Path) -> bool:
         """Show the atlas in `where` (its folder or atlas.json); a bad one is a message in the
@@ -109,16 +185,16 @@ class AtlasActions(QObject):
             f"{atlas.images:,} images, {atlas.folder}")
 
 
-def _insert_in_file_menu(window, action: QAction) -> None:
-    """After File ▸ Open model (the other things that open), or at the end."""
+def _insert_in_file_menu(window, action: QAction, after: str = "Open &model…") -> None:
+    """After the File menu item `after` (the other things that open), or at the end."""
     bar_menus = [a.menu() for a in window.menuBar().actions() if a.menu() is not None]
     file_menu = next((m for m in bar_menus if m.title() == "&File"), None)
     if file_menu is None:
         return
     actions = file_menu.actions()
-    after = next((i for i, a in enumerate(actions) if a.text() == "Open &model…"), None)
-    if after is not None and after + 1 < len(actions):
-        file_menu.insertAction(actions[after + 1], action)
+    place = next((i for i, a in enumerate(actions) if a.text() == after), None)
+    if place is not None and place + 1 < len(actions):
+        file_menu.insertAction(actions[place + 1], action)
     else:
         file_menu.addAction(action)
 

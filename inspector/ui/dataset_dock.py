@@ -62,8 +62,8 @@ FRAME = "frame"  # a video frame's saved crop
 
 EMPTY_HINT = (
     "No atlas open. An atlas lists, for every channel of some layers, the images of a folder "
-    "that excite it most. Make one with<br><br><code>{command}</code><br><br>then open DIR "
-    "with File ▸ Open atlas…"
+    "that excite it most. Make one with File ▸ New atlas…, or with<br><br><code>{command}"
+    "</code><br><br>then open DIR with File ▸ Open atlas…"
 )
 
 

@@ -9,7 +9,7 @@ running; the results come back as frames through the FrameRouter.
 
 A stream of frames (a video playing, the camera) goes through `submit_if_idle`: a frame is
 run only when no run is busy, never queued (the player keeps the frame shown and drops it,
-`count_dropped`, when the next one replaces it unrun), so the views follow the newest frame
+counting it in its StreamCounts, when the next one replaces it unrun), so the views follow the newest frame
 the model can keep up with and no backlog builds up. A run
 is busy until the router has handed it to the run store (its RunFinished was stored): ending
 it when the worker finished would let the next run make its frames obsolete before the
@@ -76,7 +76,6 @@ class SessionControl(QObject):
     modelLoadDone = Signal(bool)  # whether it worked (the ModelLoaded frame has the rest)
     runSubmitted = Signal(int)
     baselineSubmitted = Signal(int)  # the unedited run that the edited runs are compared with
-    framesDropped = Signal(int)  # stream frames dropped so far (count_dropped)
 
     def __init__(self, router: FrameRouter, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -96,7 +95,6 @@ class SessionControl(QObject):
         self.previous_run: int | None = None
         self.baseline_run: int | None = None  # the unedited run kept beside the edited ones
         self.baseline_running = False
-        self.frames_dropped = 0  # stream frames never run: replaced while a run was busy
         router.runFinished.connect(self._run_finished)
 
     # -- engine ----------------------------------------------------------------------------
@@ -262,16 +260,6 @@ class SessionControl(QObject):
             return False
         submit()
         return True
-
-    def count_dropped(self) -> None:
-        """A frame of a stream was never run (a newer one replaced it): count it, say so."""
-        self.frames_dropped += 1
-        self.framesDropped.emit(self.frames_dropped)
-
-    def reset_dropped(self) -> None:
-        """A new stream: its count starts at 0."""
-        self.frames_dropped = 0
-        self.framesDropped.emit(0)
 
     def _cancel_current(self) -> None:
         # Run A (pinned) is what the next runs are compared with: the user moving on to run B

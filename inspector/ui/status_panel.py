@@ -1,5 +1,10 @@
-"""What the status bar says permanently (model, weights, device, last run, frames) and the
-overlay that says what is loading while there is no model yet.
+"""What the status bar says permanently (model, weights, device, last run, and a video's or
+the camera's frame counts while one is open) and the overlay that says what is loading while
+there is no model yet.
+
+Only a stream has frames to count: a still image shows none. The tensors the views were
+handed (and those the display skipped) are in the last run's tooltip, not beside the
+stream's frames, whose "shown" and "dropped" mean something else.
 
 Failures have their own place at the left of the status bar (errors.ErrorReporter).
 """
@@ -10,6 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 from inspector.core.frames import ModelLoaded, RunFinished
+from inspector.ui.stream_counts import TOOLTIP as STREAM_TIP
 
 WARN_STYLE = "color: #ef6c00; font-weight: 600;"
 RUN_WORDS = {"ok": "last run", "error": "failed run", "cancelled": "cancelled run"}
@@ -26,19 +32,14 @@ class StatusPanel:
         self.weights = QLabel("")
         self.device = QLabel("device —")
         self.run = QLabel("no run yet")
-        self.frames = QLabel("")
-        self.stream = QLabel("")  # a video or the camera: its rate, runs and dropped frames
-        self.stream.setToolTip(
-            "A video or the camera: frames shown per second, frames run through the model, "
-            "and frames dropped because a run was still busy (dropped, never queued)")
+        self._run_tip = ""
+        self._tensors_tip = ""
+        self.stream = QLabel("")  # a video or the camera: its rate and frame counts
+        self.stream.setToolTip(STREAM_TIP)
         self.stream.hide()
         self.device.setToolTip("Where the model runs (the Device menu changes it)")
-        self.frames.setToolTip(
-            "Frames shown by the views, and dropped because the display fell behind (the "
-            "newest frame of each tensor is always kept)"
-        )
         bar.addPermanentWidget(self.busy)
-        for label in (self.model, self.weights, self.device, self.run, self.stream, self.frames):
+        for label in (self.model, self.weights, self.device, self.run, self.stream):
             label.setContentsMargins(6, 0, 6, 0)
             bar.addPermanentWidget(label)
 
@@ -74,20 +75,29 @@ class StatusPanel:
         total = frame.timings.get("total")
         words = RUN_WORDS.get(frame.status, frame.status)
         self.run.setText(f"{words} {1000 * total:.0f} ms" if total else words)
-        self.run.setToolTip(", ".join(f"{k} {1000 * v:.1f} ms" for k, v in frame.timings.items()))
+        self._run_tip = ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in frame.timings.items())
+        self._set_run_tip()
 
-    def show_stream(self, fps: float | None, run: int = 0, dropped: int = 0) -> None:
-        """A stream's figures (None: no stream, the label goes)."""
-        if fps is None:
+    def show_stream(self, counts, source: str = "video") -> None:
+        """A stream's figures (stream_counts.StreamCounts; None: no stream, the label goes)."""
+        if counts is None:
             self.stream.hide()
             return
-        self.stream.setText(f"video {fps:.1f} fps · {run:,} run · frames dropped: {dropped:,}")
+        text = counts.text(source)
+        if self.stream.text() != text:
+            self.stream.setText(text)
         self.stream.show()
 
     def show_frames(self, shown: int, dropped: int) -> None:
-        text = f"frames {shown:,} shown · {dropped:,} dropped"
-        if self.frames.text() != text:
-            self.frames.setText(text)
+        """The tensors (activations, gradients, maps) handed to the views since the window
+        started, and those skipped because the display fell behind: in the run's tooltip."""
+        self._tensors_tip = (f"tensors handed to the views so far: {shown:,}; skipped because "
+                             f"the display fell behind: {dropped:,} (the newest of each tensor "
+                             "is always kept)")
+        self._set_run_tip()
+
+    def _set_run_tip(self) -> None:
+        self.run.setToolTip("\n".join(t for t in (self._run_tip, self._tensors_tip) if t))
 
 
 class LoadingOverlay(QLabel):

@@ -7,7 +7,8 @@ the video's frame rate and never waits for the decoder or the model. Each frame 
 offered to the model through SessionControl.submit_if_idle: run when no run is busy. A frame
 shown while a run is busy waits as the frame shown: it runs as soon as that run has reached
 the run store, unless the next frame replaces it first; then it is dropped, never run, and
-counted in the status bar. So nothing queues, the views follow the picture as closely as the
+counted in the status bar (stream_counts.StreamCounts: one count of the frames shown, run
+and dropped, and the rate while playing). So nothing queues, the views follow the picture as closely as the
 model allows, and the model never idles while the picture waits for it. While playing, a
 frame runs as a lean
 live run (RunBuilder.show(entry, live=True)): the selected module's activations, the
@@ -27,7 +28,6 @@ apply to the frame shown, and the class chosen in the predictions stays from fra
 from __future__ import annotations
 
 import time
-from collections import deque
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QStyle, QToolButton, QWidget
@@ -37,9 +37,9 @@ from inspector.ui.frame_router import MIN_DELIVERY_INTERVAL_S
 from inspector.ui.image_canvas import pil_from_qimage
 from inspector.ui.image_list import ImageEntry
 from inspector.ui.image_pane import ORIGINAL_MAX
+from inspector.ui.stream_counts import StreamCounts
 
 POLL_MS = 10  # waiting for a frame asked for (a step, a seek) or for the video to open
-FPS_WINDOW_S = 2.0  # the frame rate shown is measured over this last stretch
 # The frame router's pace while a stream plays: each finished run at the next display tick
 # (the router's timer sets the pace; a minimum gap as long as its period would skip ticks).
 STREAM_DELIVERY_INTERVAL_S = 0.0
@@ -64,6 +64,10 @@ class VideoControls(QWidget):
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setToolTip("Seek: the frame under the handle is shown and run")
         self.counter = QLabel("")
+        # Frames are numbered from 0 everywhere (the batch commands' frame numbers, the
+        # Dataset dock, the run's name): the counter reads index / last index.
+        self.counter.setToolTip("The frame shown / the last frame, numbered from 0 as in the "
+                                "batch commands' and the Dataset dock's frame numbers")
         self.counter.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.live = QLabel("live")
         self.live.setToolTip(LIVE_TIP)
@@ -96,11 +100,19 @@ class VideoControls(QWidget):
         self.slider.blockSignals(True)
         self.slider.setRange(0, max(frames - 1, 0))
         self.slider.blockSignals(False)
+        if seekable and self.counter.text():  # a frame is shown: the exact count may differ
+            self.show_position(self.slider.value())
 
     def show_position(self, index: int) -> None:
         self.slider.blockSignals(True)  # only the user's moves seek
         self.slider.setValue(index)
         self.slider.blockSignals(False)
+        self.counter.setText(position_text(index, self.slider.maximum()))
+
+
+def position_text(index: int, last: int) -> str:
+    """The frame shown and the last frame, both numbered from 0 (the slider's convention)."""
+    return f"{index} / {last}"
 
 
 class VideoPlayer(QObject):
@@ -113,7 +125,7 @@ class VideoPlayer(QObject):
         self.images = images  # ImagePane: shows the frames, lists the videos
         self.runs = runs  # RunBuilder: makes and submits each frame's run
         self.control = control  # SessionControl: drops a frame while a run is busy
-        self.status = status  # StatusPanel: the stream's figures
+        self.status = status  # StatusPanel: the stream's figures (self.counts)
         self.reporter = reporter
         self.controls = VideoControls()
         self.controls.hide()
@@ -122,13 +134,11 @@ class VideoPlayer(QObject):
         self.frame_entry: ImageEntry | None = None  # what the runs run: the frame shown
         self.index = -1  # the frame shown
         self._playing = False
-        self.frames_shown = 0
-        self.frames_run = 0
+        self.counts = StreamCounts()  # shown, run, dropped and the rate: the one count
         self._ahead: ReadAhead | None = None
         self._info = None  # core.video.VideoInfo: the listing's, then the exact one (_tick)
         self._camera = None  # camera.CameraStream while the camera streams
         self._awaiting: int | None = None  # a frame asked for by a step or seek
-        self._shown_at: deque[float] = deque()
         self._unrun = False  # the frame shown was not run (yet)
         # The frame shown waits for the model: a run was busy when it came (see _catch_up);
         # replaced before it ran, it was dropped.
@@ -145,7 +155,6 @@ class VideoPlayer(QObject):
         images.videoSelected.connect(self.play_video)
         images.imageSelected.connect(lambda _entry: self.stop())
         images.list.currentRowChanged.connect(self._row_changed)
-        control.framesDropped.connect(lambda _n: self._show_figures())
         # Told once the run's frames are stored and before the views paint them: the next
         # frame runs meanwhile.
         control.router.runStored.connect(self._catch_up)
@@ -157,7 +166,11 @@ class VideoPlayer(QObject):
 
     @playing.setter
     def playing(self, on: bool) -> None:
+        changed = on != self._playing
         self._playing = on
+        if changed:
+            self.counts.playing_changed()  # paused: no rate; playing: measured afresh
+            self._show_figures()
         # A stream's live runs are small: the router hands each finished one to the views
         # at the next display tick instead of one every 0.2 s, which would show five frames
         # a second of a model that runs thirty (tests/benchmarks/bench_video.py --window).
@@ -193,6 +206,7 @@ class VideoPlayer(QObject):
         self._camera = camera
         self.frame_entry = ImageEntry(f"Camera ({camera.name})", None, None)
         self.controls.set_seekable(False)
+        self.controls.counter.setText("")
         self.controls.show()
         self._start_stream()
         self.playing = True
@@ -252,6 +266,7 @@ class VideoPlayer(QObject):
             self._camera = None
         self.video = None
         self.playing = False
+        self.controls.counter.setText("")
         self._awaiting = None
         self._unrun = self._ran_live = self._waiting = False
         self.runs.live = False  # what runs next (Run again) is a still image's full run
@@ -272,17 +287,21 @@ class VideoPlayer(QObject):
     def fps(self) -> float:
         return self._info.fps if self.video is not None else 0.0
 
-    def shown_fps(self) -> float:
-        """Frames shown per second, over the last FPS_WINDOW_S."""
-        times = self._shown_at
-        if len(times) < 2 or times[-1] == times[0]:
-            return 0.0
-        return (len(times) - 1) / (times[-1] - times[0])
+    @property
+    def frames_shown(self) -> int:
+        return self.counts.shown
+
+    @property
+    def frames_run(self) -> int:
+        return self.counts.run
+
+    @property
+    def frames_dropped(self) -> int:
+        """Frames never run: replaced by the next one while a run was busy."""
+        return self.counts.dropped
 
     def _start_stream(self) -> None:
-        self.frames_shown = self.frames_run = 0
-        self._shown_at.clear()
-        self.control.reset_dropped()
+        self.counts.reset()
         self._show_figures()
 
     def _set_playing(self, playing: bool, run_shown: bool = True) -> None:
@@ -354,22 +373,18 @@ class VideoPlayer(QObject):
         self.index = index
         if self.video is not None:
             entry.name = f"{self.video.name} · frame {index}"
-            caption = f"{entry.name} of {self.frame_count}  ·  {image.width} × {image.height}"
-            tip = str(self.video.path)
+            position = position_text(index, self.frame_count - 1)
+            caption = f"{self.video.name} · frame {position}  ·  {image.width} × {image.height}"
+            tip = f"{self.video.path}\nFrames are numbered from 0 to {self.frame_count - 1}"
             self.controls.show_position(index)
-            self.controls.counter.setText(f"{index} / {self.frame_count - 1}")
         else:
             caption = tip = entry.name
         if self._waiting:
-            self.control.count_dropped()  # replaced before the model was free to run it
+            self.counts.dropped += 1  # replaced before the model was free to run it
             self._waiting = False
         entry.image, entry.prepared, entry.size = image, prepared, image.size
         self.images.show_frame(display if display is not None else image, caption, tip)
-        self.frames_shown += 1
-        now = time.perf_counter()
-        self._shown_at.append(now)
-        while self._shown_at and now - self._shown_at[0] > FPS_WINDOW_S:
-            self._shown_at.popleft()
+        self.counts.frame_shown(time.perf_counter(), self.playing)
         self._unrun, self._ran_live = True, False  # a new frame: not run yet
         self._run(explicit)
         self.frameShown.emit(index)
@@ -392,7 +407,7 @@ class VideoPlayer(QObject):
             submitted = self.control.submit_if_idle(lambda: self.runs.show(entry, live))
         ran = self.control.current_run != before  # not without a model, nor when busy
         if ran:
-            self.frames_run += self._unrun  # a frame run again in full counts once
+            self.counts.run += self._unrun  # a frame run again in full counts once
             self._unrun, self._ran_live, self._waiting = False, live, False
         elif not submitted:
             self._waiting = True
@@ -401,7 +416,7 @@ class VideoPlayer(QObject):
     def _show_figures(self) -> None:
         if self.video is None and self._camera is None:
             return
-        self.status.show_stream(self.shown_fps(), self.frames_run, self.control.frames_dropped)
+        self.status.show_stream(self.counts, "camera" if self._camera is not None else "video")
 
 
 def install(window) -> VideoPlayer:

@@ -254,8 +254,8 @@ def test_camera_frames_take_the_video_path(make_window, qtbot):
         camera.frame.emit(image)
     # The first frame runs; the others come while it is busy (the model sleeps 0.5 s):
     # each replaced before it ran is dropped, the newest waits as the frame shown...
-    assert window.video.frames_run == 1 and window.control.frames_dropped == 4
-    assert "frames dropped: 4" in window.status.stream.text()
+    assert window.video.frames_run == 1 and window.video.frames_dropped == 4
+    assert "4 dropped" in window.status.stream.text()
     assert video_tests._frame_label(window) == "Camera (test camera)"
     # the newest is shown
     assert np.array_equal(video_tests._shown_pixels(window), frame_pixels(5, 64))
@@ -265,7 +265,7 @@ def test_camera_frames_take_the_video_path(make_window, qtbot):
     assert window.control.current_run > first
     video_tests.wait_run(qtbot, window)  # the views have the newest frame's run
     assert window.last_run.status == "ok", window.reporter.last_message
-    assert window.control.frames_dropped == 4
+    assert window.video.frames_dropped == 4
     window.video.toggle()
     assert camera.paused
     camera.failed.emit("The camera stopped: unplugged")

@@ -119,9 +119,7 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     assert window.control.last_request.threads == stream_threads()
     # Played to the end: every frame shown once, then paused on the last.
     qtbot.waitUntil(lambda: not player.playing and player.index == FRAMES - 1, timeout=TIMEOUT)
-    fps = player.shown_fps()
-    assert fps > 0
-    dropped = window.control.frames_dropped
+    dropped = player.frames_dropped
     assert player.frames_shown == FRAMES
     assert player.frames_run >= 1 and dropped >= 1  # the model is slower than the video
     # Each frame shown was run or dropped (replaced before the model was free), never
@@ -134,7 +132,7 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     assert entry.prepared.preprocess == window.control.loaded.preprocess
     stream = window.status.stream
     assert stream.isVisible()
-    assert f"frames dropped: {dropped}" in stream.text()
+    assert f"{dropped} dropped" in stream.text()
     assert f"{player.frames_run} run" in stream.text()
     # The views show a frame's run: the activation mosaic and the predictions are live.
     wait_run(qtbot, window)
@@ -278,8 +276,8 @@ def test_a_frame_waiting_for_the_model_is_dropped_when_a_step_replaces_it(make_w
     qtbot.waitUntil(lambda: player._awaiting is None and not player.playing, timeout=TIMEOUT)
     wait_run(qtbot, window)
     # Every frame shown was run or dropped; none is left waiting.
-    assert player.frames_run + window.control.frames_dropped == player.frames_shown
-    assert window.control.frames_dropped >= 1 and not player._waiting
+    assert player.frames_run + player.frames_dropped == player.frames_shown
+    assert player.frames_dropped >= 1 and not player._waiting
 
 
 def test_without_a_model_nothing_runs_and_nothing_counts_as_dropped(qtbot, tmp_path, clip):
@@ -296,5 +294,67 @@ def test_without_a_model_nothing_runs_and_nothing_counts_as_dropped(qtbot, tmp_p
     window.images.add_paths([clip])
     qtbot.waitUntil(lambda: window.video.frames_shown >= 5, timeout=TIMEOUT)
     # Frames the model could never run were not dropped by a busy model.
-    assert window.video.frames_run == 0 and window.control.frames_dropped == 0
-    assert "frames dropped: 0" in window.status.stream.text()
+    assert window.video.frames_run == 0 and window.video.frames_dropped == 0
+    assert "0 run · 0 dropped" in window.status.stream.text()
+
+
+def _status_texts(window) -> list[str]:
+    from PySide6.QtWidgets import QLabel
+
+    return [label.text() for label in window.statusBar().findChildren(QLabel)
+            if label.isVisible() and label.text()]
+
+
+def test_a_still_image_shows_no_frame_counts(make_window, qtbot):
+    window = make_window("build_fast")
+    window.images.add_image(pil_from_qimage(qimage_from_rgb(frame_pixels(3, 64))), "still")
+    wait_run(qtbot, window)
+    window.runs.rerun()
+    wait_run(qtbot, window)
+    # However often it runs, nothing in the status bar counts frames for a still image.
+    assert not [t for t in _status_texts(window) if "shown" in t or "dropped" in t], \
+        _status_texts(window)
+
+
+def test_a_video_has_one_set_of_frame_counts_and_one_frame_numbering(make_window, qtbot,
+                                                                      clip):
+    window = make_window("build_fast")
+    player, stream = window.video, window.status.stream
+    window.images.add_paths([clip])
+    qtbot.waitUntil(lambda: not player.playing and player.index == FRAMES - 1, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    # The slider's counter and the caption number the frame the same way (from 0, as the
+    # run's name and the batch commands do).
+    assert player.controls.slider.value() == FRAMES - 1 == player.controls.slider.maximum()
+    assert player.controls.counter.text() == f"{FRAMES - 1} / {FRAMES - 1}"
+    assert f"frame {FRAMES - 1} / {FRAMES - 1}" in window.images.caption.text()
+    assert _frame_label(window) == f"clip.mp4 · frame {FRAMES - 1}"
+    # One label counts the frames, and its figures are the player's one count.
+    counting = [t for t in _status_texts(window) if "shown" in t or "dropped" in t]
+    assert counting == [stream.text()]
+    assert (f"{player.frames_shown} shown · {player.frames_run} run · "
+            f"{player.frames_dropped} dropped") in stream.text()
+    assert player.frames_shown == FRAMES == player.frames_run + player.frames_dropped
+    window.statusBar().grab().save("/tmp/videoatlas-status.png")
+
+
+def test_the_rate_is_measured_while_playing_only(make_window, qtbot, clip):
+    window = make_window("build_fast")
+    player, stream = window.video, window.status.stream
+    window.images.add_paths([clip])
+    qtbot.waitUntil(lambda: player.index >= 1, timeout=TIMEOUT)
+    player.pause()
+    wait_run(qtbot, window)
+    assert player.counts.rate() is None and "fps" not in stream.text()
+    # Paused, a step shows and runs a frame, but no rate is made of one interval.
+    here = player.index
+    player.step(1)
+    qtbot.waitUntil(lambda: player.index == here + 1, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    assert player.counts.rate() is None and "fps" not in stream.text()
+    assert player.controls.counter.text() == f"{here + 1} / {FRAMES - 1}"
+    # Playing again, the rate appears once enough frames were shown.
+    player.toggle()
+    qtbot.waitUntil(lambda: "fps" in stream.text(), timeout=TIMEOUT)
+    assert player.playing or player.index == FRAMES - 1
+    assert player.counts.rate() > 0
