@@ -204,7 +204,7 @@ def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_
            "was cancelled" in header, header
     assert f"before</b>: run {before} (x.png, unedited)" in header, header
     assert cam.cam_frame.run_id == edited and cam.stack.currentWidget() is cam.view
-    assert f"run {edited}</b>, the last complete run" in cam.header.text()
+    assert f"run {edited}</b> (run {store.current_run} was cancelled)" in cam.header.text()
     window.grab().save(str(tmp_path / "after-pass.png"))
 
 

@@ -423,8 +423,7 @@ class CamView(FrameView):
             text += " \u00b7 the map alone (no image of the same size)"
         store = self.store
         if store.cancelled:
-            text += (f" \u00b7 <b>run {f.run_id}</b>, the last complete run: run "
-                     f"{store.current_run} was cancelled")
+            text += f" \u00b7 <b>run {f.run_id}</b> (run {store.current_run} was cancelled)"
         names = self.store.reference_names() if self.reference_cam is not None else None
         if names is not None:
             first, second = names

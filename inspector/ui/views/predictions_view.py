@@ -296,7 +296,8 @@ class PredictionsView(FrameView):
         if self.requested is not None:
             text = f"Target: <b>{name(self.requested)}</b> \u00b7 <i>running\u2026</i>"
         elif frame.target is None:
-            text = "No target: this run computed no gradients. Click a class to explain it."
+            text = "No target: this run computed no gradients. Click a class to explain it " \
+                   "(its class activation map)."
         else:
             where = "" if frame.target in labels else " (not in the top classes)"
             text = (f"Target: <b>{name(frame.target)}</b>{where} \u00b7 click a class to "
