@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 from inspector.core.frames import CamFrame
 from inspector.core.methods import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
 from inspector.ui import colormaps
+from inspector.ui.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views.base import FrameView, hint_label
 from inspector.ui.views.occlusion_controls import OcclusionControls
 
@@ -406,6 +407,9 @@ class CamView(FrameView):
                 return FAILED_TEXT
             if self.store.cancelled:
                 return CANCELLED_TEXT.format(run=self.store.current_run)
+            predictions = self.store.get(("predictions",), self.store.shown)
+            if nothing_detected(predictions):
+                return html.escape(nothing_detected_text(predictions, "no map."))
             if self.store.status(self.store.shown) == "ok":
                 return "This run computed no CAM (it needs gradients: a run with a target class)."
             return "<i>Computing the class activation map\u2026</i>"

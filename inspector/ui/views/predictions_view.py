@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.frames import PredictionFrame, RunFinished
+from inspector.ui.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views.base import FrameView, hint_label
 
 PROB_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -212,6 +213,8 @@ class PredictionsView(FrameView):
             if self.failed:
                 text = "The last run failed before the model predicted anything: the status " \
                        "bar says why."
+            elif nothing_detected(frame):
+                text = nothing_detected_text(frame)
             elif self.store.cancelled:
                 text = f"Run {self.store.current_run} was cancelled before it finished, and " \
                        "no earlier run is kept: run again (F5) to see the predictions."
