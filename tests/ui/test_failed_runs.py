@@ -205,6 +205,7 @@ def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_
     assert f"before</b>: run {before} (x.png, unedited)" in header, header
     assert cam.cam_frame.run_id == edited and cam.stack.currentWidget() is cam.view
     assert f"run {edited}</b> (run {store.current_run} was cancelled)" in cam.header.text()
+    assert "Score-CAM at features not computed</i>" in cam.header.text()  # not "yet"
     window.grab().save(str(tmp_path / "after-pass.png"))
 
 

@@ -422,7 +422,9 @@ class CamView(FrameView):
         )
         if (f.method, f.layer) != (self.method, self.layer) and self.layer is not None:
             wanted = f"{METHODS.get(self.method, self.method)} at {self.layer or '(whole model)'}"
-            text += f" \u00b7 <i>{html.escape(wanted)} not computed yet</i>"
+            # After a cancel nothing is on its way: "yet" would promise it.
+            later = "" if self.store.cancelled else " yet"
+            text += f" \u00b7 <i>{html.escape(wanted)} not computed{later}</i>"
         if self._image_f is None:
             text += " \u00b7 the map alone (no image of the same size)"
         store = self.store
