@@ -129,6 +129,9 @@ class PredictionFrame:
     detections: tuple = ()
     mask: np.ndarray | None = None
     legend: tuple[tuple[int, str], ...] = ()  # (class, label) of every class in the mask
+    # Detection models: the score under which the model dropped detections (its own
+    # score_thresh), so that "nothing detected" can say above what; None: unknown.
+    score_threshold: float | None = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ baseline is never the current run nor the run a view shows: views read it, and r
 shows, for the kinds it shows, the newest run that produced such frames or failed
 (`shown_run`): it keeps the previous run's picture until the new run's first frame of its
 kinds arrives, and shows nothing (but says so) when a newer run failed before producing
-any.
+any. Once the newest run is cancelled (Esc), the views go back to the last run before it
+that was not (`shown`), with the unedited run that one was compared with: a cancelled run's
+parts (its predictions without its CAM, a new baseline's numbers) never mix with it.
 
 Questions about runs are answered here once: a frame of a run older than the newest one is
 late (from a cancelled run) and is dropped, unless it belongs to the baseline or run A; a
@@ -137,6 +139,7 @@ class _Run:
     order: dict[str, int] = field(default_factory=dict)  # module -> first forward position
     started: RunStarted | None = None
     status: str | None = None  # RunFinished.status once finished
+    baseline: int | None = None  # an edited run's unedited run (the baseline when it started)
 
 
 class RunStore:
@@ -186,6 +189,8 @@ class RunStore:
         if control:
             if isinstance(frame, RunStarted):
                 run.started = frame
+                if frame.edits and run_id != self.baseline_run:
+                    run.baseline = self.baseline_run  # before/after again if it is shown later
             else:
                 run.status = frame.status
                 self._prune()  # its keys may be all an older run was kept for
@@ -221,20 +226,47 @@ class RunStore:
         self.baseline_run = run_id
 
     def edited(self, run_id: int | None = None) -> bool:
-        """Whether `run_id` (default: the current run) ran with edits."""
-        started = self.started(self.current_run if run_id is None else run_id)
+        """Whether `run_id` (default: the run shown, `shown`) ran with edits."""
+        started = self.started(self.shown if run_id is None else run_id)
         return bool(started is not None and started.edits)
 
     @property
+    def cancelled(self) -> bool:
+        """The newest run was cancelled: the views show the last run before it (`shown`)."""
+        return self.status(self.current_run) == "cancelled"
+
+    @property
+    def shown(self) -> int | None:
+        """The run the views show as the run: the current run, or once it was cancelled,
+        the newest run before it that was not (the last complete or failed run; None when
+        there is none). A cancelled run has only part of its frames: showing them would
+        mix its numbers with those of the run before it."""
+        if not self.cancelled:
+            return self.current_run
+        hidden = (self.baseline_run, self._carried)
+        return next((r for r in sorted(self._runs, reverse=True)
+                     if r not in hidden and self._runs[r].status != "cancelled"), None)
+
+    @property
+    def shown_baseline(self) -> int | None:
+        """The unedited run that the run shown was compared with: the baseline, or after a
+        cancel (a new baseline was cancelled too) the one the shown run had."""
+        shown = self.shown
+        if shown == self.current_run or shown not in self._runs:
+            return self.baseline_run
+        return self._runs[shown].baseline
+
+    @property
     def reference_run(self) -> int | None:
-        """What the current run is compared with: run A when one is pinned (and the current
-        run is not A itself), else the unedited run when the current run is edited; None when
+        """What the run shown is compared with: run A when one is pinned (and the run shown
+        is not A itself), else the unedited run when the run shown is edited; None when
         there is nothing to compare."""
+        shown = self.shown
         pinned = self.pinned_run
-        if self._usable(pinned) and pinned != self.current_run:
+        if self._usable(pinned) and pinned != shown:
             return pinned
-        baseline = self.baseline_run
-        if self._usable(baseline) and baseline != self.current_run and self.edited():
+        baseline = self.shown_baseline
+        if self._usable(baseline) and baseline != shown and self.edited():
             return baseline
         return None
 
@@ -375,7 +407,13 @@ class RunStore:
         weights loaded before these."""
         baseline = self.baseline_run if self.baseline_run != self.current_run else None
         hidden = (baseline, self._carried)
-        return [r for r in sorted(self._runs, reverse=True) if r not in hidden]
+        runs = [r for r in sorted(self._runs, reverse=True) if r not in hidden]
+        if not self.cancelled:
+            return runs
+        # The newest run was cancelled: none of the cancelled runs' parts, and not the
+        # unedited run of the run now shown (its reference).
+        hidden = (self.shown_baseline,)
+        return [r for r in runs if r not in hidden and self._runs[r].status != "cancelled"]
 
     def _run(self, run_id: int) -> _Run:
         run = self._runs.get(run_id)

@@ -304,10 +304,12 @@ class Session:
                         need_grad = full_backward = False
                         target, cams = None, ()
                         outcome.notes.append("nothing detected: no gradient and no CAM")
+                    threshold = (tasks.detection.score_threshold(model)
+                                 if loaded.task == tasks.DETECTION else None)
                     put(PredictionFrame(run_id, read.preds,
                                         target if need_grad or cams else None,
                                         loaded.task, read.detections, read.mask,
-                                        read.legend))
+                                        read.legend, threshold))
                     outcome.logits, outcome.detections = read.logits, read.detections
                     outcome.mask = read.mask
                 outcome.target = target

@@ -121,7 +121,7 @@ class MainWindow(QMainWindow):
         r.runFinished.connect(self._run_finished)
         r.errorFrame.connect(self._error_frame)
         r.progress.connect(self.run_progress.update)
-        c.runSubmitted.connect(self.run_progress.begin)
+        self.run_progress.follow(c)  # each run, with the unedited run before it
         r.listenerFailed.connect(self.reporter.report)
         c.engineReady.connect(self._engine_ready)
         c.engineFailed.connect(self._engine_failed)
@@ -321,6 +321,8 @@ class MainWindow(QMainWindow):
 
     def _run_started(self, frame: RunStarted) -> None:
         if not self.control.shows(frame.run_id):
+            # The unedited run that runs before the edited one: its pass's progress.
+            self.run_progress.started(frame.run_id, frame.label)
             return
         self.images.set_model_input(frame.display)
         self.status.show_running(frame.label)

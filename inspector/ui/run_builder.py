@@ -154,9 +154,13 @@ class RunBuilder(QObject):
         if method in ATTRIBUTION_METHODS:
             return ()
         layer = cam.layer if cam is not None else None
-        # Without a backward pass only gradient-free methods can run; a model with no layer
-        # a CAM can use (no spatial or token output) gets none.
-        wanted = self.cams_available and (backward or method in GRADIENT_FREE_CAMS)
+        # Without a backward pass only gradient-free methods can run, unless the user chose
+        # what to explain (a class clicked, a box): that run's gradient CAM gets its layer's
+        # gradient from a backward that stops at the layer (core.session, as a live run), and
+        # the gradient views stay off as the toggle says. A model with no layer a CAM can
+        # use (no spatial or token output) gets none.
+        explain = backward or method in GRADIENT_FREE_CAMS or self.target is not None
+        wanted = self.cams_available and explain
         if not wanted or (layer is None and self.default_cam_layer is None):
             return ()
         return ((method, layer),)

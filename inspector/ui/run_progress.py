@@ -6,6 +6,12 @@ forwards, for one) is shown as "running x.png: Score-CAM 96/512, about 4 s left"
 busy bar shows the fraction done. A timer refreshes the text while the run goes on, so the
 estimate counts down between reports and a run that became slow is shown without waiting
 for its next report.
+
+While edits are on, the unedited run (before) may run first, then the edited run (after):
+Score-CAM's masked forwards twice over. Both passes are followed as one run: the text names
+the pass ("Score-CAM before 96/512", "Score-CAM after 32/512"), the bar spans both, and the
+time left is for the whole (the before pass counts the after pass as just as long: the same
+request but for its edits).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from inspector.ui.status_panel import StatusPanel
 
 SHOW_AFTER_S = 1.0
 REFRESH_MS = 500
+BEFORE, AFTER = "before", "after"  # the unedited run's pass and the edited run's
 
 
 def time_left(frame: ProgressFrame, since_frame: float) -> float | None:
@@ -41,14 +48,29 @@ def format_time_left(seconds: float | None) -> str:
     return f"about {seconds / 60:.0f} min left"
 
 
-def progress_text(frame: ProgressFrame, since_frame: float) -> str:
-    return f"{frame.step} {frame.done}/{frame.total}, " \
-           f"{format_time_left(time_left(frame, since_frame))}"
+def progress_text(frame: ProgressFrame, since_frame: float, pass_name: str | None = None) -> str:
+    """"Score-CAM 10/30, about 4 s left"; with `pass_name` ("before" or "after", see the
+    module docstring), "Score-CAM before 10/30, about 12 s left in all"."""
+    left = time_left(frame, since_frame)
+    if pass_name is None:
+        return f"{frame.step} {frame.done}/{frame.total}, {format_time_left(left)}"
+    if pass_name == BEFORE and left is not None:
+        left += frame.elapsed / frame.done * frame.total  # the after pass, as long again
+    return f"{frame.step} {pass_name} {frame.done}/{frame.total}, " \
+           f"{format_time_left(left)} in all"
+
+
+def progress_bar(frame: ProgressFrame, pass_name: str | None = None) -> tuple[int, int]:
+    """(done, total) of the busy bar: over both passes when there are two."""
+    if pass_name is None:
+        return frame.done, frame.total
+    return frame.done + (frame.total if pass_name == AFTER else 0), 2 * frame.total
 
 
 class RunProgress(QObject):
-    """Follows the window's current run: `begin` when it is submitted, `started` when it
-    starts (its label), `update` with its progress frames, `end` when it finished."""
+    """Follows the window's current run: `begin` when it is submitted (with the unedited
+    run it waits for, when that one still runs), `started` when either starts (its label),
+    `update` with their progress frames, `end` when the current run finished."""
 
     def __init__(self, status: StatusPanel, parent: QObject | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -56,10 +78,12 @@ class RunProgress(QObject):
         self.status = status
         self.clock = clock
         self.run_id: int | None = None
+        self.before_run: int | None = None  # the unedited run, running before run_id
         self.label = ""
         self.frame: ProgressFrame | None = None
         self._begun = 0.0
         self._received = 0.0  # when `frame` arrived
+        self._control = None  # the SessionControl followed (see follow)
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self.refresh)
@@ -69,21 +93,37 @@ class RunProgress(QObject):
         """What the status bar says about the current run's progress; None: nothing yet."""
         if self.frame is None or self.clock() - self._begun < SHOW_AFTER_S:
             return None
-        return progress_text(self.frame, self.clock() - self._received)
+        return progress_text(self.frame, self.clock() - self._received, self.pass_name)
 
-    def begin(self, run_id: int) -> None:
+    @property
+    def pass_name(self) -> str | None:
+        """BEFORE or AFTER while an unedited run goes first (see the module docstring)."""
+        if self.before_run is None or self.frame is None:
+            return None
+        return BEFORE if self.frame.run_id == self.before_run else AFTER
+
+    def follow(self, control) -> None:
+        """Begin with each run the SessionControl submits, and the unedited run before it."""
+        self._control = control
+        control.runSubmitted.connect(self._submitted)
+
+    def _submitted(self, run_id: int) -> None:
+        control = self._control
+        self.begin(run_id, control.baseline_run if control.baseline_running else None)
+
+    def begin(self, run_id: int, before_run: int | None = None) -> None:
         self.stop()  # a bar left by the run this one replaces must not stay on screen
-        self.run_id, self.label, self.frame = run_id, "", None
+        self.run_id, self.before_run, self.label, self.frame = run_id, before_run, "", None
         self._begun = self.clock()
         self._timer.start()
 
     def started(self, run_id: int, label: str) -> None:
-        if run_id == self.run_id:
+        if run_id is not None and run_id in (self.run_id, self.before_run):
             self.label = label
             self.refresh()
 
     def update(self, frame: ProgressFrame) -> None:
-        if frame.run_id != self.run_id:
+        if frame.run_id is None or frame.run_id not in (self.run_id, self.before_run):
             return
         self.frame, self._received = frame, self.clock()
         self.refresh()
@@ -96,11 +136,11 @@ class RunProgress(QObject):
         self._timer.stop()
         if self.frame is not None:
             self.status.show_progress(None)
-        self.run_id, self.frame = None, None
+        self.run_id, self.before_run, self.frame = None, None, None
 
     def refresh(self) -> None:
         text = self.text
         if text is None:
             return
         self.status.show_running(self.label or "the image", text)
-        self.status.show_progress((self.frame.done, self.frame.total))
+        self.status.show_progress(progress_bar(self.frame, self.pass_name))

@@ -69,6 +69,18 @@ def legend_html(legend) -> str:
     return " &nbsp; ".join(parts)
 
 
+def nothing_detected(frame) -> bool:
+    """A detection model's run that found nothing (above the model's own score threshold)."""
+    return frame is not None and frame.task == "detection" and not frame.detections
+
+
+def nothing_detected_text(frame, then: str = "nothing in this image to explain.") -> str:
+    """Says that nothing was detected, above which score the model looked, and `then`."""
+    threshold = getattr(frame, "score_threshold", None)
+    above = "" if threshold is None else f" above {threshold:.2g}"
+    return f"No detection{above} (the score threshold the model used): {then}"
+
+
 def drawn_boxes(detections, threshold: float, chosen: int | None) -> list[DrawnBox]:
     """The detections scoring at least `threshold`, as the canvas draws them (with their
     keypoints, for Keypoint R-CNN: every one, whatever its own score)."""
@@ -120,7 +132,9 @@ class TaskOverlay(QObject):
     def set_prediction(self, frame) -> bool:
         """Keep a run's PredictionFrame when it has boxes or a mask (a classifier's clears
         them); True when it is the first such result since the last clear."""
-        shows = bool(frame is not None and (frame.detections or frame.mask is not None))
+        # A detection run that found nothing is kept too: the bar says so.
+        shows = bool(frame is not None and (frame.task == "detection"
+                                            or frame.mask is not None))
         first = shows and self.prediction is None
         self.prediction = frame if shows else None
         self._mask_overlay = (mask_image(frame.mask, frame.legend)
@@ -138,12 +152,23 @@ class TaskOverlay(QObject):
         detections = frame is not None and frame.task == "detection"
         mask = frame.mask if frame is not None else None
         self.detection_bar.setVisible(detections)
-        self.threshold_label.setText(f"Score ≥ {self.threshold:.2f}")
-        self.canvas.set_detections(drawn_boxes(
-            frame.detections, self.threshold, frame.target) if detections else [])
+        boxes = drawn_boxes(frame.detections, self.threshold, frame.target) \
+            if detections else []
+        self.threshold_label.setText(self._threshold_text(frame, boxes) if detections else "")
+        self.canvas.set_detections(boxes)
         self.canvas.set_overlay(self._mask_overlay if mask is not None else None)
         self.legend.setVisible(mask is not None)
         self.legend.setText(legend_html(frame.legend) if mask is not None else "")
+
+    def _threshold_text(self, frame, boxes) -> str:
+        """The slider's value, and how many of the run's detections it lets through."""
+        text = f"Score ≥ {self.threshold:.2f}"
+        self.threshold_label.setToolTip(nothing_detected_text(frame)
+                                        if not frame.detections else "")
+        if not frame.detections:
+            threshold = frame.score_threshold
+            return f"{text} · nothing" + ("" if threshold is None else f" above {threshold:.2g}")
+        return f"{text} · {len(boxes)} of {len(frame.detections)} boxes"
 
     def _detection_clicked(self, rank: int) -> None:
         frame = self.prediction

@@ -108,7 +108,10 @@ def test_a_detection_that_is_not_there_is_a_one_line_error(session):
         assert outcome.notes == ["nothing detected: no gradient and no CAM"]
         assert any(isinstance(f, ActivationFrame) and f.kind == OUTPUT for f in frames)
         assert not any(isinstance(f, GradientFrame) for f in frames)
-        assert next(f for f in frames if isinstance(f, PredictionFrame)).target is None
+        predicted = next(f for f in frames if isinstance(f, PredictionFrame))
+        assert predicted.target is None
+        # Above what nothing was found: the model's own threshold, for the window to say.
+        assert predicted.score_threshold == 1.0
     finally:
         heads.score_thresh = 0.05
 

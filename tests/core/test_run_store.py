@@ -370,3 +370,30 @@ def test_the_last_full_run_stays_while_live_runs_of_one_module_follow_it():
         store.put(RunFinished(run, "ok"))
     assert store.runs() == [12, 13]
     assert store.shown_run((GRAD_OUTPUT,)) is None
+
+
+def test_after_a_cancel_the_views_show_the_last_run_before_it_with_its_own_reference():
+    """Issue 22: an edited run (3, compared with 1), then a new unedited run (4) and edited
+    run (5), both cancelled: the views show run 3 against run 1 again, none of 4's or 5's
+    frames."""
+    from inspector.core.frames import RunFinished, RunStarted
+
+    store = RunStore()
+    store.set_baseline(1)
+    for run, frames in ((1, [RunStarted(1, "a.png", "m", "cpu"), preds(1, 0.9)]),
+                        (3, [edited_start(3), preds(3, 0.4)])):
+        for frame in [*frames, RunFinished(run, "ok")]:
+            store.put(frame)
+    store.set_baseline(4)  # Score-CAM chosen: a new unedited run first
+    store.put(RunStarted(4, "a.png", "m", "cpu"))
+    store.put(preds(4, 0.8))
+    store.put(edited_start(5))
+    store.put(preds(5, 0.3))
+    assert store.shown == 5 and store.reference_run == 4  # still running: shown as it comes
+    store.put(RunFinished(4, "cancelled"))
+    store.put(RunFinished(5, "cancelled"))
+    assert store.cancelled and store.current_run == 5
+    assert store.shown == 3 and store.shown_run(("predictions",)) == 3
+    assert store.reference_run == 1 and store.reference_names() == ("before", "after")
+    store.put(RunStarted(6, "a.png", "m", "cpu"))  # the next run: shown as before
+    assert not store.cancelled and store.shown == 6

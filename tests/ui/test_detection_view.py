@@ -63,7 +63,7 @@ def test_boxes_above_the_threshold_and_a_click_chooses_one(qtbot):
     assert [d.key for d in pane.canvas.detections()] == [0, 1, 2]
     pane.threshold_slider.setValue(70)
     assert [d.key for d in pane.canvas.detections()] == [0]
-    assert pane.threshold_label.text() == "Score ≥ 0.70"
+    assert pane.threshold_label.text() == "Score ≥ 0.70 · 1 of 3 boxes"
     pane.threshold_slider.setValue(0)
 
     chosen = []
@@ -84,6 +84,20 @@ def test_boxes_above_the_threshold_and_a_click_chooses_one(qtbot):
     pane.set_mode(MODEL_INPUT)
     pane.set_prediction(PredictionFrame(2, (), 3))
     assert pane.canvas.detections() == [] and not pane.detection_bar.isVisible()
+
+
+def test_a_run_that_detected_nothing_keeps_the_threshold_bar_and_says_why(qtbot):
+    """Issue 22: a detection run with no box hid the bar, as if the model were no detector."""
+    pane = _pane_on_a_black_input(qtbot)
+    nothing = PredictionFrame(1, (), None, "detection", (), score_threshold=0.05)
+    pane.set_prediction(nothing)
+    assert pane.mode == MODEL_INPUT and pane.detection_bar.isVisible()
+    assert pane.canvas.detections() == []
+    assert pane.threshold_label.text() == "Score ≥ 0.50 · nothing above 0.05"
+    assert pane.threshold_label.toolTip().startswith("No detection above 0.05 (the score "
+                                                     "threshold the model used)")
+    pane.threshold_slider.setValue(0)  # still there to move: nothing to show under it
+    assert pane.canvas.detections() == [] and pane.detection_bar.isVisible()
 
 
 def test_the_mask_overlays_the_input_with_a_legend(qtbot):
@@ -237,3 +251,26 @@ def test_the_boxes_follow_the_frames_of_a_playing_video(window_with, qtbot, tmp_
     assert len(while_playing) >= 2, (drawn, window.video.frames_run)
     wait_run(qtbot, window, timeout=TIMEOUT)
     assert drawn[-1][0] == window.control.current_run  # the paused frame's boxes are drawn
+
+
+# Random weights, no bias towards a class: every score is about 1/91, under the 0.05 the
+# model keeps, so nothing is detected (as a detector that finds nothing in a picture).
+BLIND_DETECTOR = DETECTOR.replace("cls_score.bias[1] += 6.0", "cls_score.bias.zero_()")
+
+
+@pytest.mark.slow
+def test_the_window_says_when_a_detector_found_nothing(window_with, qtbot, tmp_path):
+    """Issue 22: "Predictions appear here after a run." after the run, a CAM pane blaming
+    gradients that were on, and no threshold slider."""
+    assert BLIND_DETECTOR != DETECTOR
+    window = window_with(BLIND_DETECTOR, _picture(tmp_path / "empty.png"))
+    wait_run(qtbot, window, timeout=TIMEOUT)
+    assert window.backward_action.isChecked()
+    predictions, cam, pane = window.views["predictions"], window.views["cam"], window.images
+    assert predictions.frame is None or not predictions.frame.top
+    said = "No detection above 0.05 (the score threshold the model used)"
+    assert predictions.empty.text().startswith(said), predictions.empty.text()
+    assert cam.header.text().startswith(said), cam.header.text()
+    assert pane.mode == MODEL_INPUT and pane.detection_bar.isVisible()
+    assert pane.threshold_label.text() == "Score ≥ 0.50 · nothing above 0.05"
+    window.grab().save(str(tmp_path / "nothing-detected.png"))

@@ -158,3 +158,141 @@ def test_a_progress_bar_does_not_outlive_the_run_it_belonged_to(qtbot):
         assert not status.busy.isVisible()
     finally:
         progress.stop()
+
+
+def cancel_in_score_cam(qtbot, window, start, forwards_before: int) -> None:
+    """`start()` runs Score-CAM; the gate holds the masked forwards after `forwards_before`
+    batches (48 channels: two batches a pass) and Esc cancels the run there."""
+    gate = window.control.loaded.model.gate
+    gate.close(after=forwards_before)
+    try:
+        start()
+        qtbot.waitUntil(gate.held.is_set, timeout=TIMEOUT)
+        window.runs.cancel()  # Run ▸ Cancel run (Esc)
+    finally:
+        gate.open()
+    wait_run(qtbot, window, status="cancelled")  # its RunFinished reached the views
+
+
+def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_run(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    """Issue 22: Esc while the before or after pass of Score-CAM ran left the unedited run's
+    probability without a label (no Before/After table) and an empty CAM pane."""
+    window = make_window(model=GATED, images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    predictions, cam = window.views["predictions"], window.views["cam"]
+    store = window.router.store
+
+    # Edits on, Grad-CAM: a complete edited run compared with its unedited run.
+    window.edit_actions.add_occlusion((2, 2, 10, 10))
+    wait_run(qtbot, window)
+    window.edit_actions.add_occlusion((12, 12, 20, 20))
+    edited = wait_run(qtbot, window).run_id
+    before = store.reference_run
+    assert before is not None and predictions.table.columnCount() == 5
+
+    # Score-CAM: a new unedited run and a new edited run; Esc in the after pass.
+    cancel_in_score_cam(qtbot, window, lambda: cam.method_combo.setCurrentIndex(
+        cam.method_combo.findData("scorecam")), forwards_before=2)
+    assert store.current_run > edited and store.status(store.current_run) == "cancelled"
+    assert predictions.frame.run_id == edited
+    assert predictions.reference.run_id == before  # the same before/after as it had
+    assert predictions.table.columnCount() == 5
+    header = predictions.header.text()
+    assert f"run {edited} (x.png)</b>, the last complete run: run {store.current_run} " \
+           "was cancelled" in header, header
+    assert f"before</b>: run {before} (x.png, unedited)" in header, header
+    assert cam.cam_frame.run_id == edited and cam.stack.currentWidget() is cam.view
+    assert f"run {edited}</b> (run {store.current_run} was cancelled)" in cam.header.text()
+    assert "Score-CAM at features not computed</i>" in cam.header.text()  # not "yet"
+    window.grab().save(str(tmp_path / "after-pass.png"))
+
+
+def test_cancelling_the_first_edited_score_cam_run_shows_the_unedited_run_as_such(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    """Score-CAM on, then two occlusions, Esc in the before pass: the last complete run is
+    the one without edits, and the panes say so (the CAM pane used to say "Drop an image")."""
+    window = make_window(model=GATED, images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    predictions, cam = window.views["predictions"], window.views["cam"]
+    cam.method_combo.setCurrentIndex(cam.method_combo.findData("scorecam"))
+    plain = wait_run(qtbot, window).run_id
+
+    def occlude_twice():
+        window.edit_actions.add_occlusion((2, 2, 10, 10))
+        window.edit_actions.add_occlusion((12, 12, 20, 20))
+
+    cancel_in_score_cam(qtbot, window, occlude_twice, forwards_before=0)
+    store = window.router.store
+    assert predictions.frame.run_id == plain and predictions.reference is None
+    assert f"run {plain} (x.png), without edits</b>, the last complete run" in \
+        predictions.header.text()
+    assert cam.cam_frame.run_id == plain and cam.cam_frame.method == "scorecam"
+    assert cam.stack.currentWidget() is cam.view
+    assert "was cancelled" in cam.header.text() and store.cancelled
+
+
+def test_the_before_and_after_passes_are_named_with_one_estimate_for_both(qtbot):
+    """Issue 22: with edits on, Score-CAM's progress ran to 512 for the unedited run, then
+    started again from 0 for the edited run, without a word."""
+    from PySide6.QtWidgets import QStatusBar
+
+    from inspector.ui.run_progress import RunProgress, progress_bar
+    from inspector.ui.status_panel import StatusPanel
+
+    before = ProgressFrame(1, "Score-CAM", 96, 512, 4.8)  # 0.05 s a forward
+    assert progress_text(before, 0.0, "before") == "Score-CAM before 96/512, about 46 s left in all"
+    assert progress_bar(before, "before") == (96, 1024)
+    after = ProgressFrame(2, "Score-CAM", 32, 512, 1.6)
+    assert progress_text(after, 0.0, "after") == "Score-CAM after 32/512, about 24 s left in all"
+    assert progress_bar(after, "after") == (544, 1024)
+
+    bar = QStatusBar()
+    qtbot.addWidget(bar)
+    bar.show()
+    status = StatusPanel(bar)
+    now = [0.0]
+    progress = RunProgress(status, clock=lambda: now[0])
+    try:
+        progress.begin(2, before_run=1)  # the edited run 2, after the unedited run 1
+        progress.started(1, "x.png")
+        now[0] = 5.0
+        progress.update(before)
+        assert status.run.text() == "running x.png: Score-CAM before 96/512, about 46 s left in all"
+        progress.update(after)
+        assert status.run.text() == "running x.png: Score-CAM after 32/512, about 24 s left in all"
+        assert (status.busy.value(), status.busy.maximum()) == (544, 1024)
+    finally:
+        progress.stop()
+
+
+def test_the_window_names_the_pass_of_score_cam_while_edits_are_on(
+    make_window, qtbot, tmp_path  # noqa: F811
+):
+    window = make_window(model=GATED, images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    window.edit_actions.add_occlusion((2, 2, 10, 10))
+    wait_run(qtbot, window)
+    gate = window.control.loaded.model.gate
+    cam = window.views["cam"]
+    left = r"(about \d+ (s|min)|less than a second|estimating the time) left in all"
+    # Held in each pass in turn: two batches of 32 and 16 forwards a pass.
+    for held_after, method, text, bar in ((1, "scorecam", "before 32/48", (32, 96)),
+                                          (3, "scorecam", "after 32/48", (80, 96))):
+        if cam.method == method:  # a new unedited run each time: the CAMs are in its key
+            cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))
+            wait_run(qtbot, window)
+        gate.close(after=held_after)
+        try:
+            cam.method_combo.setCurrentIndex(cam.method_combo.findData(method))
+            qtbot.waitUntil(gate.held.is_set, timeout=TIMEOUT)
+            qtbot.waitUntil(lambda: "Score-CAM" in window.status.run.text(), timeout=TIMEOUT)
+            shown = window.status.run.text()
+            assert re.fullmatch(rf"running x\.png: Score-CAM {text}, {left}", shown), shown
+            assert (window.status.busy.value(), window.status.busy.maximum()) == bar
+            window.grab().save(str(tmp_path / f"{text.split()[0]}-pass.png"))
+        finally:
+            gate.open()
+        wait_run(qtbot, window)

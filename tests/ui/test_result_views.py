@@ -14,6 +14,7 @@ from view_frames import (
     started,
 )
 
+from inspector.core.run_store import RunStore
 from inspector.ui.views import (
     CamView,
     PredictionsView,
@@ -121,3 +122,20 @@ def test_cam_view_shows_the_selected_methods_map_when_several_arrive(qtbot):
     assert view.cam_frame.method == "gradcam"  # the combo's choice, not just the newest
     view.method_combo.setCurrentIndex(view.method_combo.findData("layercam"))
     assert view.cam_frame.method == "layercam"
+
+
+def test_a_detection_run_that_found_nothing_says_so_in_predictions_and_the_cam_pane(qtbot):
+    """Issue 22: "Predictions appear here after a run." after the run, and the CAM pane
+    blamed gradients, which were on."""
+    from inspector.core.frames import PredictionFrame, RunFinished
+
+    store = RunStore()
+    predictions_view = shown(qtbot, PredictionsView(store=store))
+    cam = shown(qtbot, CamView(store=store))
+    store.put(started(1, np.zeros((32, 32, 3), np.uint8)))
+    store.put(PredictionFrame(1, (), None, "detection", (), score_threshold=0.05))
+    store.put(RunFinished(1, "ok"))
+    text = "No detection above 0.05 (the score threshold the model used)"
+    assert predictions_view.empty.text().startswith(text), predictions_view.empty.text()
+    assert predictions_view.stack.currentWidget() is predictions_view.empty
+    assert cam.header.text().startswith(text) and "gradients" not in cam.header.text()

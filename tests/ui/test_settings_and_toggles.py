@@ -302,3 +302,34 @@ def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):  # 
     run = wait_run(qtbot, window)  # the defaults run: with gradients, a Grad-CAM
     assert cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id
     assert cam.cam_frame.method == "gradcam"
+
+
+def test_with_gradients_off_a_clicked_class_is_explained(make_window, qtbot, tmp_path):  # noqa: F811
+    """Issue 22: "Click a class to explain it" ran again without a CAM while Compute
+    gradients was off. The click's run computes the CAM of that class (a backward to the CAM
+    layer only); the gradient views stay off, as the toggle says."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    window = make_window(images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    window.backward_action.trigger()
+    wait_run(qtbot, window)
+    predictions, cam = window.views["predictions"], window.views["cam"]
+    assert predictions.target is None and cam.cam_frame is None
+    assert "Click a class to explain it" in predictions.header.text()
+
+    row = 1  # not the top class: the map must be of the class clicked
+    chosen = predictions.rows[row]
+    table = predictions.table
+    QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton,
+                     pos=table.visualRect(table.model().index(row, 1)).center())
+    run = wait_run(qtbot, window)
+    assert not window.control.last_request.backward
+    assert predictions.frame.run_id == run.run_id and predictions.target == chosen
+    assert cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id
+    assert cam.cam_frame.target == chosen and cam.cam_frame.method == "gradcam"
+    store = window.router.store  # no gradient frames in that run: the toggle is off
+    assert not any(store.tensors(m, ("grad_output", "grad_input"), run.run_id)
+                   for m in store.forward_order(run.run_id))
+    window.grab().save(str(tmp_path / "clicked.png"))

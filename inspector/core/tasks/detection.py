@@ -53,6 +53,16 @@ def max_detections(model: nn.Module) -> int:
     return 100
 
 
+def score_threshold(model: nn.Module) -> float | None:
+    """The score under which the model itself drops detections (torchvision: 0.05 for the
+    R-CNNs and RetinaNet, 0.2 for FCOS, 0.01 for SSD); None when it has none to tell."""
+    for owner in (getattr(model, "roi_heads", None), model):
+        value = getattr(owner, "score_thresh", None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
 def forward(model: nn.Module, x: torch.Tensor):
     """The model's output for a (B, 3, H, W) batch: it takes a list of images."""
     return model(list(x))

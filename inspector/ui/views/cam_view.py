@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 from inspector.core.frames import CamFrame
 from inspector.core.methods import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
 from inspector.ui import colormaps
+from inspector.ui.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views.base import FrameView, hint_label
 from inspector.ui.views.occlusion_controls import OcclusionControls
 
@@ -47,6 +48,8 @@ ALPHA_SLIDER_WIDTH = 80  # pixels
 ALPHA_TIP = "Opacity of the map over the image: 0% shows the image alone, 100% the map alone"
 FAILED_TEXT = "The last run failed before the class activation map was computed: the status " \
               "bar says why."
+CANCELLED_TEXT = "Run {run} was cancelled before its map was computed, and no earlier map of " \
+                 "this image is kept: run again (F5) to compute it."
 
 
 def heat_rgb(cam: np.ndarray, cmap: str = colormaps.DEFAULT_OVERLAY) -> np.ndarray:
@@ -241,7 +244,7 @@ class CamView(FrameView):
         re-run keeps its overlay: no flicker), else none: on another image it would be wrong,
         and a run that finished without a map (or failed) shows none of an earlier run's."""
         store = self.store
-        run, cam_run = store.current_run, store.latest_run(self.kinds)
+        run, cam_run = store.shown, store.latest_run(self.kinds)  # shown: not a cancelled run
         display = _display(store, run)
         if cam_run is None:
             return None, display
@@ -359,7 +362,7 @@ class CamView(FrameView):
         image = self._compose()
         if image is None:
             self.header.setText("")
-            self.empty.setText(FAILED_TEXT if self.failed else EMPTY_TEXT)
+            self.empty.setText(self._empty_text())
             self.stack.setCurrentWidget(self.empty)
             return
         self.composite = image
@@ -368,6 +371,13 @@ class CamView(FrameView):
         self.bar.setOpacity(1.0 if self.drawn[0] is not None else 0.0)
         self.header.setText(self._header_text())
         self.stack.setCurrentWidget(self.view)
+
+    def _empty_text(self) -> str:
+        if self.failed:
+            return FAILED_TEXT
+        if self.store.cancelled:
+            return CANCELLED_TEXT.format(run=self.store.current_run)
+        return EMPTY_TEXT
 
     def _compare_mode(self, cam: CamFrame | None) -> str:
         """The selector's choice, after naming its entries for this comparison (hidden when
@@ -411,7 +421,12 @@ class CamView(FrameView):
         if f is None:
             if self.failed:
                 return FAILED_TEXT
-            if self.store.status(self.store.current_run) == "ok":
+            if self.store.cancelled:
+                return CANCELLED_TEXT.format(run=self.store.current_run)
+            predictions = self.store.get(("predictions",), self.store.shown)
+            if nothing_detected(predictions):
+                return html.escape(nothing_detected_text(predictions, "no map."))
+            if self.store.status(self.store.shown) == "ok":
                 return "This run computed no CAM (it needs gradients: a run with a target class)."
             return "<i>Computing the class activation map\u2026</i>"
         label = self._label(f.target)
@@ -423,9 +438,14 @@ class CamView(FrameView):
         )
         if (f.method, f.layer) != (self.method, self.layer) and self.layer is not None:
             wanted = f"{METHODS.get(self.method, self.method)} at {self.layer or '(whole model)'}"
-            text += f" \u00b7 <i>{html.escape(wanted)} not computed yet</i>"
+            # After a cancel nothing is on its way: "yet" would promise it.
+            later = "" if self.store.cancelled else " yet"
+            text += f" \u00b7 <i>{html.escape(wanted)} not computed{later}</i>"
         if self._image_f is None:
             text += " \u00b7 the map alone (no image of the same size)"
+        store = self.store
+        if store.cancelled:
+            text += f" \u00b7 <b>run {f.run_id}</b> (run {store.current_run} was cancelled)"
         names = self.store.reference_names() if self.reference_cam is not None else None
         if names is not None:
             first, second = names

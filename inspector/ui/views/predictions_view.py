@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.frames import PredictionFrame, RunFinished
+from inspector.ui.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views.base import FrameView, hint_label
 
 PROB_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -182,7 +183,8 @@ class PredictionsView(FrameView):
     def run_changed(self, frame) -> None:
         changed = self.frame is None  # the hint says whether a run started or failed
         if isinstance(frame, RunFinished) and frame.status != "ok":
-            changed |= frame.status == "error"
+            # An error says so; a cancel shows the run before it again (RunStore.shown).
+            changed = True
             if self.requested is not None:
                 self.requested = None  # the re-run failed or was cancelled: stop saying "running"
                 changed = True
@@ -210,6 +212,11 @@ class PredictionsView(FrameView):
             if self.failed:
                 text = "The last run failed before the model predicted anything: the status " \
                        "bar says why."
+            elif nothing_detected(frame):
+                text = nothing_detected_text(frame)
+            elif self.store.cancelled:
+                text = f"Run {self.store.current_run} was cancelled before it finished, and " \
+                       "no earlier run is kept: run again (F5) to see the predictions."
             elif self.store.current_run is not None:
                 text = "Predictions appear here after a run."
             else:
@@ -291,7 +298,8 @@ class PredictionsView(FrameView):
         if self.requested is not None:
             text = f"Target: <b>{name(self.requested)}</b> \u00b7 <i>running\u2026</i>"
         elif frame.target is None:
-            text = "No target: this run computed no gradients. Click a class to explain it."
+            text = "No target: this run computed no gradients. Click a class to explain it " \
+                   "(its class activation map)."
         else:
             where = "" if frame.target in labels else " (not in the top classes)"
             text = (f"Target: <b>{name(frame.target)}</b>{where} \u00b7 click a class to "
@@ -301,6 +309,11 @@ class PredictionsView(FrameView):
     def _run_lines(self, frame: PredictionFrame) -> list[str]:
         """Whether the run shown is edited, and what it is compared with."""
         lines = []
+        store = self.store
+        if store.cancelled and frame.run_id == store.shown:
+            edits = "" if store.edited(frame.run_id) else ", without edits"
+            lines.append(f"<b>{html.escape(_run_name(store, frame.run_id))}{edits}</b>, the last "
+                         f"complete run: run {store.current_run} was cancelled")
         started = self.store.started(frame.run_id)
         if started is not None and started.edits:
             edits = html.escape("; ".join(started.edits))
@@ -321,7 +334,7 @@ def _run_name(store, run_id: int) -> str:
     """"run 7 (cat.png)", "run 7 (cat.png, unedited)"."""
     started = store.started(run_id)
     parts = [started.label] if started is not None and started.label else []
-    if run_id == store.baseline_run:
+    if run_id in (store.baseline_run, store.shown_baseline):
         parts.append("unedited")
     return f"run {run_id}" + (f" ({', '.join(parts)})" if parts else "")
 
