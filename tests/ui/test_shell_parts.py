@@ -322,6 +322,35 @@ def test_error_reporter_status_line_and_details(qtbot):
     reporter.stop()
 
 
+def test_a_later_success_clears_the_failure_from_the_status_line(qtbot):
+    """A failure stays while it is fresh (ERROR_HOLD_S) even when a run succeeds just after
+    it, then goes; one that was on screen longer goes at once. Its details stay a click
+    away until they were read."""
+    from inspector.ui.errors import ERROR_HOLD_S, ErrorReporter
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    reporter = ErrorReporter(window.statusBar(), window)
+    window.show()
+    reporter.report("Could not open x.png: file is empty", "Traceback ...")
+    reporter.resolved()  # a run finished a moment later
+    assert reporter.showing_error() and reporter.label.text().startswith("Could not open")
+    reporter._clear_info()  # what the hold timer calls when ERROR_HOLD_S is over
+    assert not reporter.showing_error()
+    assert reporter.label.text() == "" and reporter.label.toolTip() == ""
+    assert reporter.details_button.isVisible()
+    assert reporter.details_button.text() == "Last error…"
+
+    reporter.report("Could not load model: no such file", "")
+    reporter._error_time -= ERROR_HOLD_S + 1  # on screen longer than the hold
+    assert reporter.showing_error()
+    reporter.resolved()
+    assert not reporter.showing_error() and reporter.label.text() == ""
+    reporter.show_details()  # read: the button goes
+    assert not reporter.details_button.isVisible()
+    reporter.stop()
+
+
 def test_settings_round_trip(qtbot, tmp_path):
     from inspector.ui.settings import MAX_RECENT, AppSettings
 
