@@ -12,6 +12,7 @@ from view_frames import RNG, cam_frame, shown
 
 from inspector.core.frames import (
     DivergenceFrame,
+    ModelLoaded,
     Prediction,
     PredictionFrame,
     RunFinished,
@@ -265,6 +266,10 @@ def test_divergence_plot_hover_names_the_module(qtbot):
     view._hover(vb.mapViewToScene(QPointF(4, 1.0)))
     assert view.hover_label.text().startswith("module 4: head") and "rel L2 1.5" in \
         view.hover_label.text()
+    # Another model: nothing of the old model's modules stays, above or below the plot.
+    view.store.put(ModelLoaded("other", "", True, "cpu", None))
+    assert view.frame is None and view.stack.currentWidget() is view.empty
+    assert view.hover_label.text().strip() == "" and view.header.text() == ""
 
 
 # -- the window: Pin as A, and the divergence plot selecting modules -----------------------------
