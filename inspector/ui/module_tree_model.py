@@ -425,9 +425,10 @@ class ModuleTreeModel(QAbstractItemModel):
             if len(info.calls) > 1:
                 lines.append(f"called {len(info.calls)} times per forward; "
                              f"the columns show the first call")
-            for hazard in sorted(info.hazards):
-                lines.append(f"• {HAZARD_LABELS.get(hazard, hazard)}: "
-                             f"{hazard_text(hazard)}")
+            # core.tree's sentence says it all ("modifies its input in place"): a label
+            # before it would say it twice.
+            lines.extend(f"• {hazard_text(hazard) or HAZARD_LABELS.get(hazard, hazard)}"
+                         for hazard in sorted(info.hazards))
             edits = self.edits.get(name, ())
             if edits:
                 lines.append("<b>Edited in the next runs:</b>")

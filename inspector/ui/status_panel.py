@@ -6,6 +6,8 @@ Failures have their own place at the left of the status bar (errors.ErrorReporte
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
@@ -46,13 +48,17 @@ class StatusPanel:
         self.model.setText(frame.name)
         self.model.setToolTip(frame.description)
         # Random weights make every picture meaningless: say so plainly, in colour.
-        if frame.pretrained:
-            self.weights.setText("trained weights")
-            self.weights.setStyleSheet("")
-        else:
+        # Weights from a file say which file: a checkpoint may hold random or half-trained
+        # weights, so "trained" would claim what the app cannot know.
+        if not frame.pretrained:
             self.weights.setText("RANDOM weights")
             self.weights.setStyleSheet(WARN_STYLE)
-        self.weights.setToolTip(frame.description)
+        else:
+            self.weights.setText(f"weights from {source_name(frame.source)}" if frame.source
+                                 else "weights loaded")
+            self.weights.setStyleSheet("")
+        self.weights.setToolTip(f"{frame.description}\n{frame.source}" if frame.source
+                                else frame.description)
         self.device.setText(f"device {frame.device}")
 
     def show_running(self, label: str, progress: str | None = None) -> None:
@@ -88,6 +94,11 @@ class StatusPanel:
         text = f"frames {shown:,} shown · {dropped:,} dropped"
         if self.frames.text() != text:
             self.frames.setText(text)
+
+
+def source_name(source: str) -> str:
+    """The file (or HF folder) the weights came from, as the status bar names it."""
+    return Path(source).name or source
 
 
 class LoadingOverlay(QLabel):

@@ -85,9 +85,13 @@ def test_tree_model_rows_shapes_hazards_and_default_kinds(qtbot, tree):
     assert model.data(model.index_of("body.0", COL_SHAPE)) == "4×6×6"
     # Hazards: an icon and a tooltip in words.
     assert model.data(model.index_of("shared", COL_NAME), Qt.ItemDataRole.DecorationRole)
-    assert "called several times" in model.data(model.index_of("shared"),
-                                                Qt.ItemDataRole.ToolTipRole)
-    assert "in-place" in model.data(model.index_of("body.1"), Qt.ItemDataRole.ToolTipRole)
+    # Each hazard once, in core.tree's words (not "in-place: modifies its input in place").
+    def hazard_lines(name):
+        tip = model.data(model.index_of(name), Qt.ItemDataRole.ToolTipRole)
+        return [line for line in tip.split("<br>") if line.startswith("•")]
+
+    assert hazard_lines("shared") == ["• called more than once per forward: one capture per call"]
+    assert hazard_lines("body.1") == ["• modifies its input in place"]
     # Hooks: inputs, outputs and output gradients of every module, the model itself too.
     assert model.kinds[""] == model.kinds["head"] == {INPUT, OUTPUT, GRAD_OUTPUT}
     grad_in = model.index_of("head", COLUMN_OF_KIND[GRAD_INPUT])
