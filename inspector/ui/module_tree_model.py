@@ -434,6 +434,8 @@ class ModuleTreeModel(QAbstractItemModel):
                 lines.append("<b>Edited in the next runs:</b>")
                 lines.extend(f"✎ {html.escape(d)}" for d in edits)
             return "<br>".join(lines)
+        if col == COL_TYPE:  # the whole type where the column is too narrow for it
+            return info.type_name
         if col == COL_PARAMS:
             return (f"{info.params_total:,} parameters ({info.params_own:,} in this module, "
                     f"{info.trainable:,} trainable overall)")

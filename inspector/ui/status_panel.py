@@ -14,6 +14,10 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 from inspector.core.frames import ModelLoaded, RunFinished
 
 WARN_STYLE = "color: #ef6c00; font-weight: 600;"
+# The widest a model name, a weights file or a run's label gets in the status bar: longer
+# ones are elided in the middle (the tooltip has the whole text), so that the message at
+# the left keeps room to be read.
+LABEL_MAX = 240
 RUN_WORDS = {"ok": "last run", "error": "failed run", "cancelled": "cancelled run"}
 
 
@@ -45,25 +49,23 @@ class StatusPanel:
             bar.addPermanentWidget(label)
 
     def show_model(self, frame: ModelLoaded) -> None:
-        self.model.setText(frame.name)
-        self.model.setToolTip(frame.description)
+        set_elided(self.model, frame.name, frame.description)
         # Random weights make every picture meaningless: say so plainly, in colour.
         # Weights from a file say which file: a checkpoint may hold random or half-trained
         # weights, so "trained" would claim what the app cannot know.
+        tip = f"{frame.description}\n{frame.source}" if frame.source else frame.description
         if not frame.pretrained:
-            self.weights.setText("RANDOM weights")
+            set_elided(self.weights, "RANDOM weights", tip)
             self.weights.setStyleSheet(WARN_STYLE)
         else:
-            self.weights.setText(f"weights from {source_name(frame.source)}" if frame.source
-                                 else "weights loaded")
+            set_elided(self.weights, f"weights from {source_name(frame.source)}"
+                       if frame.source else "weights loaded", tip)
             self.weights.setStyleSheet("")
-        self.weights.setToolTip(f"{frame.description}\n{frame.source}" if frame.source
-                                else frame.description)
         self.device.setText(f"device {frame.device}")
 
     def show_running(self, label: str, progress: str | None = None) -> None:
         """A run going on; `progress` ("Score-CAM 12/64, about 3 s left") once it is long."""
-        self.run.setText(f"running {label}: {progress}" if progress else f"running {label}…")
+        set_elided(self.run, f"running {label}: {progress}" if progress else f"running {label}…")
 
     def show_progress(self, done_total: tuple[int, int] | None) -> None:
         """The busy bar as a fraction done, or (None) back to hidden and indefinite."""
@@ -79,8 +81,8 @@ class StatusPanel:
     def show_run(self, frame: RunFinished) -> None:
         total = frame.timings.get("total")
         words = RUN_WORDS.get(frame.status, frame.status)
-        self.run.setText(f"{words} {1000 * total:.0f} ms" if total else words)
-        self.run.setToolTip(", ".join(f"{k} {1000 * v:.1f} ms" for k, v in frame.timings.items()))
+        set_elided(self.run, f"{words} {1000 * total:.0f} ms" if total else words,
+                   ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in frame.timings.items()))
 
     def show_stream(self, fps: float | None, run: int = 0, dropped: int = 0) -> None:
         """A stream's figures (None: no stream, the label goes)."""
@@ -94,6 +96,14 @@ class StatusPanel:
         text = f"frames {shown:,} shown · {dropped:,} dropped"
         if self.frames.text() != text:
             self.frames.setText(text)
+
+
+def set_elided(label: QLabel, text: str, tip: str = "") -> None:
+    """`text` in `label`, elided in the middle past LABEL_MAX pixels; the tooltip is `tip`,
+    after the whole text when that was elided."""
+    shown = label.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, LABEL_MAX)
+    label.setText(shown)
+    label.setToolTip("\n".join(t for t in (text if shown != text else "", tip) if t))
 
 
 def source_name(source: str) -> str:
