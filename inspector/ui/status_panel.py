@@ -65,7 +65,12 @@ class StatusPanel:
 
     def show_running(self, label: str, progress: str | None = None) -> None:
         """A run going on; `progress` ("Score-CAM 12/64, about 3 s left") once it is long."""
-        set_elided(self.run, f"running {label}: {progress}" if progress else f"running {label}…")
+        # Only the image's name is elided: the progress is what the label is there for.
+        name = self.run.fontMetrics().elidedText(label, Qt.TextElideMode.ElideMiddle,
+                                                 LABEL_MAX // 2)
+        text = f"running {name}: {progress}" if progress else f"running {name}…"
+        self.run.setText(text)
+        self.run.setToolTip(text.replace(name, label, 1) if name != label else "")
 
     def show_progress(self, done_total: tuple[int, int] | None) -> None:
         """The busy bar as a fraction done, or (None) back to hidden and indefinite."""
