@@ -201,6 +201,7 @@ class ModelLoaded:
     tree: Any  # core.tree.ModuleTree
     notes: tuple[str, ...] = ()  # what the user should know: random weights, a slower path
     cam_layer: str | None = None  # where a CAM is computed unless the user names a layer
+    source: str = ""  # the file or folder the weights came from ("" for random weights)
 
 
 # Never dropped by the channel: a few per run, and the UI needs every one (progress frames

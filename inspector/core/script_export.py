@@ -102,6 +102,7 @@ def script_for(
         forward=tpl.FORWARD_WITH_GRAD if backward else tpl.FORWARD_NO_GRAD,
     ))
     blocks.append(tpl.MAIN.substitute(
+        model_name=repr(loaded.name or "model"),  # what the module tree shows for the root
         image_default=', nargs="?", default=RUN_IMAGE' if image else "",
         show_gradients=tpl.SHOW_GRADIENTS if backward else "",
         json_gradients=tpl.JSON_GRADIENTS if backward else "",

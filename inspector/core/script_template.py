@@ -359,12 +359,23 @@ FORWARD_NO_GRAD = '''\
 
 MAIN = Template('''
 
+# The model itself is "" in named_modules(); printed by the name Network Inspector's module
+# tree gives it, so that its row is not a blank one.
+MODEL_NAME = $model_name
+
+
+def shown_name(key):
+    """A captured output's name as printed: "" (the model) and ":0" (a tensor in the model's
+    tuple output) get MODEL_NAME before them."""
+    return MODEL_NAME + key if key == "" or key.startswith(":") else key
+
+
 def show(title, table):
     print(f"\\n{title}")
     print(f"{'module':<32} {'shape':<18} {'mean':>11} {'std':>11} {'min':>11} {'max':>11}")
     for name, s in table.items():
         shape = "x".join(str(n) for n in shapes[name])
-        print(f"{name:<32} {shape:<18} {s['mean']:>11.4g} {s['std']:>11.4g} "
+        print(f"{shown_name(name):<32} {shape:<18} {s['mean']:>11.4g} {s['std']:>11.4g} "
               f"{s['min']:>11.4g} {s['max']:>11.4g}")
 
 
@@ -382,7 +393,7 @@ def main():
     show("output statistics:", outputs)
     missed = [n for n in CAPTURED if not any(k == n or k.startswith(n + ":") for k in outputs)]
     if missed:
-        print(f"never called: {', '.join(missed)}")$show_gradients
+        print(f"never called: {', '.join(shown_name(n) for n in missed)}")$show_gradients
     if args.out:
         result = {"logits": logits.tolist(), "target": target, "modules": outputs}$json_gradients
         with open(args.out, "w") as f:

@@ -140,6 +140,7 @@ class Session:
                     tree=tree,
                     notes=model_notes(loaded),
                     cam_layer=cam_layer,
+                    source=loaded.source,
                 )
             )
             return loaded

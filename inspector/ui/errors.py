@@ -122,6 +122,7 @@ class ErrorReporter(QObject):
         self.count = 0  # failures reported since start: tests read it
         self._error_time: float | None = None  # when the failure on screen was reported
         self._pending_info: tuple[str, int] | None = None
+        self._resolved = False  # a later action succeeded while the failure was fresh
         self._unseen = False  # a failure was reported and its details never opened
         # Info messages fade after a while; errors stay until the next message.
         self._clear_timer = QTimer(self)
@@ -138,6 +139,7 @@ class ErrorReporter(QObject):
         self._clear_timer.stop()
         self._error_time = time.monotonic()
         self._pending_info = None
+        self._resolved = False
         self._clear_timer.start(int(ERROR_HOLD_S * 1000))  # then a waiting info may show
         self.label.setStyleSheet(ERROR_STYLE)
         self.label.setText(message)
@@ -168,6 +170,7 @@ class ErrorReporter(QObject):
             self._pending_info = (message, timeout_ms)
             return
         self._pending_info = None
+        self._resolved = False
         self._error_time = None
         self.label.setStyleSheet(INFO_STYLE)
         self.label.setText(message)
@@ -178,17 +181,44 @@ class ErrorReporter(QObject):
         if timeout_ms:
             self._clear_timer.start(timeout_ms)
 
+    def resolved(self) -> None:
+        """A later action succeeded (a run finished, a model loaded, an image opened): the
+        failure on screen is old news and goes, once it has been there ERROR_HOLD_S (a run
+        that succeeds just after a failure must not hide it unread). A failure whose
+        details were never opened stays one click away ("Last error…")."""
+        if not self.showing_error():
+            return
+        if self._error_time is not None and time.monotonic() - self._error_time < ERROR_HOLD_S:
+            self._resolved = True  # _clear_info clears it when the hold time is over
+            return
+        self._clear_error()
+
+    def showing_error(self) -> bool:
+        return self.label.styleSheet() == ERROR_STYLE
+
+    def _clear_error(self) -> None:
+        self._error_time = None
+        self._resolved = False
+        self.label.setStyleSheet(INFO_STYLE)
+        self.label.clear()
+        self.label.setToolTip("")
+        self.details_button.setText("Last error…")
+        self.details_button.setVisible(self._unseen)
+
     def _clear_info(self) -> None:
         if self._error_time is not None:  # the error's hold time is over
             self._error_time = None
             if self._pending_info is not None:
                 self.info(*self._pending_info)
-            return  # the error stays on screen until the next message
+            elif self._resolved:
+                self._clear_error()
+            return  # else the error stays on screen until the next message
         self.label.clear()
+        self.label.setToolTip("")
 
     def show_details(self) -> None:
         self._unseen = False
-        if self.label.styleSheet() != ERROR_STYLE:  # the error was already replaced
+        if not self.showing_error():  # the error was already replaced
             self.details_button.hide()
         if self._dialog is None:
             self._dialog = DetailsDialog(self._window)

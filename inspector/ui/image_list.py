@@ -173,7 +173,8 @@ class ImageList(QListWidget):
         item = QListWidgetItem(QIcon(QPixmap.fromImage(thumb)), entry.name)
         item.setData(EntryRole, entry)
         w, h = entry.size
-        where = str(entry.path) if entry.path else "pasted from the clipboard"
+        # The whole name (the list elides long ones) and where it is.
+        where = str(entry.path) if entry.path else f"{entry.name}, pasted from the clipboard"
         what = f"{w} × {h} pixels"
         if entry.video is not None:
             what += f", {entry.video.frame_count:,} frames at {entry.video.fps:g} fps"

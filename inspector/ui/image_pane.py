@@ -294,7 +294,8 @@ class ImagePane(QWidget):
                 self.failed.emit(f"Could not open {e.path.name}: {e.reason}", str(e))
             w, h = entry.size
             self.caption.setText(f"{entry.name}  ·  {w} × {h}")
-            self.caption.setToolTip(str(entry.path or entry.name))
+            # A narrow pane cuts the caption off: the tooltip has all of it.
+            self.caption.setToolTip(f"{entry.path or entry.name}\n{w} × {h} pixels")
         else:
             self.caption.clear()
         self._refresh()

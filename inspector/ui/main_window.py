@@ -129,6 +129,7 @@ class MainWindow(QMainWindow):
         c.modelLoadDone.connect(self._model_load_done)
         c.catalogReady.connect(self._update_actions)
         self.images.imageSelected.connect(self.runs.show)
+        self.images.imageSelected.connect(lambda _entry: self.reporter.resolved())
         self.images.failed.connect(self.reporter.report)
         self.images.stretchChanged.connect(self.runs.rerun)
         # Detection and segmentation models: boxes and masks on the image, a box clicked
@@ -336,6 +337,7 @@ class MainWindow(QMainWindow):
         self.status.show_run(frame)
         self._update_frames_label()
         if frame.status == "ok":
+            self.reporter.resolved()  # an earlier failure is no longer what is going on
             self._gc_freezer.after_run(self._model_generation)
 
     def _error_frame(self, frame) -> None:

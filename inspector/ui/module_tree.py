@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QByteArray, QEvent, QModelIndex, QPoint, Qt, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QFontMetrics, QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -38,6 +38,22 @@ from inspector.ui.module_tree_cells import (
     KIND_TIPS,
 )
 from inspector.ui.module_tree_model import ModuleTreeModel
+
+# What the Module and Type columns fit at first: resnet18's deepest long name (layer2.0's
+# "downsample", four levels in, counting the model's own row) and the common layer types;
+# no wider, so that the statistics stay in view beside them. Longer ones are elided, the
+# cell's tooltip has the whole text, and a column's width is the user's once changed (the
+# header's state is saved).
+FIT_NAME, FIT_DEPTH = "downsample", 4
+FIT_TYPES = ("BatchNorm2d", "AdaptiveAvgPool2d", "MaxPool2d", "BasicBlock", "Sequential")
+CELL_PADDING = 14  # the style's margins around a cell's text, with a little to spare
+
+
+def fitting_widths(metrics: QFontMetrics, indentation: int) -> tuple[tuple[int, int], ...]:
+    """(column, width) of the Module and Type columns for FIT_NAME and FIT_TYPES."""
+    name = FIT_DEPTH * indentation + metrics.horizontalAdvance(FIT_NAME) + CELL_PADDING
+    kind = max(metrics.horizontalAdvance(t) for t in FIT_TYPES) + CELL_PADDING
+    return (COL_NAME, name), (COL_TYPE, kind)
 
 
 class _TreeView(QTreeView):
@@ -71,8 +87,9 @@ class ModuleTreeWidget(QWidget):
         header = self.view.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        for col, width in ((COL_NAME, 132), (COL_TYPE, 84), (COL_SHAPE, 88), (COL_PARAMS, 54),
-                           (COL_MEAN, 56), (COL_STD, 56), (COL_ZEROS, 42), (COL_HEALTH, 62)):
+        for col, width in ((COL_SHAPE, 88), (COL_PARAMS, 54), (COL_MEAN, 56), (COL_STD, 56),
+                           (COL_ZEROS, 42), (COL_HEALTH, 62),
+                           *fitting_widths(self.view.fontMetrics(), self.view.indentation())):
             header.resizeSection(col, width)
         header.setMinimumSectionSize(24)
         for col in KIND_COLUMNS:

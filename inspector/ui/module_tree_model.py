@@ -425,14 +425,17 @@ class ModuleTreeModel(QAbstractItemModel):
             if len(info.calls) > 1:
                 lines.append(f"called {len(info.calls)} times per forward; "
                              f"the columns show the first call")
-            for hazard in sorted(info.hazards):
-                lines.append(f"• {HAZARD_LABELS.get(hazard, hazard)}: "
-                             f"{hazard_text(hazard)}")
+            # core.tree's sentence says it all ("modifies its input in place"): a label
+            # before it would say it twice.
+            lines.extend(f"• {hazard_text(hazard) or HAZARD_LABELS.get(hazard, hazard)}"
+                         for hazard in sorted(info.hazards))
             edits = self.edits.get(name, ())
             if edits:
                 lines.append("<b>Edited in the next runs:</b>")
                 lines.extend(f"✎ {html.escape(d)}" for d in edits)
             return "<br>".join(lines)
+        if col == COL_TYPE:  # the whole type where the column is too narrow for it
+            return info.type_name
         if col == COL_PARAMS:
             return (f"{info.params_total:,} parameters ({info.params_own:,} in this module, "
                     f"{info.trainable:,} trainable overall)")

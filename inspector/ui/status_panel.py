@@ -11,6 +11,8 @@ Failures have their own place at the left of the status bar (errors.ErrorReporte
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
@@ -18,6 +20,10 @@ from inspector.core.frames import ModelLoaded, RunFinished
 from inspector.ui.stream_counts import TOOLTIP as STREAM_TIP
 
 WARN_STYLE = "color: #ef6c00; font-weight: 600;"
+# The widest a model name, a weights file or a run's label gets in the status bar: longer
+# ones are elided in the middle (the tooltip has the whole text), so that the message at
+# the left keeps room to be read.
+LABEL_MAX = 240
 RUN_WORDS = {"ok": "last run", "error": "failed run", "cancelled": "cancelled run"}
 
 
@@ -44,21 +50,28 @@ class StatusPanel:
             bar.addPermanentWidget(label)
 
     def show_model(self, frame: ModelLoaded) -> None:
-        self.model.setText(frame.name)
-        self.model.setToolTip(frame.description)
+        set_elided(self.model, frame.name, frame.description)
         # Random weights make every picture meaningless: say so plainly, in colour.
-        if frame.pretrained:
-            self.weights.setText("trained weights")
-            self.weights.setStyleSheet("")
-        else:
-            self.weights.setText("RANDOM weights")
+        # Weights from a file say which file: a checkpoint may hold random or half-trained
+        # weights, so "trained" would claim what the app cannot know.
+        tip = f"{frame.description}\n{frame.source}" if frame.source else frame.description
+        if not frame.pretrained:
+            set_elided(self.weights, "RANDOM weights", tip)
             self.weights.setStyleSheet(WARN_STYLE)
-        self.weights.setToolTip(frame.description)
+        else:
+            set_elided(self.weights, f"weights from {source_name(frame.source)}"
+                       if frame.source else "weights loaded", tip)
+            self.weights.setStyleSheet("")
         self.device.setText(f"device {frame.device}")
 
     def show_running(self, label: str, progress: str | None = None) -> None:
         """A run going on; `progress` ("Score-CAM 12/64, about 3 s left") once it is long."""
-        self.run.setText(f"running {label}: {progress}" if progress else f"running {label}…")
+        # Only the image's name is elided: the progress is what the label is there for.
+        name = self.run.fontMetrics().elidedText(label, Qt.TextElideMode.ElideMiddle,
+                                                 LABEL_MAX // 2)
+        text = f"running {name}: {progress}" if progress else f"running {name}…"
+        self.run.setText(text)
+        self.run.setToolTip(text.replace(name, label, 1) if name != label else "")
 
     def show_progress(self, done_total: tuple[int, int] | None) -> None:
         """The busy bar as a fraction done, or (None) back to hidden and indefinite."""
@@ -74,8 +87,10 @@ class StatusPanel:
     def show_run(self, frame: RunFinished) -> None:
         total = frame.timings.get("total")
         words = RUN_WORDS.get(frame.status, frame.status)
-        self.run.setText(f"{words} {1000 * total:.0f} ms" if total else words)
-        self._run_tip = ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in frame.timings.items())
+        set_elided(self.run, f"{words} {1000 * total:.0f} ms" if total else words)
+        timings = ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in frame.timings.items())
+        # the whole text when it was elided, then the timings, then the tensors' counts
+        self._run_tip = "\n".join(t for t in (self.run.toolTip(), timings) if t)
         self._set_run_tip()
 
     def show_stream(self, counts, source: str = "video") -> None:
@@ -98,6 +113,19 @@ class StatusPanel:
 
     def _set_run_tip(self) -> None:
         self.run.setToolTip("\n".join(t for t in (self._run_tip, self._tensors_tip) if t))
+
+
+def set_elided(label: QLabel, text: str, tip: str = "") -> None:
+    """`text` in `label`, elided in the middle past LABEL_MAX pixels; the tooltip is `tip`,
+    after the whole text when that was elided."""
+    shown = label.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, LABEL_MAX)
+    label.setText(shown)
+    label.setToolTip("\n".join(t for t in (text if shown != text else "", tip) if t))
+
+
+def source_name(source: str) -> str:
+    """The file (or HF folder) the weights came from, as the status bar names it."""
+    return Path(source).name or source
 
 
 class LoadingOverlay(QLabel):

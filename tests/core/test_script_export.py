@@ -282,6 +282,23 @@ def test_16_bit_image_stretched(demo_samples, tmp_path):
     assert_same(result, logits, outputs, gradients)
 
 
+def test_the_model_itself_is_printed_by_its_tree_name(demo_samples, tmp_path):
+    """The root module ("" in named_modules) prints as the module tree names it, not as a
+    row with a blank name; the JSON keeps the module names the engine uses."""
+    image = demo_samples[0]
+    request = RunRequest(image=str(image), capture=full_capture(["", "head"]))
+    loaded, logits, outputs, gradients = engine_run(ModelSpec(device="cpu"), request)
+
+    result, printed = run_script(script_for(loaded, request), image, tmp_path)
+
+    assert_same(result, logits, outputs, gradients)
+    assert "" in result["modules"]
+    # The statistics tables: "name shape mean std min max", outputs then gradients.
+    rows = [line for line in printed.splitlines() if line.split()[-5:-4] == ["1x8"]]
+    assert [row[:32].strip() for row in rows] == ["head", "demo_shapes"] * 2  # forward order
+    assert loaded.name == "demo_shapes"  # what the tree shows for the model itself
+
+
 def test_all_leaves_without_a_capture(demo_samples, tmp_path):
     loaded = load_model(ModelSpec(device="cpu"))
     text = script_for(loaded, RunRequest(image=str(demo_samples[0])))

@@ -72,16 +72,16 @@ def test_sorted_order_is_largest_first_with_nan_last_and_missing_keys_in_order()
 # -- the panel ----------------------------------------------------------------------------------
 
 
-def test_a_512_channel_layer_pages_to_channel_300_and_the_zoom_says_of_512(qtbot):
+def test_a_512_channel_layer_pages_to_channel_300_and_the_zoom_names_it_of_0_to_511(qtbot):
     frame, data = layer()
     view = view_with(qtbot, frame)
     panel = view.panel
     assert panel.mode == MOSAIC and panel.mosaic.channels == PAGE_SIZE
-    assert panel.page_label.text() == "1\u201364 of 512"
+    assert panel.page_label.text() == "0\u201363 (0\u2013511)"
     assert panel.page_label.toolTip().startswith("Page 1 of 8")
     for _ in range(4):
         panel.next_button.click()
-    assert panel.page_label.text() == "257\u2013320 of 512"
+    assert panel.page_label.text() == "256\u2013319 (0\u2013511)"
     assert panel.page_label.toolTip().startswith("Page 5 of 8")
     k = 300 - 256
     np.testing.assert_array_equal(panel.mosaic_view.channels, np.arange(256, 320))
@@ -97,7 +97,7 @@ def test_a_512_channel_layer_pages_to_channel_300_and_the_zoom_says_of_512(qtbot
     assert panel.mosaic.channel_at(x0 + 1, y0 + 1) == 300
     panel._mosaic_clicked(panel.mosaic_view.channel_at(pos))
     assert panel.mode == ZOOM and panel.zoomed == 300
-    assert panel.zoom_plot.titleLabel.text == "channel 300 of 512"
+    assert panel.zoom_plot.titleLabel.text == "channel 300 (0\u2013511)"
     np.testing.assert_array_equal(panel.zoom_item.image, data[300])
     panel.next_button.click()  # in the zoom: the next channel in the mosaic's order
     assert panel.zoomed == 301
@@ -132,13 +132,51 @@ def test_sort_by_mean_orders_the_tiles_by_channel_mean(qtbot):
     assert not panel.sort_combo.model().item(panel.sort_combo.findData(SORT_CHANGE)).isEnabled()
 
 
+def test_sorted_tiles_carry_their_channel_numbers_and_every_place_names_them_alike(qtbot):
+    """Sorted, a tile says which channel it is: its number in its corner (while the tile
+    is big enough on screen to keep most of it visible) and in its tooltip; the zoom, the
+    bar and "go to" use the same 0-based numbers with the layer's range, and a place in
+    the sorted order is a 1-based rank."""
+    data = np.random.default_rng(11).normal(size=(100, 4, 4)).astype(np.float32)
+    frame, _ = layer(data=data)
+    view = view_with(qtbot, frame)
+    view.resize(1000, 1000)
+    qtbot.waitUntil(lambda: view.panel.mosaic_view.width() > 800)
+    panel = view.panel
+    numbers = panel.mosaic_view.numbers
+    assert numbers.texts == [str(c) for c in range(PAGE_SIZE)]
+    assert panel.page_label.text() == "0\u201363 (0\u201399)"
+    panel.sort_combo.setCurrentIndex(panel.sort_combo.findData(SORT_MEAN))
+    order = np.argsort(-frame.stats.channel_mean, kind="stable")
+    assert numbers.texts == [str(c) for c in order[:PAGE_SIZE]]
+    assert numbers.visible and all(item.isVisible() for item in numbers.items[:PAGE_SIZE])
+    assert panel.page_label.text() == "#1\u201364 of 100"
+    top = int(order[0])
+    scene = panel.mosaic_view.mapToScene(tile_center(panel, 0).toPoint())
+    panel.mosaic_view.hover(scene)
+    assert panel.mosaic_item.toolTip().startswith(f"channel {top} (0\u201399)")
+    panel.next_button.click()
+    assert numbers.texts == [str(c) for c in order[PAGE_SIZE:]]
+    assert not any(item.isVisible() for item in numbers.items[100 - PAGE_SIZE:])
+    panel.prev_button.click()
+    panel._mosaic_clicked(top)
+    assert panel.zoom_plot.titleLabel.text == f"channel {top} (0\u201399)"
+    assert panel.page_label.text() == "#1 of 100"
+    assert panel.jump_spin.value() == top and panel.jump_spin.suffix() == " (0\u201399)"
+    panel.back_button.click()
+    # Tiles too small on screen for a number to leave them visible: no numbers.
+    view.resize(260, 220)
+    qtbot.waitUntil(lambda: not numbers.visible)
+    assert not any(item.isVisible() for item in numbers.items)
+
+
 def test_jump_to_a_channel_by_number_and_back_to_its_page(qtbot):
     frame, data = layer()
     view = view_with(qtbot, frame)
     panel = view.panel
     panel.jump_spin.setValue(300)  # what typing 300 and Enter does (no keyboard tracking)
     assert panel.mode == ZOOM and panel.zoomed == 300
-    assert panel.zoom_plot.titleLabel.text == "channel 300 of 512"
+    assert panel.zoom_plot.titleLabel.text == "channel 300 (0\u2013511)"
     panel.unzoom()
     assert panel.pages_of_channels.page == 300 // PAGE_SIZE
     assert 300 in panel.mosaic_view.channels

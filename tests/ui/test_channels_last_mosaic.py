@@ -32,7 +32,7 @@ def test_a_channels_last_output_shows_one_tile_per_channel_and_edits_that_channe
     assert frame.shape == (1, *GRID, CHANNELS) and frame.channels_last
     assert panel.mosaic.channels == CHANNELS
     assert (panel.mosaic.height, panel.mosaic.width) == GRID
-    assert panel.page_label.text() == f"1\u2013{CHANNELS} of {CHANNELS}"
+    assert panel.page_label.text() == f"0\u2013{CHANNELS - 1} (0\u2013{CHANNELS - 1})"
     assert "one tile per channel" in view.header.text()
     levels = panel.data.mean(axis=(1, 2))
     np.testing.assert_allclose(levels, 10.0 * np.arange(1, CHANNELS + 1), atol=0.5)
@@ -46,7 +46,7 @@ def test_a_channels_last_output_shows_one_tile_per_channel_and_edits_that_channe
     np.testing.assert_array_equal(panel.mosaic_view.channels, np.arange(CHANNELS))
 
     panel._mosaic_clicked(2)  # a click on tile 2 zooms to channel 2
-    assert panel.mode == ZOOM and panel.zoom_plot.titleLabel.text == f"channel 2 of {CHANNELS}"
+    assert panel.mode == ZOOM and panel.zoom_plot.titleLabel.text == f"channel 2 (0\u2013{CHANNELS - 1})"
     np.testing.assert_array_equal(panel.zoom_item.image, panel.data[2])
     panel.back_button.click()
 

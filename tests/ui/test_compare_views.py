@@ -12,6 +12,7 @@ from view_frames import RNG, cam_frame, shown
 
 from inspector.core.frames import (
     DivergenceFrame,
+    ModelLoaded,
     Prediction,
     PredictionFrame,
     RunFinished,
@@ -112,6 +113,23 @@ def test_predictions_before_and_after_show_both_and_the_largest_change_first(qtb
     with qtbot.waitSignal(view.targetChosen) as blocker:
         view._row_chosen(3)
     assert blocker.args == [284]
+
+
+def test_every_cell_of_before_and_after_has_its_whole_text_in_its_tooltip(qtbot):
+    """A narrow dock clips the class names, the percentages drawn over the bars and the
+    ranges of change: each cell's tooltip says all of it."""
+    view = shown(qtbot, PredictionsView())
+    view.resize(260, 300)
+    before_and_after(view.store)
+    table = view.table
+    for row, change in enumerate(view.changes):
+        label, before, after, delta = (table.item(row, c) for c in (1, 2, 3, 4))
+        assert label.toolTip().startswith(f"{change.label} (class {change.index})")
+        for cell, prob, run in ((before, change.before, 1), (after, change.after, 2)):
+            text = f"{100 * prob:.2f}% in run {run}" if prob is not None else cell.text()
+            assert cell.toolTip().startswith(text), (row, cell.toolTip())
+        assert delta.toolTip().startswith(delta.text() + ":")
+    assert "range" in table.item(3, 4).toolTip()  # carton: only a range is known
 
 
 def test_predictions_against_a_pinned_run_are_a_and_b_and_unpinning_ends_it(qtbot):
@@ -265,6 +283,10 @@ def test_divergence_plot_hover_names_the_module(qtbot):
     view._hover(vb.mapViewToScene(QPointF(4, 1.0)))
     assert view.hover_label.text().startswith("module 4: head") and "rel L2 1.5" in \
         view.hover_label.text()
+    # Another model: nothing of the old model's modules stays, above or below the plot.
+    view.store.put(ModelLoaded("other", "", True, "cpu", None))
+    assert view.frame is None and view.stack.currentWidget() is view.empty
+    assert view.hover_label.text().strip() == "" and view.header.text() == ""
 
 
 # -- the window: Pin as A, and the divergence plot selecting modules -----------------------------

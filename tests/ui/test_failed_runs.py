@@ -10,6 +10,7 @@ from PIL import Image
 from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
 from inspector.core.frames import ProgressFrame
+from inspector.ui import errors as error_messages
 from inspector.ui.run_progress import format_time_left, progress_text, time_left
 
 PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
@@ -34,8 +35,10 @@ def add_white(window, tmp_path):
 
 
 def test_a_run_failing_inside_an_aten_op_is_a_message_and_the_app_keeps_working(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
+    # No hold time: the red message goes as soon as a later run succeeds (errors.resolved).
+    monkeypatch.setattr(error_messages, "ERROR_HOLD_S", 0.0)
     window = make_window(model=PICKY, images=[write_png(tmp_path / "dark.png")])
     good = wait_run(qtbot, window)
     assert window.views["predictions"].frame.run_id == good.run_id
@@ -43,6 +46,7 @@ def test_a_run_failing_inside_an_aten_op_is_a_message_and_the_app_keeps_working(
 
     failed = run_after(qtbot, window, add_white(window, tmp_path), "error")
     assert window.reporter.count > errors
+    assert window.reporter.showing_error()
     message, details = window.reporter.last_message, window.reporter.last_details
     assert "'pick'" in message and "RuntimeError" in message, message
     assert "out of" in message, message  # ATen's words: index out of bounds
@@ -70,6 +74,8 @@ def test_a_run_failing_inside_an_aten_op_is_a_message_and_the_app_keeps_working(
     assert predictions.frame.run_id == again.run_id
     assert cam.cam_frame.run_id == again.run_id
     assert gradient.current_frame().run_id == again.run_id
+    assert not window.reporter.showing_error()  # the failure is not what is going on now
+    assert window.reporter.details_button.text() == "Last error…"
 
 
 def test_a_run_failing_at_its_first_module_clears_every_view(

@@ -231,7 +231,9 @@ def test_the_model_dialog_loads_a_checkpoint(make_window, qtbot, tmp_path, monke
     monkeypatch.setattr(model_dialog.ModelDialog, "exec", fill_and_accept)
     window.open_model_dialog()
     qtbot.waitUntil(lambda: window.model_name == "mobilenet_v3_small", timeout=TIMEOUT)
-    assert window.status.weights.text() == "trained weights"
+    # A random-init checkpoint: its file is named, its weights are not called trained.
+    assert window.status.weights.text() == "weights from small.pth"
+    assert str(checkpoint) in window.status.weights.toolTip()
     assert "small.pth" in window.status.model.toolTip()
     assert window.tree.model.tree.root.type_name == "MobileNetV3"
     run = wait_run(qtbot, window)
@@ -340,7 +342,7 @@ def test_the_demo_model_end_to_end(make_window, qtbot, demo_samples):
     samples = demo_samples
     window = make_window(model={}, images=samples[:3])
     assert window.model_name == "demo_shapes"
-    assert window.status.weights.text() == "trained weights"
+    assert window.status.weights.text() == "weights from shapes_cnn.safetensors"
     run = wait_run(qtbot, window)
     predictions = window.views["predictions"].frame
     assert predictions.run_id == run.run_id

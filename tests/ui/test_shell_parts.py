@@ -85,14 +85,48 @@ def test_tree_model_rows_shapes_hazards_and_default_kinds(qtbot, tree):
     assert model.data(model.index_of("body.0", COL_SHAPE)) == "4×6×6"
     # Hazards: an icon and a tooltip in words.
     assert model.data(model.index_of("shared", COL_NAME), Qt.ItemDataRole.DecorationRole)
-    assert "called several times" in model.data(model.index_of("shared"),
-                                                Qt.ItemDataRole.ToolTipRole)
-    assert "in-place" in model.data(model.index_of("body.1"), Qt.ItemDataRole.ToolTipRole)
+    # Each hazard once, in core.tree's words (not "in-place: modifies its input in place").
+    def hazard_lines(name):
+        tip = model.data(model.index_of(name), Qt.ItemDataRole.ToolTipRole)
+        return [line for line in tip.split("<br>") if line.startswith("•")]
+
+    assert hazard_lines("shared") == ["• called more than once per forward: one capture per call"]
+    assert hazard_lines("body.1") == ["• modifies its input in place"]
     # Hooks: inputs, outputs and output gradients of every module, the model itself too.
     assert model.kinds[""] == model.kinds["head"] == {INPUT, OUTPUT, GRAD_OUTPUT}
     grad_in = model.index_of("head", COLUMN_OF_KIND[GRAD_INPUT])
     assert model.data(grad_in, Qt.ItemDataRole.CheckStateRole) == Qt.CheckState.Unchecked
     assert model.flags(grad_in) & Qt.ItemFlag.ItemIsUserCheckable
+
+
+def test_tree_columns_fit_resnet18_and_common_types_and_tooltips_hold_the_rest(qtbot):
+    """At their default widths the Module and Type columns hold every name and type of
+    resnet18, expanded all the way (no "BatchNor…", no "down…"), and AdaptiveAvgPool2d; a
+    cell that is elided anyway has its whole text in its tooltip."""
+    import torch
+    import torchvision
+
+    from inspector.core.tree import build_tree
+    from inspector.ui.module_tree import ModuleTreeWidget
+    from inspector.ui.module_tree_model import COL_NAME, COL_TYPE
+
+    widget = ModuleTreeWidget()
+    qtbot.addWidget(widget)
+    widget.resize(600, 3000)  # every row on screen: Qt sizes columns by the rows it shows
+    widget.show()
+    widget.set_tree(build_tree(torchvision.models.resnet18().eval(),
+                               torch.zeros(1, 3, 64, 64)), "resnet18")
+    widget.view.expandAll()
+    header = widget.view.header()
+    for col in (COL_NAME, COL_TYPE):
+        assert widget.view.sizeHintForColumn(col) <= header.sectionSize(col), col
+    metrics = widget.view.fontMetrics()
+    assert metrics.horizontalAdvance("AdaptiveAvgPool2d") < header.sectionSize(COL_TYPE)
+    model = widget.model
+    index = model.index_of("layer2.0.downsample.1", COL_TYPE)
+    assert model.data(index, Qt.ItemDataRole.ToolTipRole) == "BatchNorm2d"
+    name_tip = model.data(model.index_of("layer2.0.downsample"), Qt.ItemDataRole.ToolTipRole)
+    assert name_tip.startswith("<b>layer2.0.downsample</b>")
 
 
 def test_tree_checkbox_and_subtree_actions_change_the_capture(qtbot, tree):
@@ -232,6 +266,9 @@ def test_image_pane_folders_paste_steps_and_the_two_views(qtbot, tmp_path):
     assert entry.path is None and entry.image.size == (16, 8)
     assert pane.current() is entry and entry.source is entry.image
     assert entry.image.getpixel((3, 3)) == (0, 255, 0)
+    # Names the list or the caption may cut off are whole in their tooltips.
+    assert pane.list.currentItem().toolTip().startswith(f"{entry.name}, pasted")
+    assert pane.caption.toolTip() == f"{entry.name}\n16 × 8 pixels"
 
     pane.set_mode(MODEL_INPUT)
     assert pane.shown_image() is None  # no run yet for this image
@@ -320,6 +357,62 @@ def test_error_reporter_status_line_and_details(qtbot):
         reporter.report_from_any_thread("from a worker", "")
     assert reporter.last_message == "from a worker"
     reporter.stop()
+
+
+def test_a_later_success_clears_the_failure_from_the_status_line(qtbot):
+    """A failure stays while it is fresh (ERROR_HOLD_S) even when a run succeeds just after
+    it, then goes; one that was on screen longer goes at once. Its details stay a click
+    away until they were read."""
+    from inspector.ui.errors import ERROR_HOLD_S, ErrorReporter
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    reporter = ErrorReporter(window.statusBar(), window)
+    window.show()
+    reporter.report("Could not open x.png: file is empty", "Traceback ...")
+    reporter.resolved()  # a run finished a moment later
+    assert reporter.showing_error() and reporter.label.text().startswith("Could not open")
+    reporter._clear_info()  # what the hold timer calls when ERROR_HOLD_S is over
+    assert not reporter.showing_error()
+    assert reporter.label.text() == "" and reporter.label.toolTip() == ""
+    assert reporter.details_button.isVisible()
+    assert reporter.details_button.text() == "Last error…"
+
+    reporter.report("Could not load model: no such file", "")
+    reporter._error_time -= ERROR_HOLD_S + 1  # on screen longer than the hold
+    assert reporter.showing_error()
+    reporter.resolved()
+    assert not reporter.showing_error() and reporter.label.text() == ""
+    reporter.show_details()  # read: the button goes
+    assert not reporter.details_button.isVisible()
+    reporter.stop()
+
+
+def test_status_labels_elide_long_names_and_keep_them_whole_in_their_tooltips(qtbot):
+    """A long model, weights file or image name is elided in the middle, so the message at
+    the left keeps room; its tooltip has the whole text. Short ones are left as they are."""
+    from inspector.core.frames import ModelLoaded, RunFinished
+    from inspector.ui.status_panel import LABEL_MAX, StatusPanel
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    status = StatusPanel(window.statusBar())
+    window.show()
+    name = "vit_base_patch16_224.augreg2_in21k_ft_in1k_with_a_name_longer_than_any_bar"
+    source = "/data/checkpoints/" + "finetuned_on_the_whole_of_our_photo_archive_" * 2 + ".pth"
+    status.show_model(ModelLoaded(name, f"{name} (from a file)", True, "cpu", None,
+                                  source=source))
+    for label, whole in ((status.model, name), (status.weights, f"weights from {source[18:]}")):
+        assert "\u2026" in label.text() and label.text() != whole
+        assert label.fontMetrics().horizontalAdvance(label.text()) <= LABEL_MAX
+        assert label.toolTip().startswith(whole)
+    assert source in status.weights.toolTip() and "(from a file)" in status.model.toolTip()
+    image = "holiday_photo_" * 8 + ".jpg"
+    status.show_running(image)
+    assert "\u2026" in status.run.text() and image in status.run.toolTip()
+    status.show_run(RunFinished(1, "ok", timings={"total": 0.05, "forward": 0.03}))
+    assert status.run.text() == "last run 50 ms"  # short: whole, with the timings as its tip
+    assert status.run.toolTip() == "total 50.0 ms, forward 30.0 ms"
 
 
 def test_settings_round_trip(qtbot, tmp_path):

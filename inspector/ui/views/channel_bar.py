@@ -5,6 +5,10 @@ the zoom: previous / next page (in the zoom: previous / next channel in the mosa
 order), where the page or channel is, the order of the tiles (the layer's own, or by a
 per-channel value the view gives, largest first), and "go to" a channel by number.
 The panel does the paging itself (mosaic.ChannelPages); this bar only asks for it.
+
+Channels are named by their 0-based number everywhere (the tiles, the zoom, "go to", the
+edits), with the layer's range beside it ("channel 84 (0–95)"), never "of 96", which reads as
+1-based. A place in a sorted order is a rank, 1-based: "#1–64 of 96 by mean".
 """
 
 from __future__ import annotations
@@ -56,7 +60,8 @@ class ChannelBar(QWidget):
         self.jump_spin = QSpinBox()
         self.jump_spin.setPrefix("channel ")
         self.jump_spin.setKeyboardTracking(False)  # typing 300 jumps once, on Enter
-        self.jump_spin.setToolTip("Show this channel alone (type its number, then Enter)")
+        self.jump_spin.setToolTip("Show this channel alone (type its number, 0-based as on "
+                                  "the tiles, then Enter)")
         self.jump_spin.valueChanged.connect(self.channelChosen)
         for widget in (self.prev_button, self.page_label, self.next_button, self.sort_combo,
                        QLabel("go to"), self.jump_spin):
@@ -80,16 +85,26 @@ class ChannelBar(QWidget):
                       in_zoom: bool) -> None:
         """Say where the mosaic's page (or, `in_zoom`, the zoomed channel) is among `count`
         channels, and enable the steps that lead somewhere."""
+        span = f"0\u2013{count - 1}"
         self.jump_spin.blockSignals(True)
         self.jump_spin.setRange(0, count - 1)
+        self.jump_spin.setSuffix(f" ({span})")
         if zoomed is not None:
             self.jump_spin.setValue(zoomed)
         self.jump_spin.blockSignals(False)
+        natural = pages.natural()
+        by = SORT_TEXT.get(self.sort_key, "").lower()
         if in_zoom:
             where = np.flatnonzero(pages.order == zoomed)
             k = int(where[0]) if where.size else 0
-            self.page_label.setText(f"{k + 1} of {count}")
-            self.page_label.setToolTip(f"Channel {k + 1} of {count} in the mosaic's order")
+            if natural:
+                self.page_label.setText(f"{zoomed} ({span})")
+                self.page_label.setToolTip(f"Channel {zoomed} of the layer's channels {span}")
+            else:
+                self.page_label.setText(f"#{k + 1} of {count}")
+                self.page_label.setToolTip(
+                    f"Channel {zoomed} is #{k + 1} of the layer's {count} channels {by} "
+                    f"(largest first)")
             self.prev_button.setEnabled(k > 0)
             self.next_button.setEnabled(k < count - 1)
             self.prev_button.setToolTip("The channel before this one in the mosaic's order")
@@ -97,11 +112,18 @@ class ChannelBar(QWidget):
         else:
             shown = pages.channels()
             first = pages.page * pages.page_size
-            self.page_label.setText(
-                f"{first + 1}\u2013{first + len(shown)} of {count}")
-            self.page_label.setToolTip(
-                f"Page {pages.page + 1} of {pages.page_count}: channels {first + 1} to "
-                f"{first + len(shown)} of the layer's {count}")
+            last = first + len(shown) - 1
+            if natural:
+                self.page_label.setText(f"{first}\u2013{last} ({span})")
+                self.page_label.setToolTip(
+                    f"Page {pages.page + 1} of {pages.page_count}: channels {first} to "
+                    f"{last} of the layer's {span}")
+            else:
+                self.page_label.setText(f"#{first + 1}\u2013{last + 1} of {count}")
+                self.page_label.setToolTip(
+                    f"Page {pages.page + 1} of {pages.page_count}: #{first + 1} to "
+                    f"#{last + 1} of the layer's {count} channels {by} (largest first); "
+                    f"each tile shows its channel's number")
             self.prev_button.setEnabled(pages.page > 0)
             self.next_button.setEnabled(pages.page < pages.page_count - 1)
             self.prev_button.setToolTip("Previous page of channels")

@@ -105,6 +105,8 @@ class DivergenceView(FrameView):
     # -- painting -----------------------------------------------------------------------------
     def _paint(self) -> None:
         frame = self.shown_frame()
+        if frame is not self.frame:  # the line under the plot named the old frame's module
+            self.hover_label.setText(" ")
         self.frame = frame
         if frame is None or not frame.modules:
             self.header.setText("")

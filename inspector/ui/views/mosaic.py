@@ -25,6 +25,8 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsRectItem
 
+from inspector.ui.views.tile_numbers import TileNumbers, channel_name
+
 PER_CHANNEL = "channel"  # each tile scaled by its own range
 SHARED = "shared"  # all tiles on one scale, so channels can be compared
 
@@ -243,9 +245,9 @@ def sorted_order(keys: np.ndarray | None, count: int) -> np.ndarray:
 
 
 class MosaicView(pg.GraphicsLayoutWidget):
-    """One page of a (C, H, W) preview as a mosaic, with a colour bar and a tile outline
-    under the mouse. `channelClicked(channel)` on a left click on a tile, with the channel's
-    index in the layer."""
+    """One page of a (C, H, W) preview as a mosaic, with a colour bar, each tile's channel
+    number (tile_numbers) and a tile outline under the mouse. `channelClicked(channel)` on a
+    left click on a tile, with the channel's index in the layer."""
 
     channelClicked = Signal(int)  # noqa: N815 (Qt signal naming)
     hovered = Signal(object)  # (channel, row, column) under the mouse, or None
@@ -269,15 +271,20 @@ class MosaicView(pg.GraphicsLayoutWidget):
         self._gaps.setZValue(5)
         self._gaps_layout: tuple[int, ...] = ()
         self.box.addItem(self._gaps, ignoreBounds=True)
+        self.numbers = TileNumbers(self.box)
+        self.count: int | None = None  # the layer's channels (the page shows some of them)
         self.bar = bar
         self.addItem(bar, row=0, col=1)
         self.scene().sigMouseMoved.connect(self.hover)
         self.scene().sigMouseClicked.connect(self._click)
+        # Over the tiles the scene asks the item under the mouse: hover() names its channel.
         self.setToolTip("Click a channel to zoom in; scroll to zoom, drag to pan")
 
     def show_page(self, data: np.ndarray, channels: np.ndarray, mode: str,
-                  symmetric: bool) -> None:
-        """Draw `data` (the page's channels, (n, H, W)); `channels`: their indices in the layer."""
+                  symmetric: bool, count: int | None = None) -> None:
+        """Draw `data` (the page's channels, (n, H, W)); `channels`: their indices in the
+        layer, of `count` channels."""
+        self.count = count
         image = self.mosaic.fill(data, mode, symmetric=symmetric, indices=channels)
         self.item.setImage(image, autoLevels=False, levels=self.mosaic.levels)
         layout = (self.mosaic.channels, self.mosaic.height, self.mosaic.width)
@@ -289,6 +296,9 @@ class MosaicView(pg.GraphicsLayoutWidget):
                 path.addRect(QRectF(x, y, w, h))
             self._gaps.setPath(path)
             self._outline.hide()
+        mosaic = self.mosaic
+        self.numbers.show(mosaic.indices, [mosaic.origin(k) for k in range(mosaic.channels)],
+                          (mosaic.height, mosaic.width))
         self.bar.setLevels(self.mosaic.levels)
 
     @property
@@ -330,9 +340,11 @@ class MosaicView(pg.GraphicsLayoutWidget):
         hit = self.locate_scene(scene_pos)
         if hit is None:
             self._outline.hide()
+            self.item.setToolTip("")
         else:
             self._outline.setRect(self.tile_rect(hit[0]))
             self._outline.show()
+            self.item.setToolTip(f"{channel_name(hit[0], self.count)}: click to zoom in")
         self.hovered.emit(hit)
 
     def _click(self, event) -> None:

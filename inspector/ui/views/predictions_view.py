@@ -281,7 +281,10 @@ class PredictionsView(FrameView):
         for row, (index, cells) in enumerate(zip(self.rows, rows, strict=True)):
             cells = [QTableWidgetItem(str(row + 1)), *cells]
             logit = f" \u00b7 logit {logits[index]:.4g}" if index in logits else ""
-            cells[1].setToolTip(f"class {index}{logit}")
+            # The whole label: a narrow dock elides it.
+            label = cells[1].text()
+            named = f"{label} (class {index})" if label != str(index) else f"class {index}"
+            cells[1].setToolTip(f"{named}{logit}")
             for col, item in enumerate(cells):
                 if index == shown:
                     item.setFont(bold)
@@ -342,13 +345,17 @@ def _run_name(store, run_id: int) -> str:
 def _prob_item(prob: float | None, floor: float = 0.0, run_id: int | None = None) -> QTableWidgetItem:
     """A probability drawn as a bar; None: not in that run's top-k, so below its last one."""
     item = QTableWidgetItem()
+    of_run = f" in run {run_id}" if run_id is not None else ""
     if prob is not None:
         item.setData(PROB_ROLE, float(prob))
+        # The figure in words too: a narrow cell clips the one its bar is drawn with.
+        item.setToolTip(f"{100 * prob:.2f}%{of_run}")
     else:
         item.setText(f"< {100 * floor:.1f}%")
         item.setTextAlignment(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight)
         item.setForeground(QColor("#8a8a8a"))
-        item.setToolTip(f"not among the top classes of run {run_id}")
+        item.setToolTip(f"< {100 * floor:.1f}%: not among the top classes of run {run_id}, "
+                        f"so below its last one")
     return item
 
 
@@ -359,6 +366,9 @@ def _change_item(change: Change) -> QTableWidgetItem:
         text = f"{_points(change.low)} \u2026 {_points(change.high)} pp"
     item = QTableWidgetItem(text)
     item.setTextAlignment(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight)
+    item.setToolTip(f"{text}: the change in percentage points" if change.exact else
+                    f"{text}: somewhere in this range of percentage points (the class is "
+                    f"not among one run's top classes)")
     if change.least > 0:
         item.setForeground(UP_COLOR if change.low > 0 else DOWN_COLOR)
     return item

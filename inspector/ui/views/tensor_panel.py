@@ -314,7 +314,8 @@ class TensorPanel(QWidget):
         channels = pages.channels()
         start = pages.page * pages.page_size
         page_data = data[start:start + len(channels)] if pages.natural() else data[channels]
-        self.mosaic_view.show_page(page_data, channels, self.normalisation, self.diverging)
+        self.mosaic_view.show_page(page_data, channels, self.normalisation, self.diverging,
+                                   count=data.shape[0])
         if self.normalisation == SHARED:
             self.mosaic_bar.axis.setLabel("value")
         elif self.diverging:

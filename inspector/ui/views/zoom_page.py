@@ -12,6 +12,7 @@ from PySide6.QtCore import QPointF
 from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.levels_histogram import LevelsHistogram
 from inspector.ui.views.mosaic import channel_ranges, levels_for
+from inspector.ui.views.tile_numbers import channel_name
 
 
 class ZoomPage:
@@ -38,7 +39,7 @@ class ZoomPage:
         levels = levels_for(lo[0], hi[0], diverging)
         self.item.setImage(channel, autoLevels=False, levels=levels)
         self.hist.set_values(channel, levels)
-        self.plot.setTitle(f"channel {index} of {count}")
+        self.plot.setTitle(channel_name(index, count))
 
     def set_colormap(self, table: np.ndarray, cmap: pg.ColorMap) -> None:
         self.item.setLookupTable(table)
