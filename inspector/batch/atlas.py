@@ -24,6 +24,7 @@ from inspector.core.models import ModelSpec
 
 from .inputs import Source
 from .job import OptionError
+from .out_dir import OutDirError, claim, remove_partial, write_failure
 
 ENGINES = ("local", "ray")
 
@@ -71,7 +72,25 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
     except OptionError as e:
         warn(str(e))
         return 2
+    try:  # before any work: a folder that cannot be written, or another run's
+        lock = claim(Path(opts.out), "atlas", warn=warn)
+    except OutDirError as e:
+        warn(str(e))
+        return 2
+    with lock:
+        try:
+            return _run(opts, inputs, t0)
+        except OSError as e:
+            failure = write_failure(e, Path(opts.out))
+            if failure is None:
+                raise
+            warn(str(failure))
+            remove_partial(Path(opts.out))
+            return 1
 
+
+def _run(opts: AtlasOptions, inputs: list[str], t0: float) -> int:
+    warn = opts.warn
     missing: list[tuple[str, str]] = []
 
     def on_missing(err: ImageLoadError) -> None:
@@ -98,8 +117,10 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
                disable=not opts.progress, dynamic_ncols=True)
     try:
         _statistics(opts, loaded, job, store, todo, bar)
-    except Exception as e:  # a model that fails in a forward, a lost cluster, a full disk
+    except Exception as e:  # a model that fails in a forward, a lost cluster
         bar.close()
+        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
+            raise  # said in run_atlas, as a sentence about the disk
         warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
              f"{store.folder}: run again with --resume to continue")
         return 1
@@ -227,6 +248,8 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
         )
     except Exception as e:  # the statistics are safe in the shards; say what failed
         bar.close()
+        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
+            raise  # said in run_atlas, as a sentence about the disk
         warn(f"measuring the receptive-field boxes failed: {type(e).__name__}: {e}")
         return 1
     bar.close()
