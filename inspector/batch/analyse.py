@@ -217,9 +217,9 @@ class Analysis:
                 if tb is not None:
                     tb.close()  # TensorBoard's writer thread reports its failures here
             except Exception as e:
-                if unwritable is not None or write_failure(e, self.out) is None:
+                if write_failure(e, self.out) is None:
                     raise
-                unwritable = write_failure(e, self.out)
+                unwritable = unwritable or write_failure(e, self.out)
             finally:
                 if session is not None:
                     session.close()
