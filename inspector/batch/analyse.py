@@ -80,6 +80,7 @@ class Analysis:
         engine: str = "local",
         ray_address: str | None = None,
         workers: int | None = None,
+        verbose: bool = False,
     ) -> None:
         self.spec = spec
         self.seed_given = spec.seed is not None  # --seed (else drawn, or the stored run's)
@@ -117,6 +118,7 @@ class Analysis:
         if workers is not None and workers < 1:
             raise ValueError("--workers must be 1 or more")
         self.engine, self.ray_address, self.workers = engine, ray_address, workers
+        self.verbose = verbose  # Ray's own log lines on the terminal (else in DIR/ray.log)
         self.job: ImageJob | None = None  # once the model is loaded and the options checked
 
     # -- the run ----------------------------------------------------------------------------------
@@ -140,7 +142,9 @@ class Analysis:
         except OutDirError as e:
             self.warn(str(e))
             return 2
-        with lock:
+        from .ray_logs import ray_logs_to_file
+
+        with lock, ray_logs_to_file(self.out, self.verbose or self.engine != "ray"):
             return self._run(inputs, t0)
 
     def _run(self, inputs: list[str], t0: float) -> int:
@@ -272,7 +276,8 @@ class Analysis:
                         for s in todo}
                 # self.spec holds the seed this process's model was built with (_fix_seed).
                 run_ray_shards(self.spec, self.job, self.every, work, self.ray_address,
-                               self.workers, self.spec.device, tb is not None, on_shard)
+                               self.workers, self.spec.device, tb is not None, on_shard,
+                               self.verbose)
                 return
             with VideoFrames(self.every) as videos:
                 for shard in todo:

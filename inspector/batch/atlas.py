@@ -43,6 +43,7 @@ class AtlasOptions:
     shard_size: int = 256
     every: int = 1  # of a video's frames, the atlas ranks 0, every, 2 * every, ...
     progress: bool = True
+    verbose: bool = False  # Ray's own log lines on the terminal (else in DIR/ray.log)
     seed_drawn: bool = False  # spec.seed was drawn, not given (--seed): see ShardStore.prepare
     warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
 
@@ -77,7 +78,9 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
     except OutDirError as e:
         warn(str(e))
         return 2
-    with lock:
+    from .ray_logs import ray_logs_to_file
+
+    with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
         try:
             return _run(opts, inputs, t0)
         except OSError as e:
@@ -212,7 +215,7 @@ def _statistics(opts: AtlasOptions, loaded, job, store, todo: list[int], bar) ->
         from .ray_engine import run_ray
 
         run_ray(job, opts.spec, todo, store, opts.ray_address, opts.workers,
-                on_images=bar.update, on_failed=failed)
+                on_images=bar.update, on_failed=failed, verbose=opts.verbose)
     else:
         from .inputs import default_workers
         from .local import run_local
