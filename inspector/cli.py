@@ -170,6 +170,7 @@ def _analyse(args: argparse.Namespace) -> int:
             engine=args.engine,
             ray_address=args.ray_address,
             workers=args.workers,
+            verbose=args.verbose,
         )
     except ValueError as e:
         _error(str(e))
@@ -200,7 +201,7 @@ def _atlas(args: argparse.Namespace) -> int:
                      batch_size=args.batch_size, workers=args.workers, engine=args.engine,
                      ray_address=args.ray_address, resume=args.resume,
                      shard_size=args.shard_size, every=args.every,
-                     progress=not args.quiet, warn=_error,
+                     progress=not args.quiet, warn=_error, verbose=args.verbose,
                      seed_drawn=args.seed is None),
         args.images,
     )

@@ -123,6 +123,9 @@ def batch_options(p: argparse.ArgumentParser, shard_size: int, workers_help: str
                         "without --seed, the stored run's seed is used")
     p.add_argument("--shard-size", type=int, default=shard_size,
                    help=f"images per shard, the unit of --resume (default {shard_size})")
+    p.add_argument("--verbose", action="store_true",
+                   help="--engine ray: show Ray's own log lines and its workers' output here "
+                        "(default: Ray's log lines go to DIR/ray.log)")
 
 
 def input_options(p: argparse.ArgumentParser, verb: str) -> None:

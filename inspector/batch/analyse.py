@@ -80,6 +80,7 @@ class Analysis:
         engine: str = "local",
         ray_address: str | None = None,
         workers: int | None = None,
+        verbose: bool = False,
     ) -> None:
         self.spec = spec
         self.seed_given = spec.seed is not None  # --seed (else drawn, or the stored run's)
@@ -117,16 +118,13 @@ class Analysis:
         if workers is not None and workers < 1:
             raise ValueError("--workers must be 1 or more")
         self.engine, self.ray_address, self.workers = engine, ray_address, workers
+        self.verbose = verbose  # Ray's own log lines on the terminal (else in DIR/ray.log)
         self.job: ImageJob | None = None  # once the model is loaded and the options checked
 
     # -- the run ----------------------------------------------------------------------------------
 
     def run(self, inputs: list[str]) -> int:
         """Analyse every image named (files or folders); the exit code: 0, or 1 if any failed."""
-        from inspector.core.images import ImageLoadError
-
-        from .shards import JobMismatch, ShardStore
-
         t0 = time.perf_counter()
         if self.engine == "ray":
             from .job import OptionError
@@ -137,6 +135,24 @@ class Analysis:
             except OptionError as e:
                 self.warn(str(e))
                 return 2
+        from .out_dir import OutDirError, claim
+
+        try:  # before any work: a folder that cannot be written, or another run's
+            lock = claim(self.out, "analyse", warn=self.warn)
+        except OutDirError as e:
+            self.warn(str(e))
+            return 2
+        from .ray_logs import ray_logs_to_file
+
+        with lock, ray_logs_to_file(self.out, self.verbose or self.engine != "ray"):
+            return self._run(inputs, t0)
+
+    def _run(self, inputs: list[str], t0: float) -> int:
+        from inspector.core.images import ImageLoadError
+
+        from .out_dir import remove_partial, write_failure
+        from .shards import JobMismatch, ShardStore
+
         missed: list[ImageLoadError] = []
         sources = list_sources(inputs, self.every, on_missing=missed.append)
         if not sources and not missed:
@@ -150,6 +166,7 @@ class Analysis:
         finished: dict[int, dict] = {}  # shard -> its record: {"images": [...], "compared": [...]}
         partial: dict[str, list] = {"images": [], "compared": []}
         stopped = False
+        unwritable = None  # the first failure to write into self.out: the run stops there
         try:
             # The model and the options that need it (layers, target, edits) before any
             # image: options that cannot work are refused without touching the files.
@@ -178,11 +195,14 @@ class Analysis:
             tb = self._tensorboard()
             self._shards(session, loaded, sources, store, done, tb, finished, partial)
         except Exception as e:
-            if not started or self.engine != "ray":
+            unwritable = write_failure(e, self.out)
+            if unwritable is None and (not started or self.engine != "ray"):
                 raise
-            # A lost cluster, an actor that cannot load the model: said in one sentence.
-            self.warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are "
-                      f"kept in {self.out / 'shards'}: run again with --resume to continue")
+            if unwritable is None:
+                # A lost cluster, an actor that cannot load the model: said in one sentence.
+                self.warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards "
+                          f"are kept in {self.out / 'shards'}: run again with --resume to "
+                          f"continue")
             stopped = True
         finally:
             # Also after Ctrl+C: what was done so far is described and the log is complete.
@@ -191,15 +211,26 @@ class Analysis:
                 comparisons.extend(finished[shard]["compared"])
             entries.extend(partial["images"])
             comparisons.extend(partial["compared"])
-            if started:
-                write_json(self.out, "summary.json", summary_document(self, loaded, entries))
-                if self.compare:
-                    write_json(self.out, "compare.json",
-                               comparison_document(self, loaded, comparisons))
-            if tb is not None:
-                tb.close()
-            if session is not None:
-                session.close()
+            try:
+                # Not after a failed write: the disk that refused it would refuse these too.
+                if started and unwritable is None:
+                    write_json(self.out, "summary.json", summary_document(self, loaded, entries))
+                    if self.compare:
+                        write_json(self.out, "compare.json",
+                                   comparison_document(self, loaded, comparisons))
+                if tb is not None:
+                    tb.close()  # TensorBoard's writer thread reports its failures here
+            except Exception as e:
+                if write_failure(e, self.out) is None:
+                    raise
+                unwritable = unwritable or write_failure(e, self.out)
+            finally:
+                if session is not None:
+                    session.close()
+        if unwritable is not None:
+            self.warn(str(unwritable))
+            remove_partial(self.out)
+            return 1
         failed = sum(1 for e in entries if e["error"])
         elapsed = time.perf_counter() - t0
         print(
@@ -245,7 +276,8 @@ class Analysis:
                         for s in todo}
                 # self.spec holds the seed this process's model was built with (_fix_seed).
                 run_ray_shards(self.spec, self.job, self.every, work, self.ray_address,
-                               self.workers, self.spec.device, tb is not None, on_shard)
+                               self.workers, self.spec.device, tb is not None, on_shard,
+                               self.verbose)
                 return
             with VideoFrames(self.every) as videos:
                 for shard in todo:

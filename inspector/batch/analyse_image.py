@@ -18,6 +18,7 @@ from inspector.core.run_arrays import full_arrays
 
 from .analyse_writers import write_image_files
 from .inputs import Source, VideoFrames
+from .out_dir import write_failure
 
 
 @dataclass
@@ -65,6 +66,8 @@ def analyse_image(session, loaded, job: ImageJob, source: Source, name: str, out
     try:
         _run(session, loaded, job, source, name, out, step, tb, videos, entry, compared)
     except Exception as e:  # one image's failure must not lose the others
+        if write_failure(e, out) is not None:
+            raise  # a full or read-only disk is no image's fault: the run stops (analyse)
         entry["error"] = f"{source}: {type(e).__name__}: {e}"
     if compared is not None:
         compared["error"] = compared["error"] or entry["error"]

@@ -100,13 +100,14 @@ def run_ray_shards(
     device: str | None,
     tensorboard: bool,
     on_shard: Callable[[dict[str, Any]], None],
+    verbose: bool = False,
 ) -> None:
     """Run the shards in `work` (shard -> its items) on Ray; `on_shard` gets each result,
     in the order they finish."""
     import ray
     from ray.util import ActorPool
 
-    started = connect(address)
+    started = connect(address, verbose)
     try:
         resources = ray.cluster_resources()
         gpus = int(resources.get("GPU", 0))

@@ -30,6 +30,7 @@ from inspector.core.models import ModelSpec
 
 from .inputs import Source
 from .job import OptionError
+from .out_dir import OutDirError, claim, remove_partial, write_failure
 
 ENGINES = ("local", "ray")
 
@@ -85,6 +86,7 @@ class AtlasOptions:
     shard_size: int = 256
     every: int = 1  # of a video's frames, the atlas ranks 0, every, 2 * every, ...
     progress: bool = True
+    verbose: bool = False  # Ray's own log lines on the terminal (else in DIR/ray.log)
     seed_drawn: bool = False  # spec.seed was drawn, not given (--seed): see ShardStore.prepare
     warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
     # (stage "atlas" or "boxes", images done, images to do), on the thread that runs the atlas
@@ -120,7 +122,27 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
     except OptionError as e:
         warn(str(e))
         return 2
+    try:  # before any work: a folder that cannot be written, or another run's
+        lock = claim(Path(opts.out), "atlas", warn=warn)
+    except OutDirError as e:
+        warn(str(e))
+        return 2
+    from .ray_logs import ray_logs_to_file
 
+    with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
+        try:
+            return _run(opts, inputs, t0)
+        except OSError as e:
+            failure = write_failure(e, Path(opts.out))
+            if failure is None:
+                raise
+            warn(str(failure))
+            remove_partial(Path(opts.out))
+            return 1
+
+
+def _run(opts: AtlasOptions, inputs: list[str], t0: float) -> int:
+    warn = opts.warn
     missing: list[tuple[str, str]] = []
 
     def on_missing(err: ImageLoadError) -> None:
@@ -147,7 +169,9 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
         _statistics(opts, loaded, job, store, todo, bar)
     except AtlasCancelled:
         return _cancelled(opts, store)
-    except Exception as e:  # a model that fails in a forward, a lost cluster, a full disk
+    except Exception as e:  # a model that fails in a forward, a lost cluster
+        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
+            raise  # said in run_atlas, as a sentence about the disk
         warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
              f"{store.folder}: run again with --resume to continue")
         return 1
@@ -250,7 +274,7 @@ def _statistics(opts: AtlasOptions, loaded, job, store, todo: list[int], bar) ->
         from .ray_engine import run_ray
 
         run_ray(job, opts.spec, todo, store, opts.ray_address, opts.workers,
-                on_images=bar.update, on_failed=failed)
+                on_images=bar.update, on_failed=failed, verbose=opts.verbose)
     else:
         from .inputs import default_workers
         from .local import run_local
@@ -286,6 +310,8 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
         raise
     except Exception as e:  # the statistics are safe in the shards; say what failed
         bar.close()
+        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
+            raise  # said in run_atlas, as a sentence about the disk
         warn(f"measuring the receptive-field boxes failed: {type(e).__name__}: {e}")
         return 1
     bar.close()

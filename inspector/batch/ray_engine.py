@@ -103,13 +103,14 @@ class AtlasActor:
         return out
 
 
-def connect(address: str | None) -> bool:
-    """Start or join Ray; True when this process started it (and so stops it)."""
+def connect(address: str | None, verbose: bool = False) -> bool:
+    """Start or join Ray; True when this process started it (and so stops it). Its log lines
+    go where ray_logs puts them; `verbose`: the workers' output is shown here too."""
     import ray
 
     if ray.is_initialized():
         return False
-    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    quiet = {"logging_level": logging.INFO, "log_to_driver": verbose}
     if address:
         ray.init(address=address, **quiet)
     else:
@@ -129,12 +130,13 @@ def run_ray(
     actors: int | None,
     on_images: Callable[[int], None] = lambda n: None,
     on_failed: Callable[[str], None] = lambda message: None,
+    verbose: bool = False,
 ) -> None:
     """Run the given shards on Ray and save each one as it completes."""
     import ray
     import ray.data
 
-    started = connect(address)
+    started = connect(address, verbose)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
         resources = ray.cluster_resources()

@@ -11,6 +11,7 @@ with os.replace, so a run killed at any moment leaves either a whole shard or no
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -141,9 +142,11 @@ class ShardStore:
         return set(), note
 
     def save(self, shard: int, reduction: Reduction) -> None:
-        part = self.path(shard).with_suffix(".pt.part")
-        torch.save(reduction.state(), part)
-        _fsync_replace(part, self.path(shard))
+        # Serialised in memory, then written: torch.save on a full disk raises a RuntimeError
+        # about its zip writer, where a write raises OSError saying the disk is full.
+        data = io.BytesIO()
+        torch.save(reduction.state(), data)
+        _write_atomic(self.path(shard), data.getvalue())
 
     def load(self, shard: int) -> Reduction:
         return Reduction.from_state(torch.load(self.path(shard), weights_only=True))
