@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import pickletools
 import re
 import zipfile
 from pathlib import Path
@@ -82,15 +83,25 @@ def existing_file(path: str | os.PathLike, what: str) -> Path:
 
 def file_format(path: Path) -> str:
     """"zip" (torch.save), "pickle" (torch.save's older format, or pickle.dump),
-    "safetensors", or a phrase for anything else ("a text file", "a PNG image", ...)."""
+    "safetensors", or a phrase for anything else ("a text file", "a PNG image", ...).
+
+    Each format is recognised by its whole signature, not one byte: a safetensors header
+    length that is 128 mod 256 starts with 0x80, as a pickle does."""
+    size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(4096)
+    if not head:
+        return "an empty file"
     if head.startswith(b"PK\x03\x04"):
         return "zip"
-    if head[:1] == b"\x80":  # the PROTO opcode every pickle since protocol 2 starts with
+    header_length = int.from_bytes(head[:8], "little") if len(head) >= 9 else 0
+    opens_json = head[8:9] == b"{"
+    if opens_json and 2 <= header_length <= size - 8:
+        return "safetensors"  # an 8-byte little-endian header length, then that much JSON
+    if _is_pickle(head):
         return "pickle"
-    if len(head) >= 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") > 1:
-        return "safetensors"  # an 8-byte little-endian header length, then JSON
+    if opens_json and head[9:10] in (b'"', b"}") and 2 <= header_length <= _MAX_HEADER:
+        return "safetensors"  # one whose header is cut short: the reader says so
     for magic, name in _SIGNATURES:
         if head.startswith(magic):
             return name
@@ -102,6 +113,15 @@ def file_format(path: Path) -> str:
             if e.start > len(head) - 4:  # a character cut at the end of what was read
                 return "a text file"
     return "a file of an unknown format"
+
+
+_MAX_HEADER = 100_000_000  # the safetensors library refuses longer headers
+
+
+def _is_pickle(head: bytes) -> bool:
+    """The PROTO opcode, a protocol torch.save or pickle.dump writes (2 to 5), then an opcode."""
+    return (len(head) >= 3 and head[0] == 0x80 and 2 <= head[1] <= pickle.HIGHEST_PROTOCOL
+            and chr(head[2]) in pickletools.code2op)
 
 
 def clean_message(text: str) -> str:
