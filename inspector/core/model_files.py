@@ -129,6 +129,21 @@ def clean_message(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text).strip()
 
 
+def short_message(text: str, limit: int = 300) -> str:
+    """The first line of a library's message, for a one-line status: whole when it fits,
+    else the whole sentences that fit, else cut at a word with an ellipsis (a message cut
+    mid-word or mid-path reads as a different one). The full text belongs in `details`."""
+    lines = clean_message(text).splitlines()
+    line = lines[0].strip() if lines else ""
+    if len(line) <= limit:
+        return line
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)", line[: limit + 1])]
+    if ends:
+        return line[: ends[-1]]
+    cut = line[:limit].rsplit(None, 1)[0] if " " in line[:limit] else line[: limit - 1]
+    return cut.rstrip(" ,;:") + "…"
+
+
 # -- checkpoints ----------------------------------------------------------------------------
 
 
@@ -309,5 +324,5 @@ def apply_state_dict(model: nn.Module, state: dict[str, torch.Tensor], path, arc
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
-        raise ModelLoadError(f"{Path(path).name} does not fit {arch}: {clean_message(str(e))[:300]}",
+        raise ModelLoadError(f"{Path(path).name} does not fit {arch}: {short_message(str(e))}",
                              clean_message(str(e))) from None
