@@ -78,7 +78,8 @@ def load_image(
     range (16-bit / 65535, as torchvision's ToDtype(scale=True)), or with `stretch` by their
     data's own min..max (see core.high_depth); transparency is composited over `background`,
     CMYK and palette images are converted. `img.info` keeps "source_format", "source_mode",
-    "source_size" (width, height in the file) and "load_notes" (what was changed, in words).
+    "source_size" (width, height in the file), "load_notes" (what was changed, in words)
+    and "size_note" (the note that says it was decoded reduced, or None).
 
     Raises ImageLoadError for anything that is not a readable image, and for images over
     MAX_PIXELS; a JPEG over the limit is decoded at 1/2, 1/4 or 1/8 scale instead (see
@@ -128,6 +129,7 @@ def load_image(
         "source_mode": source[1],
         "source_size": source[2],
         "load_notes": tuple(notes),
+        "size_note": next((n for n in notes if n.startswith(_REDUCED)), None),
     }
     return rgb
 
@@ -210,8 +212,11 @@ def _reduced(im: Image.Image, notes: list[str]) -> Image.Image:
     return out
 
 
+_REDUCED = "decoded at 1/"
+
+
 def _reduced_note(scale: int, size: tuple[int, int]) -> str:
-    return (f"decoded at 1/{scale} scale: the file is {_size(size)}, more than the model "
+    return (f"{_REDUCED}{scale} scale: the file is {_size(size)}, more than the model "
             f"input and the screen need")
 
 

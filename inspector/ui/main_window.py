@@ -130,6 +130,7 @@ class MainWindow(QMainWindow):
         c.catalogReady.connect(self._update_actions)
         self.images.imageSelected.connect(self.runs.show)
         self.images.failed.connect(self.reporter.report)
+        self.images.noted.connect(lambda note: self.reporter.info(note, 20000))
         self.images.stretchChanged.connect(self.runs.rerun)
         # Detection and segmentation models: boxes and masks on the image, a box clicked
         # makes it the target (core.tasks).
