@@ -93,6 +93,8 @@ def load_image(
         with open(path, "rb") as fp, warnings.catch_warnings():
             # Pillow warns on stderr above its own limit, in words meant for a programmer;
             # this function enforces its limits itself and says what it did in `notes`.
+            # (catch_warnings is not thread-safe: two threads loading at once can leave
+            # this one filter in place for the process, which hides only that warning.)
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             if os.fstat(fp.fileno()).st_size == 0:
                 raise ImageLoadError(path, "file is empty")
@@ -147,6 +149,7 @@ def _open_checked(fp, path: Path) -> tuple[Image.Image, tuple[int, int], list[st
     fraction of the memory and time. A 20000 x 20000 photo is plausible (stitched panoramas,
     scans), and the model sees 224 pixels anyway, so a JPEG over the limit is decoded at the
     smallest reduction that fits under it. Other formats cannot decode reduced and are refused.
+    Under MAX_PIXELS but over LARGE_PIXELS, a JPEG is set to decode reduced the same way.
     """
     notes: list[str] = []
     try:
