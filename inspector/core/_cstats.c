@@ -170,6 +170,17 @@ static int tensor_moments(const float *data, Py_ssize_t batch, Py_ssize_t channe
     return 0;
 }
 
+/* a * b for sizes of at least 1, or -1 when the product does not fit a Py_ssize_t: sizes
+ * come from Python and a wrapped product would pass the buffer-length checks below and
+ * divide by zero or read past the buffer. */
+static Py_ssize_t checked_mul(Py_ssize_t a, Py_ssize_t b)
+{
+    return a > PY_SSIZE_T_MAX / b ? -1 : a * b;
+}
+
+/* ceil(n / f) without n + f - 1, which can overflow */
+static Py_ssize_t ceil_div(Py_ssize_t n, Py_ssize_t f) { return n / f + (n % f != 0); }
+
 static int get_float_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what)
 {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
@@ -197,12 +208,13 @@ static PyObject *py_moments(PyObject *self, PyObject *args)
         PyBuffer_Release(&src);
         return NULL;
     }
-    Py_ssize_t total = src.len / 4, rows = batch * channels;
+    Py_ssize_t total = src.len / 4;
+    Py_ssize_t rows = batch >= 1 && channels >= 1 ? checked_mul(batch, channels) : -1;
     PyObject *ret = NULL;
-    if (batch < 1 || channels < 1 || total < 1 || total % rows != 0) {
+    if (rows < 1 || total < 1 || total % rows != 0) {
         PyErr_Format(PyExc_ValueError, "moments: %zd values do not split into %zd x %zd rows",
                      total, batch, channels);
-    } else if (per.len / 4 < 5 * channels) {
+    } else if (per.len / 4 / 5 < channels) {
         PyErr_SetString(PyExc_ValueError, "moments: the output holds fewer than 5 x channels");
     } else {
         TensorResult r;
@@ -228,7 +240,7 @@ static PyObject *py_moments(PyObject *self, PyObject *args)
 static void area_pool(const float *x, Py_ssize_t cn, Py_ssize_t h, Py_ssize_t w, Py_ssize_t f,
                       float *out, float *row)
 {
-    Py_ssize_t oh = (h + f - 1) / f, ow = (w + f - 1) / f;
+    Py_ssize_t oh = ceil_div(h, f), ow = ceil_div(w, f);
     for (Py_ssize_t c = 0; c < cn; c++) {
         const float *src = x + c * h * w;
         for (Py_ssize_t oi = 0; oi < oh; oi++) {
@@ -264,9 +276,20 @@ static PyObject *py_area_pool(PyObject *self, PyObject *args)
         return NULL;
     }
     int ok = 0;
-    if (cn < 1 || h < 1 || w < 1 || f < 1 || src.len / 4 != cn * h * w) {
+    int sizes = cn >= 1 && h >= 1 && w >= 1 && f >= 1;
+    Py_ssize_t in_n = sizes ? checked_mul(cn, h) : -1;
+    in_n = in_n > 0 ? checked_mul(in_n, w) : -1;
+    /* the output is no larger than the input, so its product fits once the input's does */
+    Py_ssize_t out_n = in_n > 0 ? cn * ceil_div(h, f) * ceil_div(w, f) : -1;
+    if (!sizes) {
+        PyErr_Format(PyExc_ValueError, "area_pool: sizes must be at least 1, got c=%zd h=%zd "
+                     "w=%zd f=%zd", cn, h, w, f);
+    } else if (in_n < 0) {
+        PyErr_Format(PyExc_ValueError, "area_pool: %zd x %zd x %zd values are more than any "
+                     "buffer can hold", cn, h, w);
+    } else if (src.len / 4 != in_n) {
         PyErr_SetString(PyExc_ValueError, "area_pool: the input is not (c, h, w)");
-    } else if (out.len / 4 != cn * ((h + f - 1) / f) * ((w + f - 1) / f)) {
+    } else if (out.len / 4 != out_n) {
         PyErr_SetString(PyExc_ValueError, "area_pool: the output is not (c, h/f, w/f)");
     } else {
         float *row = malloc(sizeof(float) * (size_t)w);

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .model_files import ModelLoadError, clean_message
+from .model_files import ModelLoadError, clean_message, short_message
 from .model_hub import MissingExtra, hub_name
 from .preprocess import Preprocess
 
@@ -77,7 +77,7 @@ def load_hf(spec, device: torch.device):
     except Exception as e:  # noqa: BLE001 - transformers' reasons are many; one line each
         raise ModelLoadError(
             f"transformers could not load {folder.name} as an image classifier: "
-            f"{type(e).__name__}: {clean_message(str(e)).splitlines()[0][:300]}",
+            f"{type(e).__name__}: {short_message(str(e))}",
             clean_message(str(e))) from None
     finally:
         if bars:
@@ -112,7 +112,7 @@ def _preprocess(transformers, folder: Path, trust: bool) -> tuple[Preprocess, li
             str(folder), local_files_only=True, trust_remote_code=trust)
     except Exception as e:  # noqa: BLE001
         raise ModelLoadError(f"{folder.name}: its image processor cannot be read: "
-                             f"{type(e).__name__}: {clean_message(str(e)).splitlines()[0][:300]}"
+                             f"{type(e).__name__}: {short_message(str(e))}"
                              ) from None
     return processor_preprocess(processor)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -35,6 +36,13 @@ IMAGE_EXTENSIONS = frozenset(
 # 2 x Image.MAX_IMAGE_PIXELS with its default). Hard-coded rather than read from Pillow, whose
 # limit is a process-wide setting that any other code may change or set to None.
 MAX_PIXELS = 178_956_970
+
+# Above this (Pillow's DecompressionBombWarning threshold, half of MAX_PIXELS) an image is
+# decoded reduced: the model sees about 224 pixels and the window at most a screen, while a
+# 100-megapixel image takes over a gigabyte through decoding and conversion. JPEG decodes
+# at 1/2, 1/4 or 1/8 scale directly (Image.draft); other formats are decoded and then
+# reduced (Image.reduce) before any conversion copies them.
+LARGE_PIXELS = MAX_PIXELS // 2
 
 # Transparent images are composited over white: almost every transparent image a user has
 # (logos, icons, cut-out product shots) was made to be seen on a white page, browsers and
@@ -70,17 +78,24 @@ def load_image(
     range (16-bit / 65535, as torchvision's ToDtype(scale=True)), or with `stretch` by their
     data's own min..max (see core.high_depth); transparency is composited over `background`,
     CMYK and palette images are converted. `img.info` keeps "source_format", "source_mode",
-    "source_size" (width, height in the file) and "load_notes" (what was changed, in words).
+    "source_size" (width, height in the file), "load_notes" (what was changed, in words)
+    and "size_note" (the note that says it was decoded reduced, or None).
 
     Raises ImageLoadError for anything that is not a readable image, and for images over
     MAX_PIXELS; a JPEG over the limit is decoded at 1/2, 1/4 or 1/8 scale instead (see
-    _open_checked).
+    _open_checked). An image over LARGE_PIXELS is decoded reduced to fit under it, and its
+    note says so in one line (Pillow's own DecompressionBombWarning is not printed).
     """
     path = Path(path)
     if path.is_dir():
         raise ImageLoadError(path, "is a folder, not an image file")
     try:
-        with open(path, "rb") as fp:
+        with open(path, "rb") as fp, warnings.catch_warnings():
+            # Pillow warns on stderr above its own limit, in words meant for a programmer;
+            # this function enforces its limits itself and says what it did in `notes`.
+            # (catch_warnings is not thread-safe: two threads loading at once can leave
+            # this one filter in place for the process, which hides only that warning.)
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             if os.fstat(fp.fileno()).st_size == 0:
                 raise ImageLoadError(path, "file is empty")
             im, file_size, notes = _open_checked(fp, path)
@@ -105,7 +120,7 @@ def load_image(
 
     try:
         value_range = type_range(im) if im.mode in HIGH_DEPTH_MODES else None  # file's tags
-        im = _upright(im)
+        im = _upright(_reduced(im, notes))
         rgb = _to_rgb(im, background, notes, stretch, value_range)
     except MemoryError:
         raise ImageLoadError(path, f"not enough memory to convert {_size(im.size)}") from None
@@ -116,6 +131,7 @@ def load_image(
         "source_mode": source[1],
         "source_size": source[2],
         "load_notes": tuple(notes),
+        "size_note": next((n for n in notes if n.startswith(_REDUCED)), None),
     }
     return rgb
 
@@ -133,6 +149,7 @@ def _open_checked(fp, path: Path) -> tuple[Image.Image, tuple[int, int], list[st
     fraction of the memory and time. A 20000 x 20000 photo is plausible (stitched panoramas,
     scans), and the model sees 224 pixels anyway, so a JPEG over the limit is decoded at the
     smallest reduction that fits under it. Other formats cannot decode reduced and are refused.
+    Under MAX_PIXELS but over LARGE_PIXELS, a JPEG is set to decode reduced the same way.
     """
     notes: list[str] = []
     try:
@@ -154,19 +171,56 @@ def _open_checked(fp, path: Path) -> tuple[Image.Image, tuple[int, int], list[st
         raise ImageLoadError(path, f"unsupported or corrupt image ({exc})") from None
 
     w, h = im.size
-    if w * h <= MAX_PIXELS:
+    if w * h <= _reduce_above():
         return im, (w, h), notes
     too_big = f"image is {_size(im.size)}, over the {_megapixels(MAX_PIXELS)}-megapixel limit"
-    if not isinstance(im, JpegImagePlugin.JpegImageFile):
+    jpeg = isinstance(im, JpegImagePlugin.JpegImageFile)
+    if w * h > MAX_PIXELS and not jpeg:
         raise ImageLoadError(path, too_big)
-    scale = next((s for s in (2, 4, 8) if -(-w // s) * -(-h // s) <= MAX_PIXELS), None)
+    scale = _scale_under(w, h, _reduce_above())
     # draft keeps the largest reduction whose result is at least the requested size.
-    if scale is None or im.draft(None, (w // scale, h // scale)) is None:
-        raise ImageLoadError(path, too_big)
+    if jpeg and scale is not None and im.draft(None, (w // scale, h // scale)) is not None:
+        notes.append(_reduced_note(scale, (w, h)))
     if im.size[0] * im.size[1] > MAX_PIXELS:
         raise ImageLoadError(path, too_big)
-    notes.append(f"decoded at 1/{scale} scale ({w} x {h} in the file)")
-    return im, (w, h), notes
+    return im, (w, h), notes  # other formats over LARGE_PIXELS are reduced once decoded
+
+
+def _reduce_above() -> int:
+    return min(LARGE_PIXELS, MAX_PIXELS)  # read at each call: tests lower either
+
+
+def _scale_under(w: int, h: int, limit: int) -> int | None:
+    """The smallest of 2, 4, 8 that brings w x h to at most `limit` pixels."""
+    return next((s for s in (2, 4, 8) if -(-w // s) * -(-h // s) <= limit), None)
+
+
+def _reduced(im: Image.Image, notes: list[str]) -> Image.Image:
+    """A decoded image still over LARGE_PIXELS (a format that cannot decode reduced) reduced
+    by whole cells to fit, before the conversions that copy it."""
+    w, h = im.size
+    scale = _scale_under(w, h, _reduce_above()) if w * h > _reduce_above() else None
+    if scale is None:
+        return im
+    exif = im.getexif()  # a TIFF's orientation is in its tags, which a new image lacks
+    if im.mode in ("P", "PA", "1") or "transparency" in im.info:
+        # Averages of palette indices or of a transparent colour key mean nothing.
+        im = im.convert("RGBA" if im.has_transparency_data else "RGB")
+    elif im.mode.startswith("I;16"):  # Image.reduce has no 16-bit integer modes
+        im = im.convert("I")
+    out = im.reduce(scale)
+    if exif:
+        out.info["exif"] = exif.tobytes()
+    notes.append(_reduced_note(scale, (w, h)))
+    return out
+
+
+_REDUCED = "decoded at 1/"
+
+
+def _reduced_note(scale: int, size: tuple[int, int]) -> str:
+    return (f"{_REDUCED}{scale} scale: the file is {_size(size)}, more than the model "
+            f"input and the screen need")
 
 
 def _open_without_pillow_limit(fp) -> Image.Image | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import pickletools
 import re
 import zipfile
 from pathlib import Path
@@ -82,15 +83,25 @@ def existing_file(path: str | os.PathLike, what: str) -> Path:
 
 def file_format(path: Path) -> str:
     """"zip" (torch.save), "pickle" (torch.save's older format, or pickle.dump),
-    "safetensors", or a phrase for anything else ("a text file", "a PNG image", ...)."""
+    "safetensors", or a phrase for anything else ("a text file", "a PNG image", ...).
+
+    Each format is recognised by its whole signature, not one byte: a safetensors header
+    length that is 128 mod 256 starts with 0x80, as a pickle does."""
+    size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(4096)
+    if not head:
+        return "an empty file"
     if head.startswith(b"PK\x03\x04"):
         return "zip"
-    if head[:1] == b"\x80":  # the PROTO opcode every pickle since protocol 2 starts with
+    header_length = int.from_bytes(head[:8], "little") if len(head) >= 9 else 0
+    opens_json = head[8:9] == b"{"
+    if opens_json and 2 <= header_length <= size - 8:
+        return "safetensors"  # an 8-byte little-endian header length, then that much JSON
+    if _is_pickle(head):
         return "pickle"
-    if len(head) >= 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") > 1:
-        return "safetensors"  # an 8-byte little-endian header length, then JSON
+    if opens_json and head[9:10] in (b'"', b"}") and 2 <= header_length <= _MAX_HEADER:
+        return "safetensors"  # one whose header is cut short: the reader says so
     for magic, name in _SIGNATURES:
         if head.startswith(magic):
             return name
@@ -104,9 +115,33 @@ def file_format(path: Path) -> str:
     return "a file of an unknown format"
 
 
+_MAX_HEADER = 100_000_000  # the safetensors library refuses longer headers
+
+
+def _is_pickle(head: bytes) -> bool:
+    """The PROTO opcode, a protocol torch.save or pickle.dump writes (2 to 5), then an opcode."""
+    return (len(head) >= 3 and head[0] == 0x80 and 2 <= head[1] <= pickle.HIGHEST_PROTOCOL
+            and chr(head[2]) in pickletools.code2op)
+
+
 def clean_message(text: str) -> str:
     """torch's messages carry terminal colour codes; a window shows them as garbage."""
     return re.sub(r"\x1b\[[0-9;]*m", "", text).strip()
+
+
+def short_message(text: str, limit: int = 300) -> str:
+    """The first line of a library's message, for a one-line status: whole when it fits,
+    else the whole sentences that fit, else cut at a word with an ellipsis (a message cut
+    mid-word or mid-path reads as a different one). The full text belongs in `details`."""
+    lines = clean_message(text).splitlines()
+    line = lines[0].strip() if lines else ""
+    if len(line) <= limit:
+        return line
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)", line[: limit + 1])]
+    if ends:
+        return line[: ends[-1]]
+    cut = line[:limit].rsplit(None, 1)[0] if " " in line[:limit] else line[: limit - 1]
+    return cut.rstrip(" ,;:") + "…"
 
 
 # -- checkpoints ----------------------------------------------------------------------------
@@ -289,5 +324,5 @@ def apply_state_dict(model: nn.Module, state: dict[str, torch.Tensor], path, arc
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
-        raise ModelLoadError(f"{Path(path).name} does not fit {arch}: {clean_message(str(e))[:300]}",
+        raise ModelLoadError(f"{Path(path).name} does not fit {arch}: {short_message(str(e))}",
                              clean_message(str(e))) from None

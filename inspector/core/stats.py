@@ -104,8 +104,9 @@ def _torch_stats(x: torch.Tensor, v: torch.Tensor, abs_mean: bool) -> TensorStat
     if v.dtype != acc:
         v = v.to(acc)  # half-precision partial sums and products round visibly
     # Sums are taken around each row's first value, as in the fused kernel: without the
-    # shift, a float32 tensor with mean 1e4 and std 1e-2 gets a std of about 2.
-    shift = v[..., :1]
+    # shift, a float32 tensor with mean 1e4 and std 1e-2 gets a std of about 2. A NaN or
+    # inf first value shifts by 0 instead: inf - inf would turn the row's inf mean into NaN.
+    shift = torch.nan_to_num(v[..., :1], nan=0.0, posinf=0.0, neginf=0.0)
     d = v - shift
     sums = d.sum(-1, dtype=acc)
     sq = torch.linalg.vector_norm(d, 2, dim=-1, dtype=acc).square()

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import torch
 
-from .model_files import ModelLoadError, apply_state_dict, clean_message, read_state_dict
+from .model_files import (
+    ModelLoadError,
+    apply_state_dict,
+    clean_message,
+    read_state_dict,
+    short_message,
+)
 from .model_hub import MissingExtra, hub_name
 from .preprocess import Preprocess
 
@@ -77,7 +83,7 @@ def load_timm(spec, device: torch.device):
             model = timm.create_model(name, pretrained=False)
     except Exception as e:  # noqa: BLE001 - timm's own failure, said in one line
         raise ModelLoadError(f"timm could not build '{name}': {type(e).__name__}: "
-                             f"{clean_message(str(e)).splitlines()[0][:300]}") from None
+                             f"{short_message(str(e))}", clean_message(str(e))) from None
     if spec.checkpoint:
         model = _with_weights(timm, name, model, spec.checkpoint)
         desc, source, pretrained = f"timm {name} ({Path(spec.checkpoint).name})", spec.checkpoint, True

@@ -59,12 +59,14 @@ class ImageList(QListWidget):
     failed = Signal(str, str)  # message, details: files that could not be opened
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
     cleared = Signal()  # "Remove all": every image is gone
+    noted = Signal(str)  # one line: a listed image was decoded reduced (core.images)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._pending: deque[Path] = deque()
         self._batch_errors: list[ImageLoadError] = []
         self._batch_added: list[str] = []
+        self._batch_notes: list[str] = []
         self._select_next_added = False
         self._pasted = 0
 
@@ -148,6 +150,8 @@ class ImageList(QListWidget):
             except Exception as e:  # noqa: BLE001 - any decoder failure is the file's problem
                 self._batch_errors.append(ImageLoadError(path, f"{type(e).__name__}: {e}"))
                 continue
+            if image.info.get("size_note"):
+                self._batch_notes.append(f"{path.name} was {image.info['size_note']}")
             entry = ImageEntry(path.name, path, None, image.size, info)
             self._append(entry, qimage_from_pil(_thumbnail(image)))
             self._batch_added.append(str(path))
@@ -163,6 +167,10 @@ class ImageList(QListWidget):
         if self._batch_added:
             self.imagesAdded.emit(list(self._batch_added))
         errors, self._batch_errors, self._batch_added = self._batch_errors, [], []
+        notes, self._batch_notes = self._batch_notes, []
+        if notes:
+            more = f" (and {len(notes) - 1} more)" if len(notes) > 1 else ""
+            self.noted.emit(f"{notes[0]}{more}.")
         if errors:
             first = errors[0]
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""

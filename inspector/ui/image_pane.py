@@ -55,6 +55,7 @@ class ImagePane(QWidget):
     imageSelected = Signal(object)  # ImageEntry: run it
     videoSelected = Signal(object)  # ImageEntry of a video file: play it
     failed = Signal(str, str)  # message, details: files that could not be opened
+    noted = Signal(str)  # one line: a listed image was decoded reduced
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
     stretchChanged = Signal(bool)  # "Stretch levels" was toggled: run again with it
     occludeRequested = Signal(tuple)  # (x0, y0, x1, y1) of the model input, x1/y1 exclusive
@@ -119,6 +120,7 @@ class ImagePane(QWidget):
         self.list = ImageList()
         self.list.currentRowChanged.connect(self._row_changed)
         self.list.failed.connect(self.failed)
+        self.list.noted.connect(self.noted)
         self.list.imagesAdded.connect(self.imagesAdded)
         self.list.cleared.connect(lambda: self._show_original(None))
 

@@ -131,6 +131,7 @@ class MainWindow(QMainWindow):
         self.images.imageSelected.connect(self.runs.show)
         self.images.imageSelected.connect(lambda _entry: self.reporter.resolved())
         self.images.failed.connect(self.reporter.report)
+        self.images.noted.connect(lambda note: self.reporter.info(note, 20000))
         self.images.stretchChanged.connect(self.runs.rerun)
         # Detection and segmentation models: boxes and masks on the image, a box clicked
         # makes it the target (core.tasks).
