@@ -6,10 +6,13 @@ its details show where the user's own code failed, not this program's frames.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +30,66 @@ from .model_files import (
     some,
 )
 
+# -- the user's own code -------------------------------------------------------------------------
+
+
+class _Interrupt:
+    """Whether a KeyboardInterrupt came from Ctrl+C (a SIGINT while the user's code ran) or
+    was raised by that code itself. On the main thread the SIGINT handler is wrapped to
+    note the signal; elsewhere no signal is ever delivered, so any KeyboardInterrupt is the
+    code's own."""
+
+    def __init__(self) -> None:
+        self.from_signal = False
+
+
+@contextlib.contextmanager
+def _watching_sigint():
+    seen = _Interrupt()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # SIG_IGN, SIG_DFL or None: not Python's handler, leave it
+        yield seen
+        return
+
+    def handler(signum, frame):
+        seen.from_signal = True
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def user_code(what: str, path: Path):
+    """Run a model file's own code (`what`: "net.py:build()", "net.py while it was imported")
+    and turn its exits into a ModelLoadError sentence: sys.exit() (SystemExit, which would
+    end the CLI without a word and leave the window waiting) and a KeyboardInterrupt the
+    code raised itself. A real Ctrl+C goes on as KeyboardInterrupt."""
+    with _watching_sigint() as seen:
+        try:
+            yield
+        except SystemExit as e:
+            code = "" if e.code is None else repr(e.code)
+            raise ModelLoadError(
+                f"{what} called sys.exit({code}) instead of returning a model",
+                _user_traceback(e, path),
+            ) from None
+        except KeyboardInterrupt as e:
+            if seen.from_signal:
+                raise
+            raise ModelLoadError(
+                f"{what} raised KeyboardInterrupt itself (not a Ctrl+C): a model file must "
+                f"return the model",
+                _user_traceback(e, path),
+            ) from None
+
+
 # -- trusted pickles ----------------------------------------------------------------------------
 
 
@@ -40,8 +103,10 @@ def unpickle_module(path: str | os.PathLike) -> nn.Module:
     if kind == "zip":
         check_archive(path)
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, user_code(f"{path.name} while it was unpickled", path):
             obj = torch.load(f, map_location="cpu", weights_only=False)
+    except ModelLoadError:
+        raise
     except (ModuleNotFoundError, AttributeError) as e:
         raise ModelLoadError(
             f"{path.name} needs Python code that is not importable here ({e}): import or "
@@ -89,7 +154,11 @@ def run_factory(factory: str) -> tuple[nn.Module, ModuleType, Path, str]:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[mod_name] = module  # dataclasses and pickling look their module up here
     try:
-        exec(code, module.__dict__)
+        with user_code(f"{name} while it was imported", path):
+            exec(code, module.__dict__)
+    except ModelLoadError:
+        sys.modules.pop(mod_name, None)
+        raise
     except ImportError as e:
         sys.modules.pop(mod_name, None)
         raise ModelLoadError(f"{name} imports something not installed here: {e}",
@@ -125,7 +194,10 @@ def _call_factory(module: ModuleType, mod_name: str, name: str, func: str, path:
     except ValueError:
         pass  # no signature to read (a builtin): just call it
     try:
-        model = fn()
+        with user_code(f"{name}:{func}()", path):
+            model = fn()
+    except ModelLoadError:
+        raise
     except Exception as e:
         raise ModelLoadError(f"{name}:{func}() raised {type(e).__name__}: {e}",
                              _user_traceback(e, path)) from None

@@ -97,3 +97,24 @@ def apply_thread_setting() -> int | None:
             return None  # unset, or the program chose its own count
         torch.set_num_threads(threads)
         return threads
+
+
+def release_freed_memory() -> bool:
+    """Hand memory that is free again back to the OS: after a model switch, the old model's
+    weights and activations are freed, but glibc keeps the freed pages in its arenas (one
+    per thread that allocated), so the process's RSS stays at its high-water mark. The
+    garbage collector runs first (a model's modules hold reference cycles). True where
+    malloc_trim exists (glibc); elsewhere only the collector runs."""
+    import gc
+
+    gc.collect()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: macOS, Windows, musl
+        return False
+    trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
+    trim(0)
+    return True

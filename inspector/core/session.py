@@ -14,6 +14,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
@@ -38,6 +39,7 @@ from .frames import (
 from .hooks import Capture, CaptureSpec, HookError, RunCancelled
 from .hookset import HookSet
 from .images import ImageLoadError, as_rgb, load_image
+from .interrupt import Interruptible, LoadCancelled
 from .interventions import Intervention
 from .kept_outputs import KeptRuns
 from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS, FORWARD_CAMS, cam_method
@@ -55,12 +57,51 @@ from .run_parts import (
     refused_for_task,
     top_predictions,
 )
-from .runtime import apply_thread_setting, intra_op_threads
+from .runtime import apply_thread_setting, intra_op_threads, release_freed_memory
 from .tree import ModuleTree
 from .worker import InferenceWorker
 
 # model_notes is imported from here as well (inspector.batch).
 __all__ = ["RunOutcome", "Session", "model_notes"]
+
+# How long cancel_load waits for an interrupted load to stop before leaving its thread.
+LOAD_CANCEL_WAIT_S = 1.0
+
+
+class _Load:
+    """One model load: its spec, the region of the worker it may be interrupted in, its
+    worker job, and the future the caller holds. The caller's future is settled once, by
+    whichever comes first: the load's end, or a cancel that gave up on its thread."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.region = Interruptible(LoadCancelled)
+        self.job: Future | None = None
+        self.future: Future = Future()
+        self.future.set_running_or_notify_cancel()
+        self.abandoned = False
+        self._lock = threading.Lock()
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> bool:
+        """Give the caller the result or the error; False when it already had one."""
+        with self._lock:
+            if self.future.done():
+                return False
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(result)
+            return True
+
+
+def _wait_done(future: Future, timeout: float) -> bool:
+    try:
+        future.exception(timeout)
+    except FutureTimeout:
+        return False
+    except BaseException:  # noqa: BLE001 - the future holds the load's failure: it is done
+        return True
+    return True
 
 
 @dataclass
@@ -100,37 +141,49 @@ class Session:
         self._cam_layer: tuple[ModuleTree, str] | None = None  # (tree it was found for, layer)
         # Outputs of the last `keep_runs` runs that asked to keep them (core.kept_outputs).
         self._kept = KeptRuns()
+        self._loads: list[_Load] = []  # model loads queued or running (cancel_load)
         self._lock = threading.Lock()
 
     # -- model -----------------------------------------------------------------------------
 
     def load_model(self, spec: ModelSpec | str) -> Future:
-        """Load on the worker; the previous model stays when this fails."""
+        """Load on the worker; the previous model stays when this fails or is cancelled
+        (cancel_load). The future's exception is the failure (a ModelLoadError for the
+        file's fault, LoadCancelled for a cancel), also sent as an ErrorFrame."""
         if isinstance(spec, str):
             spec = ModelSpec(name=spec)
+        load = _Load(spec)
 
-        def job(cancel: threading.Event) -> LoadedModel:
+        def job(cancel: threading.Event) -> LoadedModel | None:
             try:
-                loaded = load_model(spec)
-                tree = probe_tree(loaded)
-            except Exception as e:
+                with load.region:
+                    loaded = load_model(spec)
+                    tree = probe_tree(loaded)
+            except LoadCancelled:
+                load.settle(error=LoadCancelled(f"Loading {spec.what()} was cancelled"))
+                return None
+            # SystemExit and KeyboardInterrupt too: a model's forward (the probe) may end
+            # with sys.exit(), and this thread never receives a Ctrl+C.
+            except (Exception, SystemExit, KeyboardInterrupt) as e:
                 if isinstance(e, ModelLoadError):  # the file's fault: no traceback to show
                     message, details = str(e), e.details
                 else:
                     message, details = f"{type(e).__name__}: {e}", traceback.format_exc()
-                self.channel.put(
-                    ErrorFrame(
-                        run_id=None,
-                        message=f"Could not load {spec.what()}: {message}",
-                        details=details,
-                        exception=type(e).__name__,
-                    )
-                )
-                raise
+                if load.settle(error=e):
+                    self.channel.put(ErrorFrame(run_id=None,
+                                                message=f"Could not load {spec.what()}: {message}",
+                                                details=details, exception=type(e).__name__))
+                return None
             cam_layer = find_cam_layer(loaded, tree)
             with self._lock:
+                if load.abandoned:  # cancelled while stuck: the user moved on without it
+                    return None
+                replaced = self.loaded is not None
                 self.loaded, self.tree = loaded, tree
                 self._cam_layer = (tree, cam_layer)
+            if replaced:  # the old model's memory goes back to the OS, not only to malloc
+                release_freed_memory()
+            load.settle(result=loaded)
             self.channel.put(
                 ModelLoaded(
                     name=loaded.name,
@@ -145,7 +198,43 @@ class Session:
             )
             return loaded
 
-        return self.worker.submit(job, tag="load")
+        with self._lock:
+            self._loads.append(load)
+        load.job = self.worker.submit(job, tag="load")
+        load.future.add_done_callback(lambda _f: self._forget_load(load))
+        return load.future
+
+    def cancel_load(self, wait: float = LOAD_CANCEL_WAIT_S) -> bool:
+        """Stop the model loads queued or running (the loaded model stays): a queued one is
+        withdrawn, a running one is interrupted (core.interrupt: a factory's endless loop).
+        One stuck in C code that does not return within `wait` seconds is left to finish
+        alone: its thread is abandoned (its result is thrown away) and the Session goes on
+        with a new worker thread. True when a load was cancelled."""
+        with self._lock:
+            loads = list(self._loads)
+        for load in loads:
+            if load.job is not None and load.job.cancel():  # not started yet
+                load.settle(error=LoadCancelled(f"Loading {load.spec.what()} was cancelled"))
+            else:
+                load.region.interrupt()
+        stuck = [load for load in loads if not _wait_done(load.future, wait)]
+        if stuck:
+            with self._lock:
+                for load in stuck:
+                    load.abandoned = True
+                old, self.worker = self.worker, InferenceWorker()
+            # The runs queued behind the stuck load run on the new thread, in their order.
+            self.worker.adopt(old.abandon())
+            for load in stuck:
+                load.settle(error=LoadCancelled(
+                    f"Loading {load.spec.what()} was cancelled (its code had not returned; "
+                    f"it is left to finish on its own)"))
+        return bool(loads)
+
+    def _forget_load(self, load: _Load) -> None:
+        with self._lock:
+            if load in self._loads:
+                self._loads.remove(load)
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -163,7 +252,8 @@ class Session:
             self._open_runs.add(run_id)
             if channel is not None:
                 self._run_channels[run_id] = channel
-        future = self.worker.submit(lambda cancel: self._run(run_id, request, cancel), tag=run_id)
+            worker = self.worker  # not the one a cancelled load left behind (cancel_load)
+        future = worker.submit(lambda cancel: self._run(run_id, request, cancel), tag=run_id)
         return run_id, future
 
     def run(self, image: Any, timeout: float | None = None, **options: Any) -> RunOutcome:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 
-@dataclass
+@dataclass(eq=False)  # a job is itself: `in` compares identity
 class _Job:
     fn: Callable[[threading.Event], Any]
     future: Future = field(default_factory=Future)
@@ -73,6 +73,25 @@ class InferenceWorker:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
+    def abandon(self) -> list[_Job]:
+        """Leave the job running to finish on its own (its thread stops after it), and hand
+        back the jobs queued behind it, for another worker (`adopt`): a model load stuck in
+        the user's code (core.session.Session.cancel_load)."""
+        with self._lock:
+            self._closed = True
+            queued, self._pending = self._pending, []
+        self._queue.put(_STOP)
+        return queued
+
+    def adopt(self, jobs: list[_Job]) -> None:
+        """Run another worker's queued jobs here, in their order, with their futures."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the inference worker is closed")
+            self._pending.extend(jobs)
+        for job in jobs:
+            self._queue.put(job)
+
     def close(self, timeout: float = 2.0) -> bool:
         """Cancel everything and stop the thread; True when it stopped within `timeout`."""
         with self._lock:
@@ -92,6 +111,8 @@ class InferenceWorker:
             if job is _STOP:
                 break
             with self._lock:
+                if job not in self._pending:  # handed to another worker (abandon)
+                    continue
                 self._pending.remove(job)
                 # A job cancelled through its event still runs, so that it can report that it
                 # was cancelled (a run sends RunFinished); one cancelled through its future

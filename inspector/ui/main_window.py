@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
         c.engineFailed.connect(self._engine_failed)
         c.modelLoading.connect(self._model_loading)
         c.modelLoadDone.connect(self._model_load_done)
+        c.modelLoadCancelled.connect(self._model_load_cancelled)
         c.catalogReady.connect(self._update_actions)
         self.images.imageSelected.connect(self.runs.show)
         self.images.imageSelected.connect(lambda _entry: self.reporter.resolved())
@@ -223,9 +224,13 @@ class MainWindow(QMainWindow):
     # -- model -------------------------------------------------------------------------------
     def _model_loading(self, label: str) -> None:
         self.status.busy.show()
-        self.reporter.info(f"Loading {label}…", 0)
+        self.reporter.info(f"Loading {label}… (Esc cancels)", 0)
         if not self.model_name:
-            self.overlay.say(f"Loading {label}…")
+            self.overlay.say(f"Loading {label}…\nEsc cancels")
+
+    def _model_load_cancelled(self, label: str) -> None:
+        kept = f"{self.model_name} stays loaded" if self.model_name else "no model is loaded"
+        self.reporter.info(f"Loading {label} was cancelled: {kept}.", 10000)
 
     def _model_load_done(self, ok: bool) -> None:
         self.status.busy.hide()

@@ -74,6 +74,7 @@ class SessionControl(QObject):
     catalogReady = Signal()
     modelLoading = Signal(str)  # what is being loaded
     modelLoadDone = Signal(bool)  # whether it worked (the ModelLoaded frame has the rest)
+    modelLoadCancelled = Signal(str)  # the user cancelled a load: what was being loaded
     runSubmitted = Signal(int)
     baselineSubmitted = Signal(int)  # the unedited run that the edited runs are compared with
 
@@ -178,13 +179,32 @@ class SessionControl(QObject):
         return self._loading_spec is not None
 
     def _model_loaded(self, future: Future) -> None:
+        from inspector.core.interrupt import LoadCancelled
+
         spec, self._loading_spec = self._loading_spec, None
-        ok = not future.cancelled() and future.exception() is None
+        error = None if future.cancelled() else future.exception()
+        ok = not future.cancelled() and error is None
         if ok:
             self.model_spec = spec
+        if isinstance(error, LoadCancelled):
+            from inspector.ui.model_dialog import spec_label
+
+            self.modelLoadCancelled.emit(spec_label(spec) if spec is not None else "")
         # A failure arrives as an ErrorFrame from the session (with the details); the old
         # model stays loaded and usable.
         self.modelLoadDone.emit(ok)
+
+    def cancel_load(self) -> bool:
+        """Stop the model load in progress (the loaded model stays); True when one was.
+        A load stuck in C code costs up to a second here, and its thread is left behind:
+        the Session's new worker thread gets the worker's lower priority."""
+        if self.session is None or self._loading_spec is None:
+            return False
+        worker = self.session.worker
+        cancelled = self.session.cancel_load()
+        if self.session.worker is not worker:
+            lower_priority(self.session.worker.native_id)
+        return cancelled
 
     def model_changed(self) -> None:
         """A ModelLoaded frame arrived (it may come before the load's future is done)."""
@@ -269,8 +289,9 @@ class SessionControl(QObject):
             self.session.cancel(self.current_run)
 
     def cancel(self) -> None:
-        """Cancel the run in progress, and the unedited run it waits for."""
-        if self.session is None:
+        """Cancel the model load in progress, or else the run in progress and the unedited
+        run it waits for."""
+        if self.session is None or self.cancel_load():
             return
         if self.running:
             self.session.cancel(self.current_run)

@@ -17,6 +17,7 @@ BENCHMARKS = [
     ("atlas throughput", ["tests.benchmarks.bench_atlas"]),
     ("edit to prediction", ["tests.benchmarks.bench_edits"]),
     ("video throughput", ["tests.benchmarks.bench_video", "--window"]),
+    ("memory over model switches", ["tests.benchmarks.bench_model_switch"]),
 ]
 
 

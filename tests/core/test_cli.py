@@ -379,3 +379,20 @@ def test_download_fetches_into_the_hub_cache_or_says_why_not(tmp_path, monkeypat
     assert "unknown model 'no_such_net'" in capsys.readouterr().err
     assert cli.main(["download", "demo_shapes"]) == 2
     assert "ships its own weights" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body, says", [
+    ("sys.exit(3)", "called sys.exit(3) instead of returning a model"),
+    ("raise KeyboardInterrupt", "raised KeyboardInterrupt itself (not a Ctrl+C)"),
+])
+def test_a_factory_that_exits_or_interrupts_itself_is_one_sentence(body, says, images,
+                                                                  tmp_path):
+    net = tmp_path / "net.py"
+    net.write_text(f"import sys\n\n\ndef build():\n    {body}\n")
+    for command in ("tree", "analyse"):
+        extra = ["--quiet", "--no-tensorboard", "--out", str(tmp_path / "out"),
+                 str(images / "a.png")] if command == "analyse" else []
+        done = run_cli(command, "--model", f"{net}:build", *extra)
+        assert done.returncode == 1, (command, done.stderr)
+        assert says in done.stderr and "net.py:build()" in done.stderr, done.stderr
+        assert "interrupted" not in done.stderr and "Traceback" not in done.stderr

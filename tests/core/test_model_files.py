@@ -212,6 +212,18 @@ def factory_import_fails(d, state):
     return factory(d / "net.py", "import no_such_package_xyz\ndef build():\n    pass\n")
 
 
+def factory_exits(d, state):
+    return factory(d / "net.py", "import sys\ndef build():\n    sys.exit(3)\n")
+
+
+def factory_exits_on_import(d, state):
+    return factory(d / "net.py", "import sys\nsys.exit()\ndef build():\n    pass\n")
+
+
+def factory_raises_keyboard_interrupt(d, state):
+    return factory(d / "net.py", "def build():\n    raise KeyboardInterrupt\n")
+
+
 def factory_file_missing(d, state):
     return ModelSpec(name=None, factory=f"{d / 'gone.py'}:build", device="cpu")
 
@@ -267,6 +279,13 @@ CASES = {
     "factory import fails": Case(factory_import_fails, "net.py",
                                  ("not installed", "no_such_package_xyz")),
     "factory file missing": Case(factory_file_missing, "gone.py", ("no such file",)),
+    "factory calls sys.exit": Case(factory_exits, "net.py:build()",
+                                   ("called sys.exit(3)", "instead of returning a model")),
+    "factory exits on import": Case(factory_exits_on_import, "net.py",
+                                    ("while it was imported", "called sys.exit()")),
+    "factory raises KeyboardInterrupt": Case(factory_raises_keyboard_interrupt, "net.py:build()",
+                                             ("raised KeyboardInterrupt itself",
+                                              "not a Ctrl+C")),
 }
 
 
