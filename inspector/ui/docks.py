@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QWidget
 
 # Dock key -> (title, the view that fills it: (module in inspector.ui.views, class), or
 # None for the panes the window builds itself).
@@ -86,3 +86,38 @@ def default_sizes(window: QMainWindow, docks: dict[str, Dock]) -> None:
     window.resizeDocks([d["images"], d["activation"]], [310, 480], horizontal)
     window.resizeDocks([d["images"], d["predictions"]], [480, 300], vertical)
     window.resizeDocks([d["activation"], d["cam"]], [500, 300], vertical)
+
+
+def hide_stray_tab_bars(window: QMainWindow) -> None:
+    """Hide a copy of a tab group's bar that no group uses, after the layout has settled.
+
+    Qt 6.11 makes three bars for our two tab groups: tabifying Predictions and Dataset after
+    the Activations group leaves a second "Predictions | Dataset" bar shown where the group
+    first sat, over the status bar. The bar in use lies along the edge of the dock whose tab
+    is current; of bars with the same tabs, any other is hidden."""
+    bars = [b for b in window.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly)
+            if b.isVisible() and b.count() > 0]
+    docks = {d.windowTitle(): d for d in window.findChildren(QDockWidget)}
+    groups: dict[tuple[str, ...], list[QTabBar]] = {}
+    for bar in bars:
+        groups.setdefault(tuple(bar.tabText(i) for i in range(bar.count())), []).append(bar)
+    for tabs, same in groups.items():
+        if len(same) < 2:
+            continue
+        current = docks.get(tabs[same[0].currentIndex()])
+        for bar in same:
+            if current is None or not _along(bar, current):
+                bar.hide()
+
+
+def _along(bar: QTabBar, dock: QDockWidget) -> bool:
+    """Whether the bar lies along the dock's bottom or top edge, as wide as it."""
+    b, d = bar.geometry(), dock.geometry()
+    if abs(b.left() - d.left()) > 2 or abs(b.width() - d.width()) > 2:
+        return False
+    return abs(b.top() - d.bottom()) <= 8 or abs(b.bottom() - d.top()) <= 8
+
+
+def tidy_tab_bars_later(window: QMainWindow) -> None:
+    """hide_stray_tab_bars once the layout that is being made now has been applied."""
+    QTimer.singleShot(0, window, lambda: hide_stray_tab_bars(window))

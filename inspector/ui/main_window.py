@@ -31,7 +31,14 @@ from inspector.ui import (
     video_player,
     window_edits,
 )
-from inspector.ui.docks import DEFAULT_SIZE, DOCKS, default_layout, default_sizes, make_docks
+from inspector.ui.docks import (
+    DEFAULT_SIZE,
+    DOCKS,
+    default_layout,
+    default_sizes,
+    make_docks,
+    tidy_tab_bars_later,
+)
 from inspector.ui.errors import ErrorReporter
 from inspector.ui.frame_router import FrameRouter
 from inspector.ui.gc_freeze import StartupFreezer
@@ -376,6 +383,7 @@ class MainWindow(QMainWindow):
         for dock in self.docks.values():
             dock.setFloating(False)
         self.restoreState(self._default_state)
+        tidy_tab_bars_later(self)
 
     def reset_settings(self) -> None:
         """Help ▸ Reset settings (asks first)."""
@@ -409,6 +417,7 @@ class MainWindow(QMainWindow):
                 default_sizes(self, self.docks)
                 self.window_edits.size_dock()
             self.overlay.place()
+            tidy_tab_bars_later(self)
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         super().resizeEvent(event)

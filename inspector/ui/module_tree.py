@@ -56,6 +56,24 @@ def fitting_widths(metrics: QFontMetrics, indentation: int) -> tuple[tuple[int, 
     return (COL_NAME, name), (COL_TYPE, kind)
 
 
+def model_widths(tree, model_name: str, metrics: QFontMetrics, bold: QFontMetrics,
+                 indentation: int, header: QHeaderView) -> tuple[tuple[int, int], ...]:
+    """(column, width) of the Module and Type columns for this model's rows, every depth
+    counted, never wider than fitting_widths: a small model leaves the statistics and the
+    hook columns in view, a large one is elided there (the tooltips hold the whole text)."""
+    rows = list(tree.modules.values())
+    # the root row shows the model's name, in bold; a row's name is its last dotted part
+    name = max(
+        (info.depth + 1) * indentation + CELL_PADDING
+        + (bold.horizontalAdvance(model_name) if info.name == ""
+           else metrics.horizontalAdvance(info.name.rsplit(".", 1)[-1]))
+        for info in rows)
+    kind = max(metrics.horizontalAdvance(info.type_name) for info in rows) + CELL_PADDING
+    caps = dict(fitting_widths(metrics, indentation))
+    return tuple((col, min(caps[col], max(width, header.sectionSizeHint(col))))
+                 for col, width in ((COL_NAME, name), (COL_TYPE, kind)))
+
+
 class _TreeView(QTreeView):
     def event(self, e: QEvent) -> bool:
         return claims_arrow_keys(e) or super().event(e)
@@ -97,6 +115,9 @@ class ModuleTreeWidget(QWidget):
         # The parameter count is in the module's tooltip; its column is one right-click away
         # (the header's menu) and the tree stays narrow enough to dock beside the views.
         header.setSectionHidden(COL_PARAMS, True)
+        self._user_widths = False  # Module and Type fit each model until the user sizes them
+        self._fitting = False
+        header.sectionResized.connect(self._section_resized)
         header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header.customContextMenuRequested.connect(self._header_menu)
         layout = QVBoxLayout(self)
@@ -111,6 +132,8 @@ class ModuleTreeWidget(QWidget):
         if tree is not None:
             self.view.expandToDepth(0)
             self._set_filter(self.filter.text())
+            if not self._user_widths:
+                self._fit_columns(tree, model_name)
 
     def flush(self) -> None:
         self.model.flush()
@@ -147,9 +170,31 @@ class ModuleTreeWidget(QWidget):
         """Column widths and which columns are hidden, for the settings."""
         return self.view.header().saveState()
 
-    def restore_header_state(self, state) -> None:
+    @property
+    def widths_set_by_user(self) -> bool:
+        """Whether the user sized the Module or Type column (then no model refits them)."""
+        return self._user_widths
+
+    def restore_header_state(self, state, widths_set_by_user: bool = False) -> None:
         if isinstance(state, QByteArray) and not state.isEmpty():
-            self.view.header().restoreState(state)
+            self._fitting = True
+            restored = self.view.header().restoreState(state)
+            self._fitting = False
+            self._user_widths = restored and widths_set_by_user
+
+    def _fit_columns(self, tree, model_name: str) -> None:
+        bold = self.view.font()
+        bold.setBold(True)
+        header = self.view.header()
+        self._fitting = True
+        for col, width in model_widths(tree, model_name, self.view.fontMetrics(),
+                                       QFontMetrics(bold), self.view.indentation(), header):
+            header.resizeSection(col, width)
+        self._fitting = False
+
+    def _section_resized(self, col: int, _old: int, _new: int) -> None:
+        if not self._fitting and col in (COL_NAME, COL_TYPE):
+            self._user_widths = True  # dragged by the user: theirs from now on
 
     # -- internals ---------------------------------------------------------------------------
     def _header_menu(self, pos: QPoint) -> None:

@@ -22,12 +22,14 @@ class WindowSettings:
     def restore(self) -> bool:
         """The window's geometry and docks, the tree's columns; False: nothing was saved."""
         restored = self.settings.restore_window(self.window)
-        self.window.tree.restore_header_state(self.settings.value("tree_header", QByteArray()))
+        self.window.tree.restore_header_state(self.settings.value("tree_header", QByteArray()),
+                                              self.settings.value("tree_widths_by_user", False))
         return restored
 
     def save(self) -> None:
         self.settings.save_window(self.window)
         self.settings.set_value("tree_header", self.window.tree.header_state())
+        self.settings.set_value("tree_widths_by_user", self.window.tree.widths_set_by_user)
         self.settings.sync()
 
     def cam_method(self, methods: list[str]) -> str:

@@ -124,3 +124,54 @@ def test_a_layout_saved_while_occlusion_squeezed_the_tree_is_not_restored(qtbot,
     first.saved.save()  # this version's layout
     third = window()
     assert in_front(third, "gradient")
+
+
+def test_each_tab_group_has_one_tab_bar_in_view(window_at, qtbot):
+    """Qt made a second "Predictions | Dataset" bar where the group first sat, over the
+    status bar; only the bar along the group's current dock stays shown."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QTabBar
+
+    window = window_at(DEFAULT_SIZE)
+    settle(qtbot)
+    bars = [b for b in window.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly)
+            if b.isVisible() and b.count() > 0]
+    groups: dict[tuple, int] = {}
+    for bar in bars:
+        tabs = tuple(bar.tabText(i) for i in range(bar.count()))
+        groups[tabs] = groups.get(tabs, 0) + 1
+    assert ("Predictions", "Dataset") in groups, groups
+    assert all(n == 1 for n in groups.values()), groups
+    status = window.statusBar().geometry()
+    assert not any(b.geometry().intersects(status) for b in bars)
+
+
+def test_module_and_type_columns_fit_each_model_until_the_user_sizes_them(window_at, qtbot):
+    """A small model's names are shown whole and its statistics stay in view; a column the
+    user dragged keeps its width when another model loads."""
+    from PySide6.QtGui import QFontMetrics
+
+    from inspector.ui.module_tree import CELL_PADDING, COL_HEALTH, COL_NAME, COL_TYPE
+
+    window = window_at(DEFAULT_SIZE)
+    tree = window.tree
+    header = tree.view.header()
+    metrics = QFontMetrics(tree.view.font())
+    infos = list(window.control.session.tree.modules.values())
+    widest_type = max(metrics.horizontalAdvance(i.type_name) for i in infos)
+    assert widest_type <= header.sectionSize(COL_TYPE) <= widest_type + 2 * CELL_PADDING
+    bold = tree.view.font()
+    bold.setBold(True)
+    indent = tree.view.indentation()
+    widest_name = max((i.depth + 1) * indent + CELL_PADDING + (
+        QFontMetrics(bold).horizontalAdvance(window.model_name) if i.name == ""
+        else metrics.horizontalAdvance(i.name.rsplit(".", 1)[-1])) for i in infos)
+    assert widest_name <= header.sectionSize(COL_NAME) <= widest_name + CELL_PADDING
+    # Fitted to the tiny model, not to a resnet's names: its statistics are all in view.
+    health_end = header.sectionPosition(COL_HEALTH) + header.sectionSize(COL_HEALTH)
+    assert health_end <= tree.view.viewport().width(), (health_end, tree.view.viewport().width())
+    header.resizeSection(COL_NAME, 333)  # the user drags it
+    generation = window._model_generation
+    window.control.load_model(window.control.make_spec(name="demo_shapes"))
+    qtbot.waitUntil(lambda: window._model_generation > generation, timeout=TIMEOUT)
+    assert header.sectionSize(COL_NAME) == 333
