@@ -42,14 +42,23 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inspector.core.frames import GRAD_OUTPUT, OUTPUT
+from inspector.batch.analyse_image import ImageJob, analyse_image, compared_of, entry_of
+from inspector.batch.analyse_writers import (
+    comparison_document,
+    edits_of,
+    summary_document,
+    write_json,
+)
+from inspector.batch.inputs import Source, VideoFrames, list_sources, shard_count, shard_range
+from inspector.batch.names import input_names, unknown_modules
 from inspector.core.interventions import Intervention
-from inspector.core.methods import AttributionOptions, attribution_method, cam_method
-
-from .analyse_image import ImageJob, analyse_image, compared_of, entry_of
-from .analyse_writers import comparison_document, edits_of, summary_document, write_json
-from .inputs import Source, VideoFrames, list_sources, shard_count, shard_range
-from .names import input_names, unknown_modules
+from inspector.core.methods import (
+    GRAD_OUTPUT,
+    OUTPUT,
+    AttributionOptions,
+    attribution_method,
+    cam_method,
+)
 
 ENGINES = ("local", "ray")
 SHARD_SIZE = 16  # images per shard: a resumed run redoes at most this many
@@ -127,31 +136,30 @@ class Analysis:
         """Analyse every image named (files or folders); the exit code: 0, or 1 if any failed."""
         t0 = time.perf_counter()
         if self.engine == "ray":
-            from .job import OptionError
-            from .ray_engine import require_ray
+            from inspector.batch.job import OptionError
+            from inspector.batch.ray_engine import require_ray
 
             try:
                 require_ray()
             except OptionError as e:
                 self.warn(str(e))
                 return 2
-        from .out_dir import OutDirError, claim
+        from inspector.batch.out_dir import OutDirError, claim
 
         try:  # before any work: a folder that cannot be written, or another run's
             lock = claim(self.out, "analyse", warn=self.warn)
         except OutDirError as e:
             self.warn(str(e))
             return 2
-        from .ray_logs import ray_logs_to_file
+        from inspector.batch.ray_logs import ray_logs_to_file
 
         with lock, ray_logs_to_file(self.out, self.verbose or self.engine != "ray"):
             return self._run(inputs, t0)
 
     def _run(self, inputs: list[str], t0: float) -> int:
+        from inspector.batch.out_dir import remove_partial, write_failure
+        from inspector.batch.shards import JobMismatch, ShardStore
         from inspector.core.images import ImageLoadError
-
-        from .out_dir import remove_partial, write_failure
-        from .shards import JobMismatch, ShardStore
 
         missed: list[ImageLoadError] = []
         sources = list_sources(inputs, self.every, on_missing=missed.append)
@@ -261,7 +269,7 @@ class Analysis:
 
         try:
             if self.engine == "ray" and todo:
-                from .analyse_ray import run_ray_shards, write_shard_files
+                from inspector.batch.analyse_ray import run_ray_shards, write_shard_files
 
                 def on_shard(result: dict) -> None:
                     write_shard_files(self.out, result, tb)
@@ -299,7 +307,7 @@ class Analysis:
 
     def _key(self, loaded, sources: list[Source]):
         """What a resumed run must agree on (shards.JobKey)."""
-        from .shards import JobKey
+        from inspector.batch.shards import JobKey
 
         options = {
             "layers": self.layers, "cam": self.methods, "cam_layer": self.cam_layer,
@@ -317,7 +325,7 @@ class Analysis:
         the seed that built the weights, and Ray's actors build the same ones."""
         import random
 
-        from .shards import stored_seed
+        from inspector.batch.shards import stored_seed
 
         if self.spec.seed is not None:
             return
@@ -332,8 +340,9 @@ class Analysis:
 
     def _load(self):
         from inspector.core.cam import resolve_target
-        from inspector.core.hooks import CaptureSpec
-        from inspector.core.session import Session, model_notes
+        from inspector.core.capture_spec import CaptureSpec
+        from inspector.core.run_parts import model_notes
+        from inspector.core.session import Session
 
         session = Session()
         try:

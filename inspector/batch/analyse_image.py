@@ -13,19 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inspector.batch.analyse_writers import write_image_files
+from inspector.batch.inputs import Source, VideoFrames
+from inspector.batch.out_dir import write_failure
 from inspector.core.frames import ErrorFrame, PredictionFrame
 from inspector.core.run_arrays import full_arrays
-
-from .analyse_writers import write_image_files
-from .inputs import Source, VideoFrames
-from .out_dir import write_failure
 
 
 @dataclass
 class ImageJob:
     """What every image's run is asked for: fixed once the model is loaded and checked."""
 
-    capture: Any  # core.hooks.CaptureSpec: the layers' whole output and output gradient
+    capture: Any  # core.capture_spec.CaptureSpec: the layers' whole output and output gradient
     baseline_capture: Any  # the unedited twin's (compare): the outputs only
     target: Any
     methods: list[str]

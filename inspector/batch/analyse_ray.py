@@ -23,9 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .analyse_image import ImageJob, analyse_image
-from .inputs import Source, VideoFrames
-from .ray_engine import connect
+from inspector.batch.analyse_image import ImageJob, analyse_image
+from inspector.batch.inputs import Source, VideoFrames
+from inspector.batch.ray_engine import connect
 
 RETRIES = 3  # restarts of a dead actor, and retries of the shard it was running
 

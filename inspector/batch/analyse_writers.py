@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from inspector.batch.inputs import Source
+from inspector.batch.names import safe_name
 from inspector.core.edit_spec import format_edit
 from inspector.core.methods import ATTRIBUTION_METHODS, CAM_METHODS
 from inspector.core.run_arrays import npz_arrays
-
-from .inputs import Source
-from .names import safe_name
 
 MAX_OVERLAY_SIDE = 2048  # overlays of huge photos are written at most this large
 

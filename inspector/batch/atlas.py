@@ -25,12 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inspector.batch.inputs import Source
+from inspector.batch.job import OptionError
+from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
 from inspector.core.images import ImageLoadError
 from inspector.core.models import ModelSpec
-
-from .inputs import Source
-from .job import OptionError
-from .out_dir import OutDirError, claim, remove_partial, write_failure
 
 ENGINES = ("local", "ray")
 
@@ -116,7 +115,7 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
     try:
         opts.check()
         if opts.engine == "ray":
-            from .ray_engine import require_ray
+            from inspector.batch.ray_engine import require_ray
 
             require_ray()
     except OptionError as e:
@@ -127,7 +126,7 @@ def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
     except OutDirError as e:
         warn(str(e))
         return 2
-    from .ray_logs import ray_logs_to_file
+    from inspector.batch.ray_logs import ray_logs_to_file
 
     with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
         try:
@@ -149,7 +148,7 @@ def _run(opts: AtlasOptions, inputs: list[str], t0: float) -> int:
         warn(f"skipped {err}")
         missing.append((str(err.path), err.reason))
 
-    from .inputs import list_sources
+    from inspector.batch.inputs import list_sources
 
     sources = list_sources(inputs, opts.every, on_missing=on_missing)
     if not sources:
@@ -160,7 +159,7 @@ def _run(opts: AtlasOptions, inputs: list[str], t0: float) -> int:
         return setup
     loaded, job, store, todo = setup
 
-    from .inputs import shard_range
+    from inspector.batch.inputs import shard_range
 
     todo_images = sum(len(shard_range(s, len(sources), job.shard_size)) for s in todo)
     bar = None
@@ -195,15 +194,15 @@ def _setup(opts: AtlasOptions, sources: list[Source]):
     or an exit status."""
     import torch
 
+    from inspector.batch.inputs import shard_count
+    from inspector.batch.job import StatsJob
+    from inspector.batch.names import unknown_modules
+    from inspector.batch.probe import plan_layers
+    from inspector.batch.shards import JobKey, JobMismatch, ShardStore
     from inspector.core.cam import compute_cams, default_target_layer
-    from inspector.core.models import ModelLoadError, load_model, probe_tree
+    from inspector.core.model_files import ModelLoadError
+    from inspector.core.models import load_model, probe_tree
     from inspector.core.runtime import apply_thread_setting
-
-    from .inputs import shard_count
-    from .job import StatsJob
-    from .names import unknown_modules
-    from .probe import plan_layers
-    from .shards import JobKey, JobMismatch, ShardStore
 
     apply_thread_setting()  # this command runs the model without a Session
     warn = opts.warn
@@ -271,13 +270,13 @@ def _statistics(opts: AtlasOptions, loaded, job, store, todo: list[int], bar) ->
     if not todo:
         return
     if opts.engine == "ray":
-        from .ray_engine import run_ray
+        from inspector.batch.ray_engine import run_ray
 
         run_ray(job, opts.spec, todo, store, opts.ray_address, opts.workers,
                 on_images=bar.update, on_failed=failed, verbose=opts.verbose)
     else:
-        from .inputs import default_workers
-        from .local import run_local
+        from inspector.batch.inputs import default_workers
+        from inspector.batch.local import run_local
 
         workers = default_workers() if opts.workers is None else opts.workers
         run_local(job, loaded.model, loaded.device, todo, store, workers,
@@ -286,9 +285,15 @@ def _statistics(opts: AtlasOptions, loaded, job, store, todo: list[int], bar) ->
 
 def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     """Merge the shards, measure the boxes of the final top-k, write the files."""
-    from .boxes import compute_boxes
-    from .inputs import ImageFiles, default_workers, shard_count
-    from .writers import atlas_document, entries_of, write_classes, write_crops, write_json
+    from inspector.batch.boxes import compute_boxes
+    from inspector.batch.inputs import ImageFiles, default_workers, shard_count
+    from inspector.batch.writers import (
+        atlas_document,
+        entries_of,
+        write_classes,
+        write_crops,
+        write_json,
+    )
 
     warn, out, sources = opts.warn, Path(opts.out), list(job.paths)
     total = job.empty("cpu")

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from inspector.core.hooks import tensor_leaves
+from inspector.batch.inputs import ImageFiles, make_loader
+from inspector.batch.probe import LayerPlan
+from inspector.core.hookset import tensor_leaves
 from inspector.core.preprocess import Preprocess
-
-from .inputs import ImageFiles, make_loader
-from .probe import LayerPlan
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1: pixel edges, x1 and y1 exclusive (PIL's crop)
 

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 import torch
 
+from inspector.batch.inputs import Source
+from inspector.batch.probe import LayerPlan
+from inspector.batch.reduce import Reduction
 from inspector.core.preprocess import Preprocess
-
-from .inputs import Source
-from .probe import LayerPlan
-from .reduce import Reduction
 
 
 class OptionError(ValueError):

@@ -29,12 +29,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from inspector.batch.inputs import Source, VideoFrames, as_source, collate, read_item, shard_range
+from inspector.batch.job import OptionError, StatsJob
+from inspector.batch.probe import BatchStats, Probe
+from inspector.batch.shards import ShardStore
 from inspector.core.models import ModelSpec
-
-from .inputs import Source, VideoFrames, as_source, collate, read_item, shard_range
-from .job import OptionError, StatsJob
-from .probe import BatchStats, Probe
-from .shards import ShardStore
 
 INSTALL_HINT = "pip install 'network-inspector[cluster]'"
 DECODE_THREADS = 4

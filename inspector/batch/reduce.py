@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .probe import BatchStats
+from inspector.batch.probe import BatchStats
 
 
 @dataclass

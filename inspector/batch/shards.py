@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .reduce import Reduction
+from inspector.batch.reduce import Reduction
 
 _SHARD = re.compile(r"shard-(\d+)\.(?:pt|json)")
 

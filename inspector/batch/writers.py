@@ -20,14 +20,13 @@ import numpy as np
 import torch.nn.functional as F
 from PIL import Image
 
+from inspector.batch.boxes import Box, Entry
+from inspector.batch.inputs import Source, VideoFrames
+from inspector.batch.names import safe_name
+from inspector.batch.reduce import Reduction
+from inspector.batch.shards import write_text_atomic
 from inspector.core.export import colorize, save_png
 from inspector.core.images import ImageLoadError, load_image
-
-from .boxes import Box, Entry
-from .inputs import Source, VideoFrames
-from .names import safe_name
-from .reduce import Reduction
-from .shards import write_text_atomic
 
 CROP_SIDE = 96  # the crops' longer side, in pixels
 

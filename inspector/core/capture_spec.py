@@ -8,8 +8,8 @@ from typing import Any
 
 from torch import nn
 
-from .methods import GRADIENT_KINDS, KINDS, OUTPUT
-from .previews import PREVIEW_ELEMENTS, PREVIEW_SIZE
+from inspector.core.methods import GRADIENT_KINDS, KINDS, OUTPUT
+from inspector.core.previews import PREVIEW_ELEMENTS, PREVIEW_SIZE
 
 
 @dataclass(frozen=True)

@@ -48,8 +48,8 @@ from typing import Any
 
 import torch
 
-from . import stats as _stats
-from .frames import TensorStats
+from inspector.core import stats as _stats
+from inspector.core.frames import TensorStats
 
 BACKLOG = 2  # tensors waiting for the thread before hooks compute their own statistics
 IDLE_EXIT = 0.5  # seconds without work after which the thread ends (restarted on demand)

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from .edit_spec import EditSpecError, check_edits, format_edit
-from .interventions import Intervention, Occlude
-from .preprocess import Preprocess
-from .tree import ModuleTree
+from inspector.core.edit_spec import EditSpecError, check_edits, format_edit
+from inspector.core.interventions import Intervention, Occlude
+from inspector.core.preprocess import Preprocess
+from inspector.core.tree import ModuleTree
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from .interventions import (
+from inspector.core.interventions import (
     AddNoise,
     Clamp,
     Intervention,
@@ -36,8 +36,8 @@ from .interventions import (
     channel_dim,
     check_channels,
 )
-from .tokens import NHWC, detect_layout
-from .tree import NEVER_CALLED, TUPLE_OUTPUT, ModuleTree
+from inspector.core.tokens import NHWC, detect_layout
+from inspector.core.tree import NEVER_CALLED, TUPLE_OUTPUT, ModuleTree
 
 INPUT_NAMES = ("", "input")  # what MODULE may be for occlude: the model input
 SYNTAX = "MODULE:OP[=ARGS]"

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .tokens import detect_layout, to_spatial
+from inspector.core.tokens import detect_layout, to_spatial
 
 TENSORBOARD_HINT = (
     "TensorBoard logging needs the optional 'tensorboard' package: "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from .export import colorize
+from inspector.core.export import colorize
 
 Box = tuple[int, int, int, int]  # (left, top, right, bottom), right and bottom exclusive
 

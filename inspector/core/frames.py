@@ -12,15 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from .methods import (  # noqa: F401  (the hook kinds, defined with the other names)
-    GRAD_INPUT,
-    GRAD_OUTPUT,
-    GRADIENT_KINDS,
-    INPUT,
-    KINDS,
-    OUTPUT,
-)
-
 
 @dataclass(frozen=True)
 class TensorStats:

@@ -30,7 +30,7 @@ if os.environ.get("INSPECTOR_FUSED_STATS", "1").strip().lower() in ("0", "false"
     _failure = "turned off by INSPECTOR_FUSED_STATS=0"
 else:
     try:
-        from . import _cstats as _kernel
+        from inspector.core import _cstats as _kernel
     except ImportError as e:  # not built: the package was used without being installed
         _failure = f"the compiled statistics kernel is missing ({e}); reinstall the package"
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from .model_files import ModelLoadError, clean_message, short_message
-from .model_hub import MissingExtra, hub_name
-from .preprocess import Preprocess
+from inspector.core.model_files import ModelLoadError, clean_message, short_message
+from inspector.core.model_hub import MissingExtra, hub_name
+from inspector.core.preprocess import Preprocess
 
 REMOTE_CODE_HINT = (
     "It runs only with your consent: in the window tick 'Run the code in this folder' in "
@@ -59,7 +59,7 @@ def needs_remote_code(folder: Path) -> bool:
 
 
 def load_hf(spec, device: torch.device):
-    from .models import LoadedModel
+    from inspector.core.models import LoadedModel
 
     transformers = _transformers()
     folder = hf_folder(hub_name(spec.name))
@@ -102,7 +102,7 @@ def load_hf(spec, device: torch.device):
 def _preprocess(transformers, folder: Path, trust: bool) -> tuple[Preprocess, list[str]]:
     """The folder's AutoImageProcessor as a Preprocess; without one, ImageNet's defaults
     at the model's image size, said in a note."""
-    from .models import DEFAULT_PREPROCESS
+    from inspector.core.models import DEFAULT_PREPROCESS
 
     if not (folder / "preprocessor_config.json").is_file():
         return DEFAULT_PREPROCESS, [f"{folder.name} has no preprocessor_config.json: the "

@@ -44,19 +44,14 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-from . import stats as _stats
-from .capture_spec import CaptureSpec, leaf_names  # noqa: F401  (imported from here by callers)
-from .deferred_stats import Deferred, memory_for
-from .frames import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT, ActivationFrame, GradientFrame
-from .hookset import (  # noqa: F401
-    HookSet,
-    ModelState,
-    remaining_hooks,
-    replace_leaf,
-    tensor_leaves,
-)
-from .interventions import Intervention, InterventionSet
-from .tokens import image_size, is_channels_last
+from inspector.core import stats as _stats
+from inspector.core.capture_spec import CaptureSpec, leaf_names  # noqa: F401  (imported from here by callers)
+from inspector.core.deferred_stats import Deferred, memory_for
+from inspector.core.frames import ActivationFrame, GradientFrame
+from inspector.core.hookset import HookSet, ModelState, replace_leaf, tensor_leaves
+from inspector.core.interventions import Intervention, InterventionSet
+from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.tokens import image_size, is_channels_last
 
 
 class HookError(RuntimeError):

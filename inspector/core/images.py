@@ -20,7 +20,7 @@ from pathlib import Path
 
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
 
-from .high_depth import HIGH_DEPTH_MODES, to_rgb8, type_range
+from inspector.core.high_depth import HIGH_DEPTH_MODES, to_rgb8, type_range
 
 # Formats the stock Pillow wheels decode. Folder expansion keeps only these, so a folder of
 # photos with sidecar files (.xmp, .txt, .json) expands to the photos.

@@ -13,9 +13,9 @@ from collections import OrderedDict
 
 import torch
 
-from .compare import KEPT_RUNS, KeptOutputs, OutputRecorder
-from .hooks import CaptureSpec
-from .tree import OUTPUT_MODIFIED_INPLACE, ModuleTree
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.compare import KEPT_RUNS, KeptOutputs, OutputRecorder
+from inspector.core.tree import OUTPUT_MODIFIED_INPLACE, ModuleTree
 
 
 class KeptRuns:

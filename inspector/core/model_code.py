@@ -20,7 +20,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from .model_files import (
+from inspector.core.model_files import (
     ModelLoadError,
     check_archive,
     clean_message,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from .model_files import ModelLoadError
+from inspector.core.model_files import ModelLoadError
 
 TIMM_PREFIX = "timm:"
 HF_PREFIX = "hf:"
@@ -68,9 +68,9 @@ def load_hub_model(spec, device):
     if not hub_name(spec.name):
         raise ModelLoadError(f"'{spec.name}' names no model after '{family}:'")
     if family == "timm":
-        from .timm_models import load_timm
+        from inspector.core.timm_models import load_timm
 
         return load_timm(spec, device)
-    from .hf_models import load_hf
+    from inspector.core.hf_models import load_hf
 
     return load_hf(spec, device)

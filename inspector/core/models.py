@@ -16,16 +16,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .model_code import run_factory, unpickle_module
-from .model_files import (  # noqa: F401  (CheckpointMismatch, read_state_dict: part of this API)
+from inspector.core.model_code import run_factory, unpickle_module
+from inspector.core.model_files import (
     TRUST_HINT,
-    CheckpointMismatch,
     ModelLoadError,
     apply_state_dict,
     read_state_dict,
 )
-from .model_hub import family_of, load_hub_model
-from .preprocess import Preprocess
+from inspector.core.model_hub import family_of, load_hub_model
+from inspector.core.preprocess import Preprocess
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -140,7 +139,7 @@ def list_models() -> list[str]:
     segmentation models."""
     import torchvision
 
-    from .tasks.catalog import task_models
+    from inspector.core.tasks.catalog import task_models
 
     classifiers = torchvision.models.list_models(module=torchvision.models)
     return sorted(_REGISTRY) + sorted(classifiers) + sorted(task_models())
@@ -252,7 +251,7 @@ def _checkpoint(spec: ModelSpec, device: torch.device) -> LoadedModel:
     state = read_state_dict(spec.checkpoint)
     if arch in _task_models():
         # A detection or segmentation model fine-tuned on its own classes.
-        from .tasks.checkpoints import load_checkpoint
+        from inspector.core.tasks.checkpoints import load_checkpoint
 
         return load_checkpoint(arch, state, spec.checkpoint, device)
     if arch in _REGISTRY:
@@ -351,7 +350,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     elif spec.name in _REGISTRY:
         loaded = _REGISTRY[spec.name](device)
     elif spec.name and spec.name in _task_models():
-        from .tasks import catalog
+        from inspector.core.tasks import catalog
 
         loaded = catalog.load(spec.name, device)
     elif spec.name:
@@ -365,11 +364,11 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     if not loaded.pretrained:  # said wherever the description is: how to get them again
         loaded.description += f", seed {seed}"
     if loaded.task == "classification":  # a detection or segmentation model from a factory
-        from .tasks import task_of
+        from inspector.core.tasks import task_of
 
         loaded.task = task_of(loaded.model)
         if loaded.task != "classification" and loaded.preprocess is DEFAULT_PREPROCESS:
-            from .tasks.catalog import preprocess_for
+            from inspector.core.tasks.catalog import preprocess_for
 
             loaded.preprocess = preprocess_for(loaded.model, loaded.task)
     if not loaded.categories:
@@ -388,7 +387,7 @@ def _seed_for_build(seed: int | None) -> int:
 
 
 def _task_models() -> dict[str, str]:
-    from .tasks.catalog import task_models
+    from inspector.core.tasks.catalog import task_models
 
     return task_models()
 
@@ -401,8 +400,8 @@ def _guess_classes(loaded: LoadedModel) -> int:
 def probe_tree(loaded: LoadedModel):
     """The module tree from one forward of zeros; a model that cannot run its own input size
     is the model's fault, said as such (a ModelLoadError). Returns a core.tree.ModuleTree."""
-    from .tasks import example_input
-    from .tree import build_tree
+    from inspector.core.tasks import example_input
+    from inspector.core.tree import build_tree
 
     h, w = loaded.preprocess.crop_size
     example = torch.zeros(1, 3, h, w, device=loaded.device)

@@ -34,8 +34,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .cam import Target, class_scores, logits_of
-from .hookset import ModelState
+from inspector.core.cam import Target, class_scores, logits_of
+from inspector.core.hookset import ModelState
 
 Progress = Callable[[int, int], None]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
-from .images import as_rgb
+from inspector.core.images import as_rgb
 
 if TYPE_CHECKING:
     import torch

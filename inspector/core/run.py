@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .hooks import CaptureSpec
-    from .interventions import Intervention
-    from .methods import AttributionOptions
+    from inspector.core.capture_spec import CaptureSpec
+    from inspector.core.interventions import Intervention
+    from inspector.core.methods import AttributionOptions
 
 
 @dataclass(frozen=True)

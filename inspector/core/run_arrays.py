@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .frames import GRAD_OUTPUT, OUTPUT, ActivationFrame, GradientFrame
+from inspector.core.frames import ActivationFrame, GradientFrame
+from inspector.core.methods import GRAD_OUTPUT, OUTPUT
 
 KIND_PREFIX = {OUTPUT: "activation", GRAD_OUTPUT: "gradient"}
 

@@ -13,12 +13,13 @@ from typing import Any
 
 import torch
 
-from . import fused_stats, tasks
-from .frames import ErrorFrame, Prediction, ProgressFrame
-from .hooks import Capture, CaptureSpec, HookError, RunCancelled
-from .models import LoadedModel
-from .run import RunRequest
-from .tree import ModuleTree
+from inspector.core import fused_stats, tasks
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.frames import ErrorFrame, Prediction, ProgressFrame
+from inspector.core.hooks import Capture, HookError, RunCancelled
+from inspector.core.models import LoadedModel
+from inspector.core.run import RunRequest
+from inspector.core.tree import ModuleTree
 
 PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
 
@@ -55,7 +56,7 @@ def find_cam_layer(loaded: LoadedModel, tree: ModuleTree) -> str | None:
     if loaded.task != tasks.CLASSIFICATION:
         return tasks.default_cam_layer(tree, loaded.task)
     try:
-        from .cam import default_target_layer
+        from inspector.core.cam import default_target_layer
 
         return default_target_layer(loaded.model, tree)
     except Exception:  # noqa: BLE001 - no spatial or token layer, or no CAM module
@@ -65,7 +66,7 @@ def find_cam_layer(loaded: LoadedModel, tree: ModuleTree) -> str | None:
 def gradient_cam_layers(cams) -> frozenset[str]:
     """The layers of the CAMs that read a gradient (an unknown method counts: its error
     comes where the CAMs are computed)."""
-    from .methods import CAM_METHODS, cam_method
+    from inspector.core.methods import CAM_METHODS, cam_method
 
     def needs_grad(method: str) -> bool:
         try:
@@ -79,7 +80,7 @@ def gradient_cam_layers(cams) -> frozenset[str]:
 def refused_for_task(req: RunRequest, task: str) -> str | None:
     """What a detection or segmentation run cannot do, in one line: Score-CAM and the input
     attributions run the model as a classifier (masked inputs, a logit per class)."""
-    from .methods import cam_method
+    from inspector.core.methods import cam_method
 
     def is_scorecam(method: str) -> bool:
         try:

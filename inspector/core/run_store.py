@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .frames import (
+from inspector.core.frames import (
     CamFrame,
     DivergenceFrame,
     ModelLoaded,

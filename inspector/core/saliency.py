@@ -27,10 +27,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .cam import Target, class_scores, logits_of, normalize_maps
-from .hookset import ModelState
-from .methods import ATTRIBUTION_METHODS, AttributionOptions, attribution_method
-from .occlusion import occlusion_sensitivity
+from inspector.core.cam import Target, class_scores, logits_of, normalize_maps
+from inspector.core.hookset import ModelState
+from inspector.core.methods import ATTRIBUTION_METHODS, AttributionOptions, attribution_method
+from inspector.core.occlusion import occlusion_sensitivity
 
 Progress = Callable[[int, int], None]
 

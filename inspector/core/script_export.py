@@ -23,12 +23,12 @@ from pathlib import Path
 
 from torch import nn
 
-from . import interventions as iv
-from . import script_template as tpl
-from .capture_spec import leaf_names
-from .models import LoadedModel
-from .run import RunRequest
-from .script_models import ModelCode, ScriptExportError, model_code
+from inspector.core import interventions as iv
+from inspector.core import script_template as tpl
+from inspector.core.capture_spec import leaf_names
+from inspector.core.models import LoadedModel
+from inspector.core.run import RunRequest
+from inspector.core.script_models import ModelCode, ScriptExportError, model_code
 
 __all__ = ["ScriptExportError", "script_for"]  # the error is defined beside the model code
 

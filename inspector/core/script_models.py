@@ -16,8 +16,8 @@ from pathlib import Path
 
 from torch import nn
 
-from .model_hub import family_of
-from .models import DEMO_MODEL, LoadedModel, ModelSpec
+from inspector.core.model_hub import family_of
+from inspector.core.models import DEMO_MODEL, LoadedModel, ModelSpec
 
 
 class ScriptExportError(ValueError):

@@ -23,11 +23,12 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import tasks
-from .cam import logits_of
-from .channel import FrameChannel
-from .edit_spec import EditSpecError, check_edits
-from .frames import (
+from inspector.core import tasks
+from inspector.core.cam import logits_of
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.channel import FrameChannel
+from inspector.core.edit_spec import EditSpecError, check_edits
+from inspector.core.frames import (
     CamFrame,
     DivergenceFrame,
     ErrorFrame,
@@ -36,17 +37,18 @@ from .frames import (
     RunFinished,
     RunStarted,
 )
-from .hooks import Capture, CaptureSpec, HookError, RunCancelled
-from .hookset import HookSet
-from .images import ImageLoadError, as_rgb, load_image
-from .interrupt import Interruptible, LoadCancelled
-from .interventions import Intervention
-from .kept_outputs import KeptRuns
-from .methods import ATTRIBUTION_LAYER, DEFAULT_KINDS, FORWARD_CAMS, cam_method
-from .models import LoadedModel, ModelLoadError, ModelSpec, load_model, probe_tree
-from .preprocess import PreparedImage
-from .run import RunRequest
-from .run_parts import (
+from inspector.core.hooks import Capture, HookError, RunCancelled
+from inspector.core.hookset import HookSet
+from inspector.core.images import ImageLoadError, as_rgb, load_image
+from inspector.core.interrupt import Interruptible, LoadCancelled
+from inspector.core.interventions import Intervention
+from inspector.core.kept_outputs import KeptRuns
+from inspector.core.methods import ATTRIBUTION_LAYER, DEFAULT_KINDS, FORWARD_CAMS, cam_method
+from inspector.core.model_files import ModelLoadError
+from inspector.core.models import LoadedModel, ModelSpec, load_model, probe_tree
+from inspector.core.preprocess import PreparedImage
+from inspector.core.run import RunRequest
+from inspector.core.run_parts import (
     edits_on,
     error_frame,
     find_cam_layer,
@@ -57,12 +59,9 @@ from .run_parts import (
     refused_for_task,
     top_predictions,
 )
-from .runtime import apply_thread_setting, intra_op_threads, release_freed_memory
-from .tree import ModuleTree
-from .worker import InferenceWorker
-
-# model_notes is imported from here as well (inspector.batch).
-__all__ = ["RunOutcome", "Session", "model_notes"]
+from inspector.core.runtime import apply_thread_setting, intra_op_threads, release_freed_memory
+from inspector.core.tree import ModuleTree
+from inspector.core.worker import InferenceWorker
 
 # How long cancel_load waits for an interrupted load to stop before leaving its thread.
 LOAD_CANCEL_WAIT_S = 1.0
@@ -514,8 +513,8 @@ class Session:
         return cams, spec
 
     def _cams(self, run_id, cams, cap: Capture, target, x, cancel, outcome: RunOutcome) -> None:
-        from .cam import cam_from_capture
-        from .methods import CAM_METHODS
+        from inspector.core.cam import cam_from_capture
+        from inspector.core.methods import CAM_METHODS
 
         for method, layer in cams:
             if layer is None:
@@ -536,8 +535,8 @@ class Session:
         """Input attributions, after the capture's hooks are gone: the signed arrays go to the
         outcome, and a [0, 1] map of each (as saliency.display_map shows that method) to the
         views as a CamFrame at the layer ATTRIBUTION_LAYER."""
-        from .methods import ATTRIBUTION_METHODS, attribution_method
-        from .saliency import attribute, display_map
+        from inspector.core.methods import ATTRIBUTION_METHODS, attribution_method
+        from inspector.core.saliency import attribute, display_map
 
         for method in req.attributions:
             name = attribution_method(method)

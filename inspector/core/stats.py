@@ -18,9 +18,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import fused_stats
-from .frames import TensorStats
-from .previews import PREVIEW_ELEMENTS, PREVIEW_SIZE, pool_factor
+from inspector.core import fused_stats
+from inspector.core.frames import TensorStats
+from inspector.core.previews import PREVIEW_ELEMENTS, PREVIEW_SIZE, pool_factor
 
 
 def _bcr_view(x: torch.Tensor) -> torch.Tensor:

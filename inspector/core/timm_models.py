@@ -15,15 +15,15 @@ from pathlib import Path
 
 import torch
 
-from .model_files import (
+from inspector.core.model_files import (
     ModelLoadError,
     apply_state_dict,
     clean_message,
     read_state_dict,
     short_message,
 )
-from .model_hub import MissingExtra, hub_name
-from .preprocess import Preprocess
+from inspector.core.model_hub import MissingExtra, hub_name
+from inspector.core.preprocess import Preprocess
 
 # Files timm's pretrained weights are published as on the HF hub, in timm's preference.
 HUB_FILES = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
@@ -65,7 +65,7 @@ def cached_timm_weights(name: str) -> Path | None:
 
 
 def load_timm(spec, device: torch.device):
-    from .models import LoadedModel
+    from inspector.core.models import LoadedModel
 
     timm = _timm()
     name = hub_name(spec.name)

@@ -28,7 +28,7 @@ from typing import Any
 
 from PIL import Image
 
-from .images import ImageLoadError
+from inspector.core.images import ImageLoadError
 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".mkv", ".mov", ".avi", ".webm"})
 INSTALL_HINT = "pip install 'network-inspector[video]'"

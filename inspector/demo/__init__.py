@@ -53,7 +53,7 @@ def load_demo_model(device="cpu", demo_dir: Path | None = None) -> tuple[nn.Modu
     ``weights_path``, the file the weights came from)."""
     from safetensors.torch import load_file
 
-    from .model import build_model
+    from inspector.demo.model import build_model
 
     folder = Path(demo_dir or DEMO_DIR)
     config = demo_config(folder)

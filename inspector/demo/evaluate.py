@@ -20,8 +20,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from inspector.core.hookset import HookSet, ModelState
-
-from .shapes import ShapesDataset
+from inspector.demo.shapes import ShapesDataset
 
 CamFn = Callable[[nn.Module, Tensor, Tensor], Tensor]
 MEAN = (0.5, 0.5, 0.5)

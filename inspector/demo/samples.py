@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .shapes import CLASSES, render
+from inspector.demo.shapes import CLASSES, render
 
 SAMPLE_SEED = 424242
 

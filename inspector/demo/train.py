@@ -28,10 +28,10 @@ from safetensors.torch import save_file
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from . import CONFIG_NAME, WEIGHTS_NAME
-from .evaluate import MEAN, STD, accuracy, normalize
-from .model import ARCH, CAM_LAYER, build_model, count_parameters
-from .shapes import CLASSES, IMAGE_SIZE, ShapesDataset
+from inspector.demo import CONFIG_NAME, WEIGHTS_NAME
+from inspector.demo.evaluate import MEAN, STD, accuracy, normalize
+from inspector.demo.model import ARCH, CAM_LAYER, build_model, count_parameters
+from inspector.demo.shapes import CLASSES, IMAGE_SIZE, ShapesDataset
 
 
 @dataclass

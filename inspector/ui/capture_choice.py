@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from inspector.core.frames import GRADIENT_KINDS, OUTPUT
+from inspector.core.methods import GRADIENT_KINDS, OUTPUT
 from inspector.core.previews import PREVIEW_ELEMENTS, preview_shape
 
 _GRADIENTS = frozenset(GRADIENT_KINDS)  # core keeps the kinds in a tuple, in hook order

@@ -29,7 +29,8 @@ from PySide6.QtCore import QAbstractItemModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QGuiApplication
 
 from inspector.core import methods
-from inspector.core.frames import GRAD_OUTPUT, OUTPUT, RunFinished, TensorFrame, TensorStats
+from inspector.core.frames import RunFinished, TensorFrame, TensorStats
+from inspector.core.methods import GRAD_OUTPUT, OUTPUT
 from inspector.core.run_store import RunStore
 from inspector.ui.module_tree_cells import (
     ALIGN,

@@ -98,7 +98,7 @@ class RunBuilder(QObject):
         """The run the widgets ask for now (core.run.RunRequest), or None without an image."""
         if self.entry is None:
             return None
-        from inspector.core.hooks import CaptureSpec
+        from inspector.core.capture_spec import CaptureSpec
         from inspector.core.run import RunRequest
         from inspector.core.runtime import stream_threads
 

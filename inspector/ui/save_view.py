@@ -32,7 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.frames import GRAD_OUTPUT, INPUT, OUTPUT, ActivationFrame, ErrorFrame
+from inspector.core.frames import ActivationFrame, ErrorFrame
+from inspector.core.methods import GRAD_OUTPUT, INPUT, OUTPUT
 
 # Dock keys of the views a PNG can be saved of, in menu order.
 SAVABLE_VIEWS = ("activation", "gradient", "cam", "predictions", "input_stats", "divergence")
@@ -169,7 +170,7 @@ def export_request(request, model=None):
     gradient when the run goes backward), the model input; no previews or statistics, and
     nothing kept or compared between runs. `model`: to list the leaves when the request
     captures the Session's default (capture None)."""
-    from inspector.core.hooks import CaptureSpec, leaf_names
+    from inspector.core.capture_spec import CaptureSpec, leaf_names
 
     if request.capture is not None:
         captured = request.capture.modules

@@ -42,7 +42,8 @@ def _sync(device: torch.device) -> None:
 
 def build_variants(model, x, layer: str):
     from inspector.core.cam import cam_from_capture, compute_cams
-    from inspector.core.hooks import Capture, CaptureSpec
+    from inspector.core.capture_spec import CaptureSpec
+    from inspector.core.hooks import Capture
 
     hw = tuple(x.shape[-2:])
 

@@ -28,13 +28,13 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 import torch
 import torchvision
 
+from benchmarks.load import busy_core
 from inspector.core import deferred_stats, fused_stats
 from inspector.core import stats as _stats
-from inspector.core.frames import GRAD_OUTPUT, OUTPUT
-from inspector.core.hooks import Capture, CaptureSpec, leaf_names
+from inspector.core.capture_spec import CaptureSpec, leaf_names
+from inspector.core.hooks import Capture
+from inspector.core.methods import GRAD_OUTPUT, OUTPUT
 from inspector.core.runtime import configure_threads
-
-from .load import busy_core
 
 
 def _time(fn) -> float:

@@ -33,8 +33,8 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 # isort: split
 import torch
 
+from inspector.core.capture_spec import CaptureSpec
 from inspector.core.frames import RunFinished
-from inspector.core.hooks import CaptureSpec
 from inspector.core.interventions import ZeroChannels
 from inspector.core.methods import DEFAULT_CAM, DEFAULT_KINDS
 from inspector.core.models import ModelSpec

@@ -286,7 +286,8 @@ def quiet_offscreen_warnings() -> None:
 def mosaic_rate(updates: int = 300, channels: int = 64, size: int = 56) -> tuple[float, int]:
     from PySide6.QtWidgets import QApplication
 
-    from inspector.core.frames import OUTPUT, ActivationFrame, TensorStats
+    from inspector.core.frames import ActivationFrame, TensorStats
+    from inspector.core.methods import OUTPUT
     from inspector.ui.views.activation_view import ActivationView
 
     app = QApplication.instance() or QApplication([])

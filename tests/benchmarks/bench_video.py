@@ -57,7 +57,7 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 # isort: split
 import torch
 
-from inspector.core.hooks import CaptureSpec
+from inspector.core.capture_spec import CaptureSpec
 from inspector.core.methods import DEFAULT_CAM, DEFAULT_KINDS
 from inspector.core.models import ModelSpec
 from inspector.core.runtime import configure_threads, stream_threads

@@ -17,7 +17,9 @@ from inspector.core.cam import (
     normalize_maps,
     resolve_target,
 )
-from inspector.core.hooks import Capture, CaptureSpec, remaining_hooks
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.hooks import Capture
+from inspector.core.hookset import remaining_hooks
 
 # -- an independent Grad-CAM, written here from the paper's definition ---------------------------
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from inspector.core.channel import FrameChannel
-from inspector.core.frames import OUTPUT, ActivationFrame, RunFinished, RunStarted, TensorStats
+from inspector.core.frames import ActivationFrame, RunFinished, RunStarted, TensorStats
+from inspector.core.methods import OUTPUT
 
 _STATS = TensorStats(0, 0, 0, 0, 0, 1, *(np.zeros(1, np.float32),) * 5)
 

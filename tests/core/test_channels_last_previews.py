@@ -14,9 +14,10 @@ from channels_last_model import CHANNELS, LAST, STRIDE, build_model
 from inspector.core.capture_spec import CaptureSpec
 from inspector.core.edit_spec import check_edits
 from inspector.core.export import as_channels, mosaic
-from inspector.core.frames import GRAD_OUTPUT, OUTPUT, GradientFrame
+from inspector.core.frames import GradientFrame
 from inspector.core.hooks import Capture
 from inspector.core.interventions import ZeroChannels
+from inspector.core.methods import GRAD_OUTPUT, OUTPUT
 from inspector.core.tokens import image_size, is_channels_last
 from inspector.core.tree import build_tree
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from inspector.core.capture_spec import CaptureSpec
 from inspector.core.compare import KEPT_RUNS, KeptOutputs, divergence, rel_l2_cosine
 from inspector.core.frames import DivergenceFrame
-from inspector.core.hooks import CaptureSpec, remaining_hooks
+from inspector.core.hookset import remaining_hooks
 from inspector.core.interventions import ScaleChannels, ZeroChannels
 from inspector.core.session import Session
 

@@ -14,8 +14,9 @@ import torchvision
 from torch import nn
 
 from inspector.core import deferred_stats, fused_stats
-from inspector.core.frames import GRAD_OUTPUT, OUTPUT
-from inspector.core.hooks import Capture, CaptureSpec, leaf_names
+from inspector.core.capture_spec import CaptureSpec, leaf_names
+from inspector.core.hooks import Capture
+from inspector.core.methods import GRAD_OUTPUT, OUTPUT
 from inspector.core.stats import tensor_stats
 
 

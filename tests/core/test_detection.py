@@ -13,8 +13,9 @@ import torch
 from task_models import DETECTION_FACTORY, correlation, gradcam_by_hand, picture
 
 from inspector import cli
-from inspector.core.frames import OUTPUT, ActivationFrame, GradientFrame, PredictionFrame
-from inspector.core.hooks import CaptureSpec
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.frames import ActivationFrame, GradientFrame, PredictionFrame
+from inspector.core.methods import OUTPUT
 from inspector.core.models import ModelSpec
 from inspector.core.preprocess import Preprocess
 from inspector.core.run import DetectionTarget

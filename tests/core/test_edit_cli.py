@@ -13,8 +13,9 @@ import torch
 
 from inspector import cli
 from inspector.core import images as core_images
+from inspector.core.capture_spec import CaptureSpec
 from inspector.core.edit_spec import check_edits, parse_edit
-from inspector.core.hooks import CaptureSpec, remaining_hooks
+from inspector.core.hookset import remaining_hooks
 from inspector.core.session import Session
 
 LAYERS = ["stem", "stage1", "stage2", "stage3", "head"]

@@ -10,8 +10,10 @@ import torch
 import torchvision
 from torch import nn
 
-from inspector.core.frames import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
-from inspector.core.hooks import Capture, CaptureSpec, HookError, remaining_hooks, tensor_leaves
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.hooks import Capture, HookError
+from inspector.core.hookset import remaining_hooks, tensor_leaves
+from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.previews import PREVIEW_ELEMENTS, preview_shape
 
 

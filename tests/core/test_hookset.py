@@ -7,9 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from inspector.core.frames import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
-from inspector.core.hooks import Capture, CaptureSpec
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.hooks import Capture
 from inspector.core.hookset import HookSet, ModelState, remaining_hooks
+from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 
 
 class Sabotage(nn.Module):

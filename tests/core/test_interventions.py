@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+from inspector.core.capture_spec import CaptureSpec
 from inspector.core.edit_spec import EditSpecError, check_edits, format_edit, parse_edit
-from inspector.core.frames import GRAD_INPUT, GRAD_OUTPUT, GradientFrame
-from inspector.core.hooks import CaptureSpec, remaining_hooks
+from inspector.core.frames import GradientFrame
+from inspector.core.hookset import remaining_hooks
 from inspector.core.interventions import (
     AddNoise,
     Clamp,
@@ -21,6 +22,7 @@ from inspector.core.interventions import (
     ScaleGradient,
     ZeroChannels,
 )
+from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT
 from inspector.core.models import LoadedModel
 from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session

@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 import torch
 
+from inspector.core.capture_spec import CaptureSpec, leaf_names
 from inspector.core.frames import (
-    OUTPUT,
     ActivationFrame,
     ErrorFrame,
     GradientFrame,
     PredictionFrame,
     RunFinished,
 )
-from inspector.core.hooks import CaptureSpec, leaf_names, remaining_hooks
+from inspector.core.hookset import remaining_hooks
 from inspector.core.interventions import ScaleGradient, ZeroChannels
-from inspector.core.methods import CAM_METHODS, DEFAULT_KINDS
+from inspector.core.methods import CAM_METHODS, DEFAULT_KINDS, OUTPUT
 from inspector.core.models import ModelSpec
 from inspector.core.session import Session
 

@@ -9,8 +9,9 @@ import pytest
 import torch
 import torchvision
 
-from inspector.core.frames import KINDS
-from inspector.core.hooks import CaptureSpec, remaining_hooks
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.hookset import remaining_hooks
+from inspector.core.methods import KINDS
 from inspector.core.models import LoadedModel
 from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session

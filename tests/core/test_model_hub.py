@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from inspector.core import model_hub
-from inspector.core.models import ModelLoadError, ModelSpec, load_model
+from inspector.core.model_files import ModelLoadError
+from inspector.core.models import ModelSpec, load_model
 from inspector.core.session import Session
 
 timm = pytest.importorskip("timm")

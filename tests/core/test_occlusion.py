@@ -10,8 +10,10 @@ import pytest
 import torch
 from torch import nn
 
+from inspector.core.capture_spec import CaptureSpec
 from inspector.core.frames import CamFrame
-from inspector.core.hooks import CaptureSpec, RunCancelled, remaining_hooks
+from inspector.core.hooks import RunCancelled
+from inspector.core.hookset import remaining_hooks
 from inspector.core.methods import ATTRIBUTION_LAYER, AttributionOptions
 from inspector.core.models import LoadedModel
 from inspector.core.occlusion import occlusion_sensitivity, patch_boxes

@@ -7,9 +7,10 @@ import numpy as np
 import torch
 from test_worker import Tiny, session_with
 
+from inspector.core.capture_spec import CaptureSpec
 from inspector.core.channel import FrameChannel
-from inspector.core.frames import GRAD_OUTPUT, INPUT, OUTPUT, RunFinished
-from inspector.core.hooks import CaptureSpec
+from inspector.core.frames import RunFinished
+from inspector.core.methods import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run import RunRequest
 from inspector.core.run_arrays import full_arrays, npz_arrays
 

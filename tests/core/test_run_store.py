@@ -5,9 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from inspector.core.frames import (
-    GRAD_OUTPUT,
-    INPUT,
-    OUTPUT,
     ActivationFrame,
     CamFrame,
     DivergenceFrame,
@@ -19,6 +16,7 @@ from inspector.core.frames import (
     RunStarted,
     TensorStats,
 )
+from inspector.core.methods import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run_store import RunStore, key_of
 
 

@@ -17,8 +17,10 @@ from PIL import Image
 
 from inspector import cli
 from inspector.core import interventions as iv
-from inspector.core.frames import GRAD_OUTPUT, OUTPUT, ActivationFrame, GradientFrame
-from inspector.core.hooks import CaptureSpec, remaining_hooks
+from inspector.core.capture_spec import CaptureSpec
+from inspector.core.frames import ActivationFrame, GradientFrame
+from inspector.core.hookset import remaining_hooks
+from inspector.core.methods import GRAD_OUTPUT, OUTPUT
 from inspector.core.models import ModelSpec, load_model
 from inspector.core.run import RunRequest
 from inspector.core.script_export import ScriptExportError, script_for

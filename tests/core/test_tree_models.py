@@ -11,14 +11,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from inspector.core import tree as T
-from inspector.core.models import (
-    CheckpointMismatch,
-    ModelLoadError,
-    ModelSpec,
-    list_models,
-    load_model,
-    pick_device,
-)
+from inspector.core.model_files import CheckpointMismatch, ModelLoadError
+from inspector.core.models import ModelSpec, list_models, load_model, pick_device
 
 
 def test_resnet18_tree_hazards():

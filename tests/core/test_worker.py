@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from inspector.core.capture_spec import CaptureSpec
 from inspector.core.frames import (
-    OUTPUT,
     ActivationFrame,
     ErrorFrame,
     GradientFrame,
@@ -18,8 +18,9 @@ from inspector.core.frames import (
     RunFinished,
     RunStarted,
 )
-from inspector.core.hooks import CaptureSpec, remaining_hooks
+from inspector.core.hookset import remaining_hooks
 from inspector.core.interventions import ZeroChannels
+from inspector.core.methods import OUTPUT
 from inspector.core.models import LoadedModel
 from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session

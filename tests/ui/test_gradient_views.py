@@ -18,12 +18,7 @@ from view_frames import (
     tile,
 )
 
-from inspector.core.frames import (
-    GRAD_INPUT,
-    GRAD_OUTPUT,
-    INPUT,
-    OUTPUT,
-)
+from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.ui.views import (
     GradientView,
     InputStatsView,

@@ -11,7 +11,8 @@ from tests.ui.test_main_window import TIMEOUT, make_window, wait_run, write_png 
 def test_two_reruns_with_different_checkboxes_submit_different_values(
     make_window, qtbot, tmp_path  # noqa: F811
 ):
-    from inspector.core.frames import GRAD_INPUT, GradientFrame
+    from inspector.core.frames import GradientFrame
+    from inspector.core.methods import GRAD_INPUT
     from inspector.ui.module_tree_model import COLUMN_OF_KIND
 
     window = make_window(images=[write_png(tmp_path / "x.png")])

@@ -76,7 +76,7 @@ def combinations_to_try(n: int) -> list[tuple[bool, ...]]:
 
 
 def test_without_gradients_the_capture_keeps_the_forward_kinds():
-    from inspector.core.frames import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+    from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
     from inspector.ui.capture_choice import capture_modules
 
     kinds = {"a": frozenset({OUTPUT, GRAD_OUTPUT}), "b": frozenset({GRAD_INPUT}),

@@ -13,15 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QMainWindow
 
-from inspector.core.frames import (
-    GRAD_INPUT,
-    GRAD_OUTPUT,
-    INPUT,
-    OUTPUT,
-    ActivationFrame,
-    GradientFrame,
-    TensorStats,
-)
+from inspector.core.frames import ActivationFrame, GradientFrame, TensorStats
+from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 
 
 def stats(values) -> TensorStats:

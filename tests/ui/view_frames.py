@@ -8,8 +8,6 @@ import math
 import numpy as np
 
 from inspector.core.frames import (
-    GRAD_OUTPUT,
-    OUTPUT,
     ActivationFrame,
     CamFrame,
     GradientFrame,
@@ -18,6 +16,7 @@ from inspector.core.frames import (
     RunStarted,
     TensorStats,
 )
+from inspector.core.methods import GRAD_OUTPUT, OUTPUT
 from inspector.ui.views.mosaic import GAP
 
 # -- synthetic frames ---------------------------------------------------------------------------

@@ -7,9 +7,9 @@
     compute.py   the two ways in: from a Session run's Capture, and the lean path
 """
 
-from .compute import CamResult, cam_from_capture, compute_cams
-from .layer import cam_layers, default_target_layer
-from .methods import (
+from inspector.core.cam.compute import CamResult, cam_from_capture, compute_cams
+from inspector.core.cam.layer import cam_layers, default_target_layer
+from inspector.core.cam.methods import (
     METHODS,
     CamMethod,
     eigencam,
@@ -21,8 +21,8 @@ from .methods import (
     normalize_maps,
     xgradcam,
 )
-from .scorecam import Progress, score_cam
-from .targets import Target, class_scores, logits_of, resolve_target
+from inspector.core.cam.scorecam import Progress, score_cam
+from inspector.core.cam.targets import Target, class_scores, logits_of, resolve_target
 
 __all__ = [
     "METHODS",

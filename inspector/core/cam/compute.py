@@ -24,13 +24,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..frames import GRAD_OUTPUT, OUTPUT
-from ..hookset import HookSet, ModelState, replace_leaf, tensor_leaves
-from ..tokens import Layout, spatialize, to_spatial
-from .layer import default_target_layer
-from .methods import METHODS, method_name, normalize_maps
-from .scorecam import Progress, score_cam
-from .targets import Target, class_scores, logits_of, resolve_target
+from inspector.core.cam.layer import default_target_layer
+from inspector.core.cam.methods import METHODS, method_name, normalize_maps
+from inspector.core.cam.scorecam import Progress, score_cam
+from inspector.core.cam.targets import Target, class_scores, logits_of, resolve_target
+from inspector.core.hookset import HookSet, ModelState, replace_leaf, tensor_leaves
+from inspector.core.methods import GRAD_OUTPUT, OUTPUT
+from inspector.core.tokens import Layout, spatialize, to_spatial
 
 # -- the Session path -----------------------------------------------------------------------------
 
@@ -191,7 +191,7 @@ def compute_cams(
 
 def _default_layer(model: nn.Module, x: torch.Tensor, tree) -> str:
     if tree is None:
-        from ..tree import build_tree
+        from inspector.core.tree import build_tree
 
         tree = build_tree(model, x[:1].detach())
     return default_target_layer(model, tree)

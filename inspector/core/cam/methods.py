@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .. import methods as _table
+from inspector.core import methods as _table
 
 _EPS = 1e-7
 

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .methods import _weighted_sum
-from .targets import Target, class_scores, logits_of
+from inspector.core.cam.methods import _weighted_sum
+from inspector.core.cam.targets import Target, class_scores, logits_of
 
 Progress = Callable[[int, int], None]
 

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..frames import Prediction
-from ..run import DetectionTarget, SegmentationTarget
-from . import detection, segmentation
-from .detection import Detection
+from inspector.core.frames import Prediction
+from inspector.core.run import DetectionTarget, SegmentationTarget
+from inspector.core.tasks import detection, segmentation
+from inspector.core.tasks.detection import Detection
 
 CLASSIFICATION = "classification"
 DETECTION = "detection"
@@ -104,7 +104,7 @@ def read_output(task: str, output, target, categories: Sequence[str], topk: int,
 def parse_target(text: str, task: str, categories: Sequence[str], model: nn.Module):
     """`det:K` or `seg:CLASS` (a name or an index) as a run's target, checked against the
     model; ValueError with one line for one that cannot work. "top1" or "" -> None."""
-    from ..cam import resolve_target
+    from inspector.core.cam import resolve_target
 
     text = text.strip()
     kind, sep, rest = text.partition(":")
@@ -154,7 +154,7 @@ def default_cam_layer(tree, task: str) -> str | None:
 
     Never the modules after the backbone: the RoI pooling and the box head have one row per
     proposal, not per image."""
-    from ..tree import TUPLE_OUTPUT
+    from inspector.core.tree import TUPLE_OUTPUT
 
     order = [n for n in (tree.order or list(tree.modules)) if n]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from ..models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, cached_weights_path
-from ..preprocess import Preprocess
-from . import DETECTION, SEGMENTATION, detection
+from inspector.core.models import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, cached_weights_path
+from inspector.core.preprocess import Preprocess
+from inspector.core.tasks import DETECTION, SEGMENTATION, detection
 
 SEGMENTATION_SIDE = 520  # torchvision's segmentation presets resize to 520
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from ..model_files import apply_state_dict
-from ..models import LoadedModel
-from .catalog import preprocess_for, task_models
+from inspector.core.model_files import apply_state_dict
+from inspector.core.models import LoadedModel
+from inspector.core.tasks.catalog import preprocess_for, task_models
 
 State = dict[str, torch.Tensor]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..frames import Prediction
+from inspector.core.frames import Prediction
 
 
 @dataclass(frozen=True)
