@@ -211,30 +211,37 @@ def _atlas(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    from inspector.core.models import _REGISTRY, cached_weights_path, list_models
-    from inspector.core.tasks.catalog import task_models
+    from inspector.core.models.load import families
+    from inspector.core.models.task_models import task_models
+    from inspector.core.models.torchvision_models import cached_weights_path
 
     tasks = task_models()
-    for name in list_models():
-        source = f"torchvision {tasks[name]}" if name in tasks else "torchvision"
-        if name in _REGISTRY:
-            note = "registered (ships its own weights)"
-        elif cached_weights_path(name) is not None:
-            note = f"{source}, pretrained weights on this machine"
-        else:
-            note = f"{source}, random weights (pretrained file not downloaded)"
-        print(f"{name:<28} {note}")
+    for family in families():
+        if family.module is not None:  # a hub's own library lists its catalog (timm:, hf:)
+            continue
+        for name in family.names():
+            source = f"torchvision {tasks[name]}" if name in tasks else "torchvision"
+            if not family.name.startswith("torchvision"):
+                note = "registered (ships its own weights)"
+            elif cached_weights_path(name) is not None:
+                note = f"{source}, pretrained weights on this machine"
+            else:
+                note = f"{source}, random weights (pretrained file not downloaded)"
+            print(f"{name:<28} {note}")
     return 0
 
 
 def _download(args: argparse.Namespace) -> int:
-    from inspector.core.models import _REGISTRY, cached_weights_path, download_weights, list_models
+    from inspector.core.models.base import ModelSpec
+    from inspector.core.models.load import family_for
+    from inspector.core.models.torchvision_models import cached_weights_path, download_weights
 
     name = args.name
-    if name in _REGISTRY:
+    family = family_for(ModelSpec(name=name))
+    if family is not None and family.module is None and not family.name.startswith("torchvision"):
         _error(f"{name} ships its own weights: nothing to download")
         return 2
-    if name not in list_models():
+    if family is None or not family.name.startswith("torchvision"):
         _error(f"unknown model '{name}': see `network-inspector models`")
         return 2
     cached = cached_weights_path(name)
@@ -253,9 +260,9 @@ def _download(args: argparse.Namespace) -> int:
 def _tree(args: argparse.Namespace) -> int:
     import torch
 
-    from inspector.core.models import load_model
+    from inspector.core.models.load import load_model
+    from inspector.core.models.tree import HAZARD_TEXT, build_tree
     from inspector.core.runtime import apply_thread_setting
-    from inspector.core.tree import HAZARD_TEXT, build_tree
 
     apply_thread_setting()  # this command runs the model without a Session
 

@@ -188,8 +188,8 @@ def model_options(p: argparse.ArgumentParser) -> None:
 def model_spec(args: argparse.Namespace):
     """The ModelSpec of the model options; ValueError (exit status 2) for options that cannot
     work, a missing optional extra (timm:, hf:) among them."""
-    from inspector.core import model_hub
-    from inspector.core.models import ModelSpec
+    from inspector.core.models.base import MissingExtra, ModelSpec, has_module
+    from inspector.core.models.load import family_for
 
     common = {"device": args.device, "seed": args.seed}
     if args.trust_pickle:
@@ -198,12 +198,14 @@ def model_spec(args: argparse.Namespace):
         return ModelSpec(name=None, pickle=args.weights, trust_pickle=True, **common)
     if args.model and ".py:" in args.model:
         return ModelSpec(name=None, factory=args.model, checkpoint=args.weights, **common)
-    family = model_hub.family_of(args.model)
-    if family is not None and not model_hub.has_extra(family):
-        raise ValueError(str(model_hub.MissingExtra(family)))
+    spec = ModelSpec(name=args.model, checkpoint=args.weights,
+                     trust_remote_code=args.trust_remote_code, **common)
+    row = family_for(spec)  # None: an unknown name, which loading says in its own words
+    family = row.name if row is not None else None
+    if row is not None and row.module is not None and not has_module(row.module):
+        raise ValueError(str(MissingExtra(row.module, row.extra or row.name)))
     if args.trust_remote_code and family != "hf":
         raise ValueError("--trust-remote-code is for --model hf:PATH (a Hugging Face folder)")
     if family == "hf" and args.weights:
         raise ValueError("--weights is not used with hf:PATH: the weights are in the folder")
-    return ModelSpec(name=args.model, checkpoint=args.weights,
-                     trust_remote_code=args.trust_remote_code, **common)
+    return spec

@@ -335,7 +335,7 @@ class Analysis:
 
     def recorded_seed(self, loaded) -> int | None:
         """summary.json's "seed": the seed given, or a drawn one where it made the weights
-        (None when every weight came from files), as core.models records it."""
+        (None when every weight came from files), as core.models.load records it."""
         return loaded.seed if self.seed_given or not loaded.pretrained else None
 
     def _load(self):

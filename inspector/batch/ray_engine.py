@@ -33,7 +33,7 @@ from inspector.batch.inputs import Source, VideoFrames, as_source, collate, read
 from inspector.batch.job import OptionError, StatsJob
 from inspector.batch.probe import BatchStats, Probe
 from inspector.batch.shards import ShardStore
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 
 INSTALL_HINT = "pip install 'network-inspector[cluster]'"
 DECODE_THREADS = 4
@@ -55,7 +55,7 @@ class AtlasActor:
     """Holds the model; called by Ray Data with a batch of {"index", "path", "frame"} rows."""
 
     def __init__(self, job: StatsJob, spec: ModelSpec, device: str) -> None:
-        from inspector.core.models import load_model
+        from inspector.core.models.load import load_model
 
         self.job = job
         self.loaded = load_model(replace(spec, device=device))

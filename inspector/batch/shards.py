@@ -50,7 +50,7 @@ class JobKey:
     @classmethod
     def of(cls, command: str, spec, seed: int | None, options: dict[str, Any],
            shard_size: int, inputs: Sequence) -> JobKey:
-        """`spec`: the core.models.ModelSpec; `inputs`: paths or inputs.Source, in order."""
+        """`spec`: the core.models.load.ModelSpec; `inputs`: paths or inputs.Source, in order."""
         digest = hashlib.sha256()
         for item in inputs:
             key = item.key() if hasattr(item, "key") else os.path.abspath(item)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 
 from inspector.core.edit_spec import EditSpecError, check_edits, format_edit
 from inspector.core.interventions import Intervention, Occlude
+from inspector.core.models.tree import ModuleTree
 from inspector.core.preprocess import Preprocess
-from inspector.core.tree import ModuleTree
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from inspector.core.interventions import (
     channel_dim,
     check_channels,
 )
+from inspector.core.models.tree import NEVER_CALLED, TUPLE_OUTPUT, ModuleTree
 from inspector.core.tokens import NHWC, detect_layout
-from inspector.core.tree import NEVER_CALLED, TUPLE_OUTPUT, ModuleTree
 
 INPUT_NAMES = ("", "input")  # what MODULE may be for occlude: the model input
 SYNTAX = "MODULE:OP[=ARGS]"

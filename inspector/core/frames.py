@@ -189,7 +189,7 @@ class ModelLoaded:
     description: str  # "resnet18 (pretrained, ImageNet)", "demo_shapes (shipped weights)", ...
     pretrained: bool
     device: str
-    tree: Any  # core.tree.ModuleTree
+    tree: Any  # core.models.tree.ModuleTree
     notes: tuple[str, ...] = ()  # what the user should know: random weights, a slower path
     cam_layer: str | None = None  # where a CAM is computed unless the user names a layer
     source: str = ""  # the file or folder the weights came from ("" for random weights)

@@ -15,7 +15,7 @@ import torch
 
 from inspector.core.capture_spec import CaptureSpec
 from inspector.core.compare import KEPT_RUNS, KeptOutputs, OutputRecorder
-from inspector.core.tree import OUTPUT_MODIFIED_INPLACE, ModuleTree
+from inspector.core.models.tree import OUTPUT_MODIFIED_INPLACE, ModuleTree
 
 
 class KeptRuns:

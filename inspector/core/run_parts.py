@@ -17,9 +17,9 @@ from inspector.core import fused_stats, tasks
 from inspector.core.capture_spec import CaptureSpec
 from inspector.core.frames import ErrorFrame, Prediction, ProgressFrame
 from inspector.core.hooks import Capture, HookError, RunCancelled
-from inspector.core.models import LoadedModel
+from inspector.core.models.base import LoadedModel
+from inspector.core.models.tree import ModuleTree
 from inspector.core.run import RunRequest
-from inspector.core.tree import ModuleTree
 
 PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one
 

@@ -71,7 +71,7 @@ def key_of(frame: Any) -> Key | None:
 
 
 def _architecture(tree: Any) -> tuple | None:
-    """(name, type) of each module of a loaded model's tree (core.tree.ModuleTree); None
+    """(name, type) of each module of a loaded model's tree (core.models.tree.ModuleTree); None
     when there is no tree to tell."""
     modules = getattr(tree, "modules", None)
     if not isinstance(modules, dict):

@@ -2,7 +2,7 @@
 and Pillow, never `inspector`.
 
 `script_for(loaded, request)` returns the script's text. It loads the same model and weights
-file the way `core.models.load_model` did (from `LoadedModel.spec`), reads and preprocesses
+file the way `core.models.load.load_model` did (from `LoadedModel.spec`), reads and preprocesses
 an image as core.images and core.preprocess do, registers the run's hooks in plain PyTorch
 (forward hooks for the captured outputs, `Tensor.register_hook` for their gradients, one
 function per edit of core.interventions) and removes every handle at the end. It prints,
@@ -11,7 +11,7 @@ its first call, and of that output's gradient: the figures of `analyse`'s NPZ fo
 image. A run that a script cannot redo raises ScriptExportError, naming the part.
 
 The script's fixed blocks are in core.script_template, its model loading is written by
-core.script_models; this module picks and fills them.
+core.script.code; this module picks and fills them.
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from torch import nn
 from inspector.core import interventions as iv
 from inspector.core import script_template as tpl
 from inspector.core.capture_spec import leaf_names
-from inspector.core.models import LoadedModel
+from inspector.core.models.base import LoadedModel
+from inspector.core.models.load import family_named
 from inspector.core.run import RunRequest
-from inspector.core.script_models import ModelCode, ScriptExportError, model_code
-
-__all__ = ["ScriptExportError", "script_for"]  # the error is defined beside the model code
+from inspector.core.script.code import ModelCode, ScriptExportError
 
 
 def script_for(
@@ -280,3 +279,15 @@ def _summary(loaded, part, edits, captured, backward, target, image) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def model_code(loaded: LoadedModel) -> ModelCode:
+    """How its family loaded the model, as code (core.models.base.Family.script)."""
+    family = family_named(loaded.family) if loaded.family else None
+    if loaded.spec is None or family is None:
+        raise ScriptExportError(f"{loaded.name} was not loaded by core.models.load.load_model, "
+                                f"so how to load it again is not known")
+    if family.script is None:
+        raise ScriptExportError(f"{loaded.spec.name} is a {family.name} model: a script uses "
+                                f"torch, torchvision, numpy and Pillow only, so it cannot load it")
+    return family.script(loaded)

@@ -44,8 +44,10 @@ from inspector.core.interrupt import Interruptible, LoadCancelled
 from inspector.core.interventions import Intervention
 from inspector.core.kept_outputs import KeptRuns
 from inspector.core.methods import ATTRIBUTION_LAYER, DEFAULT_KINDS, FORWARD_CAMS, cam_method
-from inspector.core.model_files import ModelLoadError
-from inspector.core.models import LoadedModel, ModelSpec, load_model, probe_tree
+from inspector.core.models.base import LoadedModel, ModelSpec
+from inspector.core.models.files import ModelLoadError
+from inspector.core.models.load import load_model, probe_tree
+from inspector.core.models.tree import ModuleTree
 from inspector.core.preprocess import PreparedImage
 from inspector.core.run import RunRequest
 from inspector.core.run_parts import (
@@ -60,7 +62,6 @@ from inspector.core.run_parts import (
     top_predictions,
 )
 from inspector.core.runtime import apply_thread_setting, intra_op_threads, release_freed_memory
-from inspector.core.tree import ModuleTree
 from inspector.core.worker import InferenceWorker
 
 # How long cancel_load waits for an interrupted load to stop before leaving its thread.

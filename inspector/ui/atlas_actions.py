@@ -88,7 +88,7 @@ class AtlasActions(QObject):
                                         "loaded.")
             return None
         if self.dialog is None:
-            from inspector.core.models import available_devices
+            from inspector.core.models.devices import available_devices
             from inspector.ui.model_dialog import spec_label
 
             device = str(loaded.device)

@@ -155,7 +155,7 @@ class EditActions(QObject):
 
     # -- the module tree ---------------------------------------------------------------------------
     def add_module_actions(self, menu: QMenu, name: str, info) -> None:
-        """The tree's context menu for module `name` (core.tree.ModuleInfo `info`)."""
+        """The tree's context menu for module `name` (core.models.tree.ModuleInfo `info`)."""
         menu.addSection("Edit in the next runs")
         why_not = next((text for hazard, text in NOT_EDITABLE.items() if hazard in info.hazards),
                        None)

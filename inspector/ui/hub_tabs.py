@@ -2,7 +2,7 @@
 
 Each tab says what it needs in `problem()` (None when complete) and gives the ModelSpec
 fields of the user's choice in `fields()`. Without the optional library the tab shows the
-one line that installs it (core.model_hub.MissingExtra's message) and Open stays disabled.
+one line that installs it (core.models.base.MissingExtra's message) and Open stays disabled.
 timm's list (`timm.list_models`, over a thousand names) is read when the tab is first shown,
 not when the dialog opens (importing timm takes a second), and filtered as the user types.
 """
@@ -38,11 +38,13 @@ WARNING_STYLE = ("QLabel { background: #fdecea; color: #7f1d1d; border: 1px soli
 
 def _missing_label(family: str) -> QLabel | None:
     """The install line when the family's library is missing, else None."""
-    from inspector.core import model_hub
+    from inspector.core.models.base import MissingExtra, has_module
+    from inspector.core.models.load import family_named
 
-    if model_hub.has_extra(family):
+    row = family_named(family)
+    if row is None or row.module is None or has_module(row.module):
         return None
-    label = QLabel(str(model_hub.MissingExtra(family)))
+    label = QLabel(str(MissingExtra(row.module, row.extra or row.name)))
     label.setWordWrap(True)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label
@@ -123,7 +125,7 @@ class TimmTab(QWidget):
         """Read timm's model list (once)."""
         if self.missing is not None or self._names is not None:
             return
-        from inspector.core.timm_models import list_timm_models
+        from inspector.core.models.timm_models import list_timm_models
 
         self._names = list_timm_models()
         self.names.setStringList(self._names)
@@ -151,7 +153,7 @@ class TimmTab(QWidget):
         elif self.weights.path():
             self.note.setText(f"{name} with the weights of the file below")
         else:
-            from inspector.core.timm_models import cached_timm_weights
+            from inspector.core.models.timm_models import cached_timm_weights
 
             cached = cached_timm_weights(name)
             self.note.setText(f"{name}: pretrained weights in the Hugging Face cache"

@@ -204,7 +204,7 @@ class MainWindow(QMainWindow):
         self.control.start(session)
 
     def _engine_ready(self) -> None:
-        from inspector.core.models import available_devices
+        from inspector.core.models.devices import available_devices
 
         devices = available_devices()
         menus.fill_device_menu(self.menus, devices, self._device_chosen)
@@ -290,7 +290,7 @@ class MainWindow(QMainWindow):
         if not self.control.ready:
             self.reporter.info("The engine is still starting…")
             return
-        from inspector.core.models import available_devices
+        from inspector.core.models.devices import available_devices
         from inspector.ui.model_dialog import ModelDialog
 
         dialog = ModelDialog(self, catalog=self.control.catalog, devices=available_devices(),

@@ -5,7 +5,7 @@ classifiers, searchable, each marked with whether pretrained weights are on this
 a checkpoint (state_dict or safetensors) for a chosen architecture, a Python file with a
 factory function, a whole pickled model, which needs the user's explicit trust because
 unpickling runs code, a timm model and a Hugging Face folder (ui.hub_tabs). Random
-weights take the seed below the tabs. The dialog only builds a `core.models.ModelSpec`; loading happens on
+weights take the seed below the tabs. The dialog only builds a `core.models.load.ModelSpec`; loading happens on
 the worker.
 
 This module imports core's models (and so torch) when the dialog is built: the window opens
@@ -51,11 +51,14 @@ PICKLE_WARNING = (
 
 def weights_note(name: str) -> str:
     """How a catalog model will run here, in plain words."""
-    from inspector.core import models
+    from inspector.core.models.base import ModelSpec
+    from inspector.core.models.load import family_for
+    from inspector.core.models.torchvision_models import cached_weights_path
 
-    if name == models.DEMO_MODEL:
+    family = family_for(ModelSpec(name=name))
+    if family is not None and not family.name.startswith("torchvision"):
         return "bundled, trained weights"
-    return "pretrained weights on this machine" if models.cached_weights_path(name) else \
+    return "pretrained weights on this machine" if cached_weights_path(name) else \
         "random weights (no pretrained file here)"
 
 
@@ -70,7 +73,7 @@ class ModelDialog(QDialog):
         settings=None,
     ) -> None:
         super().__init__(parent)
-        from inspector.core import models
+        from inspector.core.models import load as models
 
         self.setWindowTitle("Open model")
         self.resize(560, 520)
@@ -278,8 +281,8 @@ class ModelDialog(QDialog):
         super().accept()
 
     def spec(self):
-        """The core.models.ModelSpec for what the user chose."""
-        from inspector.core.models import ModelSpec
+        """The core.models.load.ModelSpec for what the user chose."""
+        from inspector.core.models.base import ModelSpec
 
         common = {"device": self.device.currentData(),
                   "seed": None if self.seed.value() == NEW_SEED else self.seed.value()}

@@ -26,7 +26,7 @@ HEADER_TIPS = {
 }
 KIND_TIPS = {kind: KIND_INFO[kind].tip for kind in KINDS}
 KIND_NAMES = {kind: KIND_INFO[kind].words for kind in KINDS}
-# Plain words for core.tree's hazard flags (their long text is in the tooltip).
+# Plain words for core.models.tree's hazard flags (their long text is in the tooltip).
 HAZARD_LABELS = {
     "never_called": "never called",
     "inplace": "in-place",
@@ -37,9 +37,9 @@ HAZARD_LABELS = {
 
 
 def hazard_text(hazard: str) -> str:
-    """core.tree's explanation of a hazard. Imported late: core.tree imports torch, and a
+    """core.models.tree's explanation of a hazard. Imported late: core.models.tree imports torch, and a
     tree only exists once torch is loaded."""
-    from inspector.core.tree import HAZARD_TEXT
+    from inspector.core.models.tree import HAZARD_TEXT
 
     return HAZARD_TEXT.get(hazard, "")
 

@@ -119,7 +119,7 @@ class ModuleTreeModel(QAbstractItemModel):
 
     # -- content -------------------------------------------------------------------------
     def set_tree(self, tree, model_name: str = "") -> None:
-        """A newly loaded model (core.tree.ModuleTree, or None to clear)."""
+        """A newly loaded model (core.models.tree.ModuleTree, or None to clear)."""
         self.beginResetModel()
         self._tree, self._model_name = tree, model_name
         self._names, self._id, self._row = [], {}, {}
@@ -426,7 +426,7 @@ class ModuleTreeModel(QAbstractItemModel):
             if len(info.calls) > 1:
                 lines.append(f"called {len(info.calls)} times per forward; "
                              f"the columns show the first call")
-            # core.tree's sentence says it all ("modifies its input in place"): a label
+            # core.models.tree's sentence says it all ("modifies its input in place"): a label
             # before it would say it twice.
             lines.extend(f"• {hazard_text(hazard) or HAZARD_LABELS.get(hazard, hazard)}"
                          for hazard in sorted(info.hazards))

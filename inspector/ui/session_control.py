@@ -63,7 +63,7 @@ def _import_engine() -> Any:
 
 
 def _import_catalog() -> list[str]:
-    from inspector.core.models import list_models
+    from inspector.core.models.load import list_models
 
     return list_models()
 
@@ -160,7 +160,7 @@ class SessionControl(QObject):
 
     # -- models ----------------------------------------------------------------------------
     def make_spec(self, **kwargs):
-        from inspector.core.models import ModelSpec
+        from inspector.core.models.base import ModelSpec
 
         return ModelSpec(**kwargs)
 

@@ -43,8 +43,9 @@ from inspector.batch.probe import plan_layers
 from inspector.batch.shards import JobKey, ShardStore
 from inspector.batch.writers import entries_of
 from inspector.core.cam import compute_cams, default_target_layer
-from inspector.core.models import ModelSpec, load_model
-from inspector.core.tree import build_tree
+from inspector.core.models.base import ModelSpec
+from inspector.core.models.load import load_model
+from inspector.core.models.tree import build_tree
 
 LAYERS = {"demo_shapes": ["stage1", "stage3"], "resnet18": ["layer2", "layer4"]}
 SIDE = {"demo_shapes": 128, "resnet18": 256}

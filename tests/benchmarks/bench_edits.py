@@ -37,7 +37,7 @@ from inspector.core.capture_spec import CaptureSpec
 from inspector.core.frames import RunFinished
 from inspector.core.interventions import ZeroChannels
 from inspector.core.methods import DEFAULT_CAM, DEFAULT_KINDS
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 from inspector.core.runtime import configure_threads
 from inspector.core.session import Session
 

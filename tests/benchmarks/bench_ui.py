@@ -244,7 +244,7 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
 
 def engine_loop(model: str, images: list[str], seconds: float, spec, cams) -> float:
     from inspector.core.frames import RunFinished
-    from inspector.core.models import ModelSpec
+    from inspector.core.models.base import ModelSpec
     from inspector.core.session import Session
 
     session = Session()

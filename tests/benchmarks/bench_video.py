@@ -59,7 +59,7 @@ import torch
 
 from inspector.core.capture_spec import CaptureSpec
 from inspector.core.methods import DEFAULT_CAM, DEFAULT_KINDS
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 from inspector.core.runtime import configure_threads, stream_threads
 from inspector.core.session import Session
 from inspector.core.video import ReadAhead, VideoReader

@@ -17,7 +17,8 @@ from PIL import Image
 
 from inspector import cli
 from inspector.core.images import expand_paths, load_image
-from inspector.core.models import ModelSpec, load_model
+from inspector.core.models.base import ModelSpec
+from inspector.core.models.load import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ["stage1.0.conv", "stage3"]

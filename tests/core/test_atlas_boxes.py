@@ -122,8 +122,9 @@ def test_one_images_entries_in_one_batched_backward_equal_a_forward_each():
     repeated, one row per entry) on the demo CNN: convolutions, batch norm, ReLU, pooling."""
     from inspector.batch.boxes import image_boxes, input_boxes
     from inspector.batch.probe import plan_layers
-    from inspector.core.models import ModelSpec, load_model
-    from inspector.core.tree import build_tree
+    from inspector.core.models.base import ModelSpec
+    from inspector.core.models.load import load_model
+    from inspector.core.models.tree import build_tree
 
     loaded = load_model(ModelSpec(name="demo_shapes", device="cpu"))
     x = torch.randn(1, 3, 128, 128, generator=torch.Generator().manual_seed(0))

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from inspector.batch.atlas import AtlasOptions, run_atlas
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 
 
 def _options(out: Path, **extra) -> AtlasOptions:

@@ -97,7 +97,7 @@ def test_a_row_that_arrives_twice_is_counted_once(tmp_path: Path):
     from inspector.batch.probe import LayerPlan
     from inspector.batch.ray_engine import _ShardGatherer
     from inspector.batch.shards import JobKey, ShardStore
-    from inspector.core.models import DEFAULT_PREPROCESS, ModelSpec
+    from inspector.core.models.base import DEFAULT_PREPROCESS, ModelSpec
 
     paths = tuple(Path(f"img{i}.png") for i in range(6))
     job = StatsJob(paths=paths, preprocess=DEFAULT_PREPROCESS,
@@ -141,7 +141,8 @@ def test_the_actor_decodes_a_video_frame_row_as_the_local_engine_does(tmp_path: 
     from inspector.batch.job import StatsJob
     from inspector.batch.probe import Probe, plan_layers
     from inspector.batch.ray_engine import AtlasActor
-    from inspector.core.models import ModelSpec, load_model, probe_tree
+    from inspector.core.models.base import ModelSpec
+    from inspector.core.models.load import load_model, probe_tree
 
     folder = draw_folder(tmp_path / "images", count=2)
     clip = write_clip(tmp_path / "clip.mp4", size=64)

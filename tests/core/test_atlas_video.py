@@ -19,7 +19,8 @@ from inspector.batch.reduce import Reduction
 from inspector.batch.shards import ShardStore
 from inspector.batch.writers import atlas_document
 from inspector.core.images import expand_paths, load_image
-from inspector.core.models import ModelSpec, load_model
+from inspector.core.models.base import ModelSpec
+from inspector.core.models.load import load_model
 
 pytest.importorskip("av")
 

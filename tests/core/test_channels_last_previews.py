@@ -18,8 +18,8 @@ from inspector.core.frames import GradientFrame
 from inspector.core.hooks import Capture
 from inspector.core.interventions import ZeroChannels
 from inspector.core.methods import GRAD_OUTPUT, OUTPUT
+from inspector.core.models.tree import build_tree
 from inspector.core.tokens import image_size, is_channels_last
-from inspector.core.tree import build_tree
 
 H, W = 48, 64  # not square: a channels-last map read the wrong way round does not fit
 GRID = (H // STRIDE, W // STRIDE)

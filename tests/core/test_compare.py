@@ -184,9 +184,9 @@ class ClassToken(torch.nn.Module):
 
 
 def test_kept_outputs_are_float32_cpu_and_small_views_do_not_hold_their_base():
-    from inspector.core.models import LoadedModel
+    from inspector.core.models.base import LoadedModel
+    from inspector.core.models.tree import build_tree
     from inspector.core.preprocess import Preprocess
-    from inspector.core.tree import build_tree
 
     model = torch.nn.Sequential(Tokens(), ClassToken(), torch.nn.Linear(3, 2)).eval()
     s = Session()

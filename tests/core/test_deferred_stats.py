@@ -229,7 +229,7 @@ class _LateInPlaceClassifier(_LateInPlace):
 
 def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
     from inspector.core.frames import ActivationFrame, RunFinished
-    from inspector.core.models import LoadedModel
+    from inspector.core.models.base import LoadedModel
     from inspector.core.preprocess import Preprocess
     from inspector.core.session import Session
 

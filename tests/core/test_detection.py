@@ -16,7 +16,7 @@ from inspector import cli
 from inspector.core.capture_spec import CaptureSpec
 from inspector.core.frames import ActivationFrame, GradientFrame, PredictionFrame
 from inspector.core.methods import OUTPUT
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 from inspector.core.preprocess import Preprocess
 from inspector.core.run import DetectionTarget
 from inspector.core.session import Session
@@ -52,7 +52,7 @@ def test_loads_offline_with_coco_classes_and_a_backbone_cam_layer(session):
     layer = session.default_cam_layer()
     assert layer.startswith("backbone.body.")
     assert len(tree[layer].output_shape) == 4 and tree[layer].output_shape[0] == 1
-    assert NAME in __import__("inspector.core.models", fromlist=["x"]).list_models()
+    assert NAME in __import__("inspector.core.models.load", fromlist=["x"]).list_models()
 
 
 def test_det_target_cam_follows_the_detection_score(session):

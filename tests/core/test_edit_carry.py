@@ -9,8 +9,8 @@ from torch import nn
 
 from inspector.core.edit_carry import carry_edits, summary
 from inspector.core.interventions import Occlude, ReplaceWithMean, ZeroChannels
+from inspector.core.models.tree import build_tree
 from inspector.core.preprocess import Preprocess, pixel_box
-from inspector.core.tree import build_tree
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
 DEMO = Preprocess((128, 128), 128, MEAN, STD)  # the demo model's: shorter side to 128, crop

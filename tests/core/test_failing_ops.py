@@ -12,10 +12,10 @@ import torch
 from torch import nn
 
 from inspector.core.frames import ErrorFrame, RunFinished
-from inspector.core.models import LoadedModel
+from inspector.core.models.base import LoadedModel
+from inspector.core.models.tree import build_tree
 from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session
-from inspector.core.tree import build_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 

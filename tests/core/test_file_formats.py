@@ -1,4 +1,4 @@
-"""A checkpoint's format is recognised by its whole signature (core.model_files.file_format).
+"""A checkpoint's format is recognised by its whole signature (core.models.files.file_format).
 
 A safetensors file starts with its header's length as a little-endian u64; when that length
 is 128 mod 256 its first byte is 0x80, the byte every pickle starts with. Each format is
@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
-from inspector.core.model_files import ModelLoadError, file_format, read_state_dict
+from inspector.core.models.files import ModelLoadError, file_format, read_state_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_WEIGHTS = ROOT / "resources" / "demo" / "shapes_cnn.safetensors"

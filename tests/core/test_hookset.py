@@ -72,7 +72,7 @@ def _cam_default_layer(model, x):
 
 
 def _tree(model, x):
-    from inspector.core.tree import build_tree
+    from inspector.core.models.tree import build_tree
 
     build_tree(model, x)
 

@@ -100,8 +100,9 @@ def test_the_console_command_analyses_on_the_fast_path(installed, tmp_path):
 SCRIPT = """
 import torch
 from inspector.core import stats
-from inspector.core.frames import OUTPUT
-from inspector.core.hooks import Capture, CaptureSpec, leaf_names
+from inspector.core.capture_spec import CaptureSpec, leaf_names
+from inspector.core.hooks import Capture
+from inspector.core.methods import OUTPUT
 
 def refuse(*args, **kwargs):
     raise AssertionError("torch reductions used for a float32 CPU tensor")

@@ -23,10 +23,10 @@ from inspector.core.interventions import (
     ZeroChannels,
 )
 from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT
-from inspector.core.models import LoadedModel
+from inspector.core.models.base import LoadedModel
+from inspector.core.models.tree import build_tree
 from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session
-from inspector.core.tree import build_tree
 
 # -- models -----------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from inspector.core.frames import (
 from inspector.core.hookset import remaining_hooks
 from inspector.core.interventions import ScaleGradient, ZeroChannels
 from inspector.core.methods import CAM_METHODS, DEFAULT_KINDS, OUTPUT
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 from inspector.core.session import Session
 
 # `block`'s output is modified in place right after it (an inplace ReLU), as in torchvision's

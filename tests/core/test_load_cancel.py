@@ -16,7 +16,7 @@ import pytest
 
 from inspector.core.frames import ErrorFrame, ModelLoaded
 from inspector.core.interrupt import LoadCancelled
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 from inspector.core.session import Session
 
 

@@ -12,10 +12,10 @@ import torchvision
 from inspector.core.capture_spec import CaptureSpec
 from inspector.core.hookset import remaining_hooks
 from inspector.core.methods import KINDS
-from inspector.core.models import LoadedModel
+from inspector.core.models.base import LoadedModel
+from inspector.core.models.tree import build_tree
 from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session
-from inspector.core.tree import build_tree
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Every bad model file is a sentence that names the file and the fault (core.model_files).
+"""Every bad model file is a sentence that names the file and the fault (core.models.files).
 
 The corpus is made here in tmp_path: text and empty files named .pt, torch.save files and
 safetensors files cut in half, state_dicts for the wrong architecture, a pickled whole model,
@@ -25,8 +25,10 @@ from PIL import Image
 from safetensors.torch import save_file
 from torch import nn
 
-from inspector.core.model_files import SHOWN, ModelLoadError, file_format
-from inspector.core.models import DEMO_MODEL, ModelSpec, load_model
+from inspector.core.models.base import DEFAULT_MODEL as DEMO_MODEL
+from inspector.core.models.base import ModelSpec
+from inspector.core.models.files import SHOWN, ModelLoadError, file_format
+from inspector.core.models.load import load_model
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from inspector.core import model_hub
-from inspector.core.model_files import ModelLoadError
-from inspector.core.models import ModelSpec, load_model
+from inspector.core.models.base import MissingExtra, ModelSpec, has_module
+from inspector.core.models.files import ModelLoadError
+from inspector.core.models.load import load_model
 from inspector.core.session import Session
 
 timm = pytest.importorskip("timm")
@@ -137,7 +137,7 @@ def test_a_timm_model_with_a_weights_file(session, tmp_path, name, save, layer):
 
 
 def test_timm_preprocessing_equals_timms_own_transform():
-    from inspector.core.timm_models import timm_preprocess
+    from inspector.core.models.timm_models import timm_preprocess
 
     model = timm.create_model("resnet18", pretrained=False)
     cfg = timm.data.resolve_data_config(model=model)
@@ -257,7 +257,7 @@ def test_an_hf_path_that_is_no_model_folder_is_one_sentence(tmp_path, make, mess
 
 
 def test_processor_sizes_map_onto_preprocess():
-    from inspector.core.hf_models import processor_preprocess
+    from inspector.core.models.hf_models import processor_preprocess
 
     convnext, _ = processor_preprocess(transformers.ConvNextImageProcessor(
         size={"shortest_edge": 224}, crop_pct=0.875))
@@ -298,8 +298,8 @@ def test_without_a_seed_one_is_drawn_and_recorded():
     ("timm:resnet18", "timm", "timm"), ("hf:/some/folder", "transformers", "hf")])
 def test_a_missing_extra_is_one_line_naming_the_pip_install(monkeypatch, family, module, extra):
     monkeypatch.setitem(__import__("sys").modules, module, None)  # import fails
-    assert not model_hub.has_extra(extra)
-    with pytest.raises(model_hub.MissingExtra) as info:
+    assert not has_module(module)
+    with pytest.raises(MissingExtra) as info:
         load_model(ModelSpec(name=family, device="cpu"))
     assert str(info.value) == (f"{module} is not installed: "
                                f"pip install 'network-inspector[{extra}]'")

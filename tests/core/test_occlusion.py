@@ -15,12 +15,12 @@ from inspector.core.frames import CamFrame
 from inspector.core.hooks import RunCancelled
 from inspector.core.hookset import remaining_hooks
 from inspector.core.methods import ATTRIBUTION_LAYER, AttributionOptions
-from inspector.core.models import LoadedModel
+from inspector.core.models.base import LoadedModel
+from inspector.core.models.tree import build_tree
 from inspector.core.occlusion import occlusion_sensitivity, patch_boxes
 from inspector.core.preprocess import Preprocess
 from inspector.core.saliency import attribute, display_map
 from inspector.core.session import Session
-from inspector.core.tree import build_tree
 
 REGION = (slice(4, 8), slice(8, 12))  # rows 4..7, columns 8..11 of a 16 x 16 input
 

@@ -75,7 +75,7 @@ def factory(tmp_path: Path) -> str:
 
 SCRIPT = """
 import torch
-from inspector.core.models import ModelSpec
+from inspector.core.models.load import ModelSpec
 from inspector.core.session import Session
 {before}
 session = Session()

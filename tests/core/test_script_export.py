@@ -21,7 +21,8 @@ from inspector.core.capture_spec import CaptureSpec
 from inspector.core.frames import ActivationFrame, GradientFrame
 from inspector.core.hookset import remaining_hooks
 from inspector.core.methods import GRAD_OUTPUT, OUTPUT
-from inspector.core.models import ModelSpec, load_model
+from inspector.core.models.base import ModelSpec
+from inspector.core.models.load import load_model
 from inspector.core.run import RunRequest
 from inspector.core.script_export import ScriptExportError, script_for
 from inspector.core.session import Session

@@ -14,7 +14,7 @@ from task_models import SEGMENTATION_FACTORY, correlation, gradcam_by_hand, pict
 
 from inspector import cli
 from inspector.core.frames import PredictionFrame
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 from inspector.core.preprocess import Preprocess
 from inspector.core.run import SegmentationTarget
 from inspector.core.session import Session

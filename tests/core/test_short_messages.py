@@ -1,5 +1,5 @@
 """A library's long message is shortened for the status line without cutting a word
-(core.model_files.short_message, used by the Hugging Face and timm loaders)."""
+(core.models.files.short_message, used by the Hugging Face and timm loaders)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from inspector.core import model_files
-from inspector.core.model_files import ModelLoadError
+from inspector.core.models import files as model_files
+from inspector.core.models.files import ModelLoadError
 
 FOLDER = "/data/experiments/" + "/".join(["a-rather-long-run-name-with-many-parts"] * 6)
 NO_WEIGHTS = (f"Error no file named model.safetensors, or pytorch_model.bin, found in "
@@ -58,7 +58,8 @@ def hf_folder(tmp_path):
 def test_the_hf_loader_does_not_cut_its_message_mid_word(hf_folder, monkeypatch):
     import transformers
 
-    from inspector.core.models import ModelSpec, load_model
+    from inspector.core.models.base import ModelSpec
+    from inspector.core.models.load import load_model
 
     def refuse(*args, **kwargs):
         raise OSError(NO_WEIGHTS + "\nYou can download the weights with ...")

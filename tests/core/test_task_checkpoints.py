@@ -1,5 +1,5 @@
 """Detection and segmentation models fine-tuned on their own classes, loaded from a
-checkpoint (core.tasks.checkpoints): `--model ARCH --weights FILE` for any architecture of
+checkpoint (core.models.task_models): `--model ARCH --weights FILE` for any architecture of
 the task catalog, Keypoint R-CNN included. The models are built here with random weights
 (weights=None, weights_backbone=None, seeded; nothing downloaded), saved to a temp folder
 and loaded through the app's loader."""
@@ -16,12 +16,14 @@ from task_models import correlation, gradcam_by_hand, picture
 
 from inspector import cli
 from inspector.core.frames import ErrorFrame, PredictionFrame
-from inspector.core.model_files import CheckpointMismatch, ModelLoadError
-from inspector.core.models import ModelSpec, list_models, load_model
+from inspector.core.models import task_models as checkpoints
+from inspector.core.models.base import ModelSpec
+from inspector.core.models.files import CheckpointMismatch, ModelLoadError
+from inspector.core.models.load import list_models, load_model
+from inspector.core.models.task_models import preprocess_for, task_models
 from inspector.core.run import DetectionTarget
 from inspector.core.session import Session
-from inspector.core.tasks import DETECTION, SEGMENTATION, checkpoints, detection
-from inspector.core.tasks.catalog import preprocess_for, task_models
+from inspector.core.tasks import DETECTION, SEGMENTATION, detection
 
 pytestmark = pytest.mark.slow
 

@@ -7,6 +7,7 @@ import torch
 import torchvision
 
 from inspector.core.cam import default_target_layer
+from inspector.core.models.tree import build_tree
 from inspector.core.tokens import (
     NCHW,
     NHWC,
@@ -17,7 +18,6 @@ from inspector.core.tokens import (
     to_spatial,
     token_grid,
 )
-from inspector.core.tree import build_tree
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,11 @@ import torchvision
 from safetensors.torch import save_file
 from torch import nn
 
-from inspector.core import tree as T
-from inspector.core.model_files import CheckpointMismatch, ModelLoadError
-from inspector.core.models import ModelSpec, list_models, load_model, pick_device
+from inspector.core.models import tree as T
+from inspector.core.models.base import ModelSpec
+from inspector.core.models.devices import pick_device
+from inspector.core.models.files import CheckpointMismatch, ModelLoadError
+from inspector.core.models.load import list_models, load_model
 
 
 def test_resnet18_tree_hazards():

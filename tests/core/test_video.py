@@ -112,7 +112,7 @@ def test_read_ahead_scales_a_copy_to_show_on_its_thread(clip):
 
 
 def test_read_ahead_makes_the_model_input_on_its_thread_and_runs_take_it(clip, factory):
-    from inspector.core.models import ModelSpec
+    from inspector.core.models.base import ModelSpec
     from inspector.core.preprocess import PreparedImage
     from inspector.core.session import Session
 
@@ -172,7 +172,7 @@ def test_read_ahead_reports_a_file_that_is_not_a_video(tmp_path):
 def test_analyse_every_10th_frame_matches_session_runs_of_the_same_frames(
     clip, factory, tmp_path, capsys
 ):
-    from inspector.core.models import ModelSpec
+    from inspector.core.models.base import ModelSpec
     from inspector.core.session import Session
 
     out = tmp_path / "out"

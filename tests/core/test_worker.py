@@ -21,10 +21,10 @@ from inspector.core.frames import (
 from inspector.core.hookset import remaining_hooks
 from inspector.core.interventions import ZeroChannels
 from inspector.core.methods import OUTPUT
-from inspector.core.models import LoadedModel
+from inspector.core.models.base import LoadedModel
+from inspector.core.models.tree import build_tree
 from inspector.core.preprocess import Preprocess
 from inspector.core.session import Session
-from inspector.core.tree import build_tree
 from inspector.core.worker import InferenceWorker
 
 

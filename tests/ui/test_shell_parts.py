@@ -41,7 +41,7 @@ def tree():
     import torch
     from torch import nn
 
-    from inspector.core.tree import build_tree
+    from inspector.core.models.tree import build_tree
 
     class Net(nn.Module):
         def __init__(self):
@@ -78,7 +78,7 @@ def test_tree_model_rows_shapes_hazards_and_default_kinds(qtbot, tree):
     assert model.data(model.index_of("body.0", COL_SHAPE)) == "4×6×6"
     # Hazards: an icon and a tooltip in words.
     assert model.data(model.index_of("shared", COL_NAME), Qt.ItemDataRole.DecorationRole)
-    # Each hazard once, in core.tree's words (not "in-place: modifies its input in place").
+    # Each hazard once, in core.models.tree's words (not "in-place: modifies its input in place").
     def hazard_lines(name):
         tip = model.data(model.index_of(name), Qt.ItemDataRole.ToolTipRole)
         return [line for line in tip.split("<br>") if line.startswith("•")]
@@ -99,7 +99,7 @@ def test_tree_columns_fit_resnet18_and_common_types_and_tooltips_hold_the_rest(q
     import torch
     import torchvision
 
-    from inspector.core.tree import build_tree
+    from inspector.core.models.tree import build_tree
     from inspector.ui.module_tree import ModuleTreeWidget
     from inspector.ui.module_tree_model import COL_NAME, COL_TYPE
 

@@ -1,10 +1,10 @@
-"""The window's side of detection and segmentation checkpoints (core.tasks.checkpoints): the
+"""The window's side of detection and segmentation checkpoints (core.models.task_models): the
 open-model dialog's checkpoint tab offers those architectures (Keypoint R-CNN's keypoints in
 the image pane: test_detection_view.py)."""
 
 from __future__ import annotations
 
-from inspector.core.models import ModelSpec
+from inspector.core.models.base import ModelSpec
 from inspector.ui import model_dialog
 
 

@@ -137,7 +137,7 @@ def test_the_module_tree_reads_statistics_of_its_own_modules_from_the_store(qtbo
     import torch
     from torch import nn
 
-    from inspector.core.tree import build_tree
+    from inspector.core.models.tree import build_tree
     from inspector.ui.module_tree import ModuleTreeWidget
     from inspector.ui.module_tree_model import COL_MEAN
 

@@ -191,7 +191,7 @@ def compute_cams(
 
 def _default_layer(model: nn.Module, x: torch.Tensor, tree) -> str:
     if tree is None:
-        from inspector.core.tree import build_tree
+        from inspector.core.models.tree import build_tree
 
         tree = build_tree(model, x[:1].detach())
     return default_target_layer(model, tree)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from inspector.core.models.tree import TUPLE_OUTPUT
 from inspector.core.tokens import NCHW, NHWC, TOKENS, Layout, detect_layout
-from inspector.core.tree import TUPLE_OUTPUT
 
 
 def _input_hw(tree) -> tuple[int, int] | None:

@@ -46,7 +46,7 @@ def forward(task: str, model: nn.Module, x: torch.Tensor):
 
 
 def example_input(task: str, x: torch.Tensor):
-    """The probe forward's argument (core.tree.build_tree): a list of images for detection."""
+    """The probe forward's argument (core.models.tree.build_tree): a list of images for detection."""
     return list(x) if task == DETECTION else x
 
 
@@ -154,7 +154,7 @@ def default_cam_layer(tree, task: str) -> str | None:
 
     Never the modules after the backbone: the RoI pooling and the box head have one row per
     proposal, not per image."""
-    from inspector.core.tree import TUPLE_OUTPUT
+    from inspector.core.models.tree import TUPLE_OUTPUT
 
     order = [n for n in (tree.order or list(tree.modules)) if n]
 

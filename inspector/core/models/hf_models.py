@@ -16,8 +16,15 @@ from pathlib import Path
 
 import torch
 
-from inspector.core.model_files import ModelLoadError, clean_message, short_message
-from inspector.core.model_hub import MissingExtra, hub_name
+from inspector.core.models.base import (
+    DEFAULT_PREPROCESS,
+    Family,
+    LoadedModel,
+    MissingExtra,
+    after_prefix,
+    prefixed,
+)
+from inspector.core.models.files import ModelLoadError, clean_message, short_message
 from inspector.core.preprocess import Preprocess
 
 REMOTE_CODE_HINT = (
@@ -33,7 +40,7 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise MissingExtra("hf") from None
+        raise MissingExtra("transformers", "hf") from None
     return transformers
 
 
@@ -58,11 +65,11 @@ def needs_remote_code(folder: Path) -> bool:
     return isinstance(config, dict) and bool(config.get("auto_map"))
 
 
-def load_hf(spec, device: torch.device):
-    from inspector.core.models import LoadedModel
-
+def load(spec, device: torch.device) -> LoadedModel:
     transformers = _transformers()
-    folder = hf_folder(hub_name(spec.name))
+    if not after_prefix(spec.name):
+        raise ModelLoadError(f"'{spec.name}' names no model after 'hf:'")
+    folder = hf_folder(after_prefix(spec.name))
     trust = bool(spec.trust_remote_code)
     if needs_remote_code(folder) and not trust:
         raise ModelLoadError(f"{folder.name} holds its own model code (auto_map in "
@@ -102,7 +109,6 @@ def load_hf(spec, device: torch.device):
 def _preprocess(transformers, folder: Path, trust: bool) -> tuple[Preprocess, list[str]]:
     """The folder's AutoImageProcessor as a Preprocess; without one, ImageNet's defaults
     at the model's image size, said in a note."""
-    from inspector.core.models import DEFAULT_PREPROCESS
 
     if not (folder / "preprocessor_config.json").is_file():
         return DEFAULT_PREPROCESS, [f"{folder.name} has no preprocessor_config.json: the "
@@ -166,3 +172,7 @@ def processor_preprocess(p) -> tuple[Preprocess, list[str]]:
         mean, std = tuple(m / k for m in mean), tuple(s / k for s in std)
     return Preprocess(crop_size=crop_hw, resize_size=resize, mean=mean, std=std,
                       interpolation=interpolation), notes
+
+
+PREFIX = "hf:"
+FAMILY = Family(name="hf", claims=prefixed(PREFIX), load=load, extra="hf", module="transformers")

@@ -1,6 +1,6 @@
-"""Models given as code: a factory file ("path/to/file.py:function") or a whole pickled
-module. Both run the user's code, so they are only called for files the user chose (and,
-for pickles, said they trust). Every fault is a `ModelLoadError` sentence naming the file;
+"""Models given as code, two families: a factory file ("path/to/file.py:function") or a
+whole pickled module. Both run the user's code, so they are only called for files the user
+chose (and, for pickles, said they trust). Every fault is a `ModelLoadError` sentence naming the file;
 its details show where the user's own code failed, not this program's frames.
 """
 
@@ -20,7 +20,9 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from inspector.core.model_files import (
+from inspector.core.models.base import Family, LoadedModel, ModelSpec, wrap_module
+from inspector.core.models.files import (
+    TRUST_HINT,
     ModelLoadError,
     check_archive,
     clean_message,
@@ -29,6 +31,8 @@ from inspector.core.model_files import (
     file_format,
     some,
 )
+from inspector.core.preprocess import Preprocess
+from inspector.core.script.code import ModelCode, absolute, labels_literal, own_classes
 
 # -- the user's own code -------------------------------------------------------------------------
 
@@ -216,3 +220,75 @@ def _user_traceback(e: BaseException, path: Path) -> str:
     start = theirs[0] if theirs else 0
     lines = traceback.format_list(frames[start:]) + traceback.format_exception_only(e)
     return f"Where it failed, from {path.name} on:\n" + "".join(lines)
+
+
+# -- the two families: factory files and trusted pickles ----------------------------------------
+
+
+def load_pickle(spec: ModelSpec, device: torch.device) -> LoadedModel:
+    path = Path(spec.pickle)
+    if path.exists() and not spec.trust_pickle:
+        raise ModelLoadError(
+            f"{path.name} is a pickled model: unpickling it runs any code inside it, so it is "
+            f"opened only with your explicit trust. {TRUST_HINT}"
+        )
+    obj = unpickle_module(path)
+    return wrap_module(obj, path.stem, f"{path.stem} (trusted pickle {path.name})", device, path)
+
+
+def load_factory(spec: ModelSpec, device: torch.device) -> LoadedModel:
+    model, module, path, func = run_factory(spec.factory)
+    loaded = wrap_module(model, func, f"{func} (from {path.name})", device, path)
+    classes = getattr(module, "CLASSES", None)
+    if classes:
+        loaded.categories = list(classes)
+    if getattr(module, "PREPROCESS", None):
+        try:
+            loaded.preprocess = Preprocess(**dict(module.PREPROCESS))
+        except (TypeError, ValueError) as e:
+            raise ModelLoadError(f"{path.name}: PREPROCESS is not usable: {e}") from None
+    return loaded
+
+
+def factory_script(loaded: LoadedModel) -> ModelCode:
+    own_classes(loaded.model, "the factory's model")
+    func = (loaded.spec.factory or "").rpartition(":")[2]
+    path = absolute(loaded.source)
+    call = f"module.{func}" if func.isidentifier() else f"getattr(module, {func!r})"
+    code = (
+        f"# -- The model: {func}() of {Path(path).name} --\n\n"
+        f"LABELS = {labels_literal(loaded.categories)}\n"
+        f"FACTORY_FILE = {path!r}\n\n\n"
+        f"def load_model():\n"
+        f"    # Import the file as a module and call its factory with no arguments, as\n"
+        f"    # Network Inspector did. This runs the file's code.\n"
+        f'    spec = importlib.util.spec_from_file_location("model_factory", FACTORY_FILE)\n'
+        f"    module = importlib.util.module_from_spec(spec)\n"
+        f"    sys.modules[spec.name] = module  # dataclasses and pickling look it up here\n"
+        f"    spec.loader.exec_module(module)\n"
+        f"    return {call}()\n"
+    )
+    return ModelCode(code, path, {"import importlib.util", "import sys"})
+
+
+def pickle_script(loaded: LoadedModel) -> ModelCode:
+    own_classes(loaded.model, "the pickled model")
+    path = absolute(loaded.spec.pickle or loaded.source)
+    code = (
+        f"# -- The model: a whole module saved with torch.save(model) --\n\n"
+        f"LABELS = {labels_literal(loaded.categories)}\n"
+        f"PICKLED_MODEL = {path!r}\n\n\n"
+        f"def load_model():\n"
+        f"    # weights_only=False unpickles the whole module, and unpickling runs code from the\n"
+        f"    # file (its classes must be importable here). Network Inspector opened it because\n"
+        f"    # you said you trust the file; do the same here.\n"
+        f'    with open(PICKLED_MODEL, "rb") as f:\n'
+        f'        return torch.load(f, map_location="cpu", weights_only=False)\n'
+    )
+    return ModelCode(code, path)
+
+
+PICKLE = Family(name="pickle", claims=lambda spec: bool(spec.pickle), load=load_pickle,
+                script=pickle_script)
+FACTORY = Family(name="factory", claims=lambda spec: bool(spec.factory), load=load_factory,
+                 script=factory_script)

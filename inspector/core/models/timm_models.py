@@ -1,7 +1,7 @@
 """timm models (`timm:NAME`): built by timm, weights from a file or the local HF cache.
 
 Weights, in this order: the file the user names (`--weights`: safetensors or a state_dict,
-read as core.model_files reads every checkpoint), else the model's pretrained weights when
+read as core.models.files reads every checkpoint), else the model's pretrained weights when
 its files are already in the Hugging Face cache (looked up with `try_to_load_from_cache`,
 which never uses the network), else random weights, said plainly. Preprocessing comes from
 the model's pretrained_cfg (`timm.data.resolve_data_config`), class names from timm's
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import torch
 
-from inspector.core.model_files import (
+from inspector.core.models.base import Family, LoadedModel, MissingExtra, after_prefix, prefixed
+from inspector.core.models.files import (
     ModelLoadError,
     apply_state_dict,
     clean_message,
     read_state_dict,
     short_message,
 )
-from inspector.core.model_hub import MissingExtra, hub_name
 from inspector.core.preprocess import Preprocess
 
 # Files timm's pretrained weights are published as on the HF hub, in timm's preference.
@@ -34,7 +34,7 @@ def _timm():
         import timm
         import timm.data
     except ImportError:
-        raise MissingExtra("timm") from None
+        raise MissingExtra("timm", "timm") from None
     return timm
 
 
@@ -64,11 +64,11 @@ def cached_timm_weights(name: str) -> Path | None:
     return None
 
 
-def load_timm(spec, device: torch.device):
-    from inspector.core.models import LoadedModel
-
+def load(spec, device: torch.device) -> LoadedModel:
     timm = _timm()
-    name = hub_name(spec.name)
+    name = after_prefix(spec.name)
+    if not name:
+        raise ModelLoadError(f"'{spec.name}' names no model after 'timm:'")
     if not timm.is_model(name.split(".", 1)[0]):
         raise ModelLoadError(f"unknown timm model '{name}' (timm {timm.__version__} lists "
                              f"{len(timm.list_models())} models: timm.list_models())")
@@ -158,3 +158,7 @@ def _class_names(timm, model) -> list[str]:
         except Exception:  # noqa: BLE001 - timm without its info files: numbered classes
             pass
     return [f"class {i}" for i in range(n)]
+
+
+PREFIX = "timm:"
+FAMILY = Family(name="timm", claims=prefixed(PREFIX), load=load, extra="timm", module="timm")
