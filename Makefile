@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint bench package clean
 
-$(STAMP): pyproject.toml setup.py inspector/core/_cstats.c
+$(STAMP): pyproject.toml setup.py inspector/core/stats/_cstats.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	# torch/torchvision first, exactly as served from this machine's disk

@@ -1,7 +1,7 @@
-"""The one compiled part: the statistics kernel (inspector/core/_cstats.c).
+"""The one compiled part: the statistics kernel (inspector/core/stats/_cstats.c).
 
 Everything else is in pyproject.toml. The extension is optional: where no C compiler is
-found, `pip install .` still succeeds and inspector.core.stats falls back to torch
+found, `pip install .` still succeeds and inspector.core.stats.tensor_stats falls back to torch
 reductions (slower on the CPU), saying so once on stderr or in the status bar.
 """
 
@@ -16,8 +16,8 @@ args = ["/O2"] if sys.platform == "win32" else ["-O3", "-std=c99"]
 setup(
     ext_modules=[
         Extension(
-            "inspector.core._cstats",
-            sources=["inspector/core/_cstats.c"],
+            "inspector.core.stats._cstats",
+            sources=["inspector/core/stats/_cstats.c"],
             extra_compile_args=args,
             optional=True,
         )

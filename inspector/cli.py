@@ -21,7 +21,7 @@ import sys
 
 import inspector.core  # noqa: F401  (sets the OpenMP wait policy before torch loads)
 from inspector import cli_options
-from inspector.core.methods import AttributionOptions
+from inspector.core.explain.catalog import AttributionOptions
 
 COMMANDS = ("analyse", "analyze", "atlas", "models", "download", "tree", "train-demo")
 RANDOM_WEIGHTS_NOTE = (
@@ -133,7 +133,7 @@ def _split(text: str) -> list[str]:
 
 def _analyse(args: argparse.Namespace) -> int:
     from inspector.batch.analyse import Analysis
-    from inspector.core.edit_spec import parse_edit
+    from inspector.core.edits.spec import parse_edit
 
     try:
         # Read before the model loads: a mistyped spec is refused at once (exit status 2);
@@ -262,7 +262,7 @@ def _tree(args: argparse.Namespace) -> int:
 
     from inspector.core.models.load import load_model
     from inspector.core.models.tree import HAZARD_TEXT, build_tree
-    from inspector.core.runtime import apply_thread_setting
+    from inspector.core.run.runtime import apply_thread_setting
 
     apply_thread_setting()  # this command runs the model without a Session
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from inspector.core.methods import ATTRIBUTION_METHODS, CAM_METHODS, DEFAULT_CAM, AttributionOptions
+from inspector.core.explain.catalog import (
+    ATTRIBUTION_METHODS,
+    CAM_METHODS,
+    DEFAULT_CAM,
+    AttributionOptions,
+)
 
 
 def add_analyse(sub) -> argparse.ArgumentParser:

@@ -32,7 +32,7 @@ def demo_samples():
 @pytest.fixture(scope="module")
 def demo_session():
     """A Session with the shipped demo model loaded, shared by a test module's tests."""
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     session = Session()
     session.load_model("demo_shapes").result()

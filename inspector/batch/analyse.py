@@ -2,7 +2,7 @@
 
 It drives the same Session as the desktop app: the model lives on the Session's worker
 thread, each image is one run whose capture keeps the whole output and output gradient of
-the chosen layers, and the CAMs come from core.cam. Per image it writes DIR/<name>/ (see
+the chosen layers, and the CAMs come from core.explain.cam. Per image it writes DIR/<name>/ (see
 analyse_writers), and for the run DIR/summary.json, DIR/compare.json (with `compare`) and
 DIR/tensorboard/ (when tensorboard is installed). An image that cannot be read or run is
 reported and skipped; the others are done.
@@ -22,11 +22,11 @@ label, index, score, by descending score; Keypoint R-CNN's also "keypoints", [x,
 each, in those pixels too); the NPZ's logits are the detections' scores.
 Segmentation models: `--target seg:CLASS` (a name or an index).
 
-A video named among the inputs (core.video: .mp4 .mkv .mov .avi .webm, with PyAV) stands for
+A video named among the inputs (core.inputs.video: .mp4 .mkv .mov .avi .webm, with PyAV) stands for
 its frames 0, N, 2N, ... (`every`): each is analysed as an image, its files named by frame
 (`DIR/<video>_f000010/`), and its entry in summary.json has the video's path and "frame".
 
-Edits (`--edit`, core.edit_spec) apply to every run, so everything written is the edited
+Edits (`--edit`, core.edits.spec) apply to every run, so everything written is the edited
 run's: what the modules after an edit saw. With `compare`, each image is first run without
 the edits (its outputs kept in the Session), then with them, compared with that run:
 DIR/compare.json has per image and captured module the relative L2 distance and cosine
@@ -51,14 +51,9 @@ from inspector.batch.analyse_writers import (
 )
 from inspector.batch.inputs import Source, VideoFrames, list_sources, shard_count, shard_range
 from inspector.batch.names import input_names, unknown_modules
-from inspector.core.interventions import Intervention
-from inspector.core.methods import (
-    GRAD_OUTPUT,
-    OUTPUT,
-    AttributionOptions,
-    attribution_method,
-    cam_method,
-)
+from inspector.core.edits.interventions import Intervention
+from inspector.core.explain.catalog import AttributionOptions, attribution_method, cam_method
+from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 
 ENGINES = ("local", "ray")
 SHARD_SIZE = 16  # images per shard: a resumed run redoes at most this many
@@ -104,7 +99,7 @@ class Analysis:
         self.topk = topk
         self.want_tensorboard = tensorboard
         self.progress = progress
-        self.stretch = stretch  # high-depth images by their data's range (core.high_depth)
+        self.stretch = stretch  # high-depth images by their data's range (core.inputs.high_depth)
         self.edits = tuple(edits)  # checked against the model (and completed) in _load
         if compare and not self.edits:
             raise ValueError("--compare compares each image with and without the edits: "
@@ -159,7 +154,7 @@ class Analysis:
     def _run(self, inputs: list[str], t0: float) -> int:
         from inspector.batch.out_dir import remove_partial, write_failure
         from inspector.batch.shards import JobMismatch, ShardStore
-        from inspector.core.images import ImageLoadError
+        from inspector.core.inputs.images import ImageLoadError
 
         missed: list[ImageLoadError] = []
         sources = list_sources(inputs, self.every, on_missing=missed.append)
@@ -339,10 +334,10 @@ class Analysis:
         return loaded.seed if self.seed_given or not loaded.pretrained else None
 
     def _load(self):
-        from inspector.core.cam import resolve_target
-        from inspector.core.capture_spec import CaptureSpec
-        from inspector.core.run_parts import model_notes
-        from inspector.core.session import Session
+        from inspector.core.explain.cam import resolve_target
+        from inspector.core.run.capture_spec import CaptureSpec
+        from inspector.core.run.parts import model_notes
+        from inspector.core.run.session import Session
 
         session = Session()
         try:
@@ -401,10 +396,10 @@ class Analysis:
         return session, loaded, 0
 
     def _write_script(self, loaded) -> bool:
-        """--emit-script: the standalone script of these runs (core.script_export), before any
+        """--emit-script: the standalone script of these runs (core.script.export), before any
         image is read; False (said on stderr) when it cannot be written."""
-        from inspector.core.run import RunRequest
-        from inspector.core.script_export import ScriptExportError, script_for
+        from inspector.core.run.request import RunRequest
+        from inspector.core.script.export import ScriptExportError, script_for
 
         request = RunRequest(image=None, capture=self.capture, target=self.target,
                              interventions=self.edits, stretch=self.stretch)
@@ -422,7 +417,7 @@ class Analysis:
     def _tensorboard(self):
         if not self.want_tensorboard:
             return None
-        from inspector.core.export import TensorBoardLog, TensorBoardMissing
+        from inspector.core.export.files import TensorBoardLog, TensorBoardMissing
 
         try:
             return TensorBoardLog(self.out / "tensorboard")

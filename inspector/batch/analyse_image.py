@@ -16,15 +16,15 @@ from typing import Any
 from inspector.batch.analyse_writers import write_image_files
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.out_dir import write_failure
-from inspector.core.frames import ErrorFrame, PredictionFrame
-from inspector.core.run_arrays import full_arrays
+from inspector.core.export.arrays import full_arrays
+from inspector.core.run.frames import ErrorFrame, PredictionFrame
 
 
 @dataclass
 class ImageJob:
     """What every image's run is asked for: fixed once the model is loaded and checked."""
 
-    capture: Any  # core.capture_spec.CaptureSpec: the layers' whole output and output gradient
+    capture: Any  # core.run.capture_spec.CaptureSpec: the layers' whole output and output gradient
     baseline_capture: Any  # the unedited twin's (compare): the outputs only
     target: Any
     methods: list[str]
@@ -75,13 +75,13 @@ def analyse_image(session, loaded, job: ImageJob, source: Source, name: str, out
 
 def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, step: int, tb,
          videos: VideoFrames, entry: dict[str, Any], compared: dict[str, Any] | None) -> None:
-    from inspector.core.images import ImageLoadError, load_image
+    from inspector.core.inputs.images import ImageLoadError, load_image
 
     try:
         image = (load_image(source.path, stretch=job.stretch) if source.frame is None
                  else videos.read(source))
         x = loaded.preprocess(image)
-    except ImageLoadError as e:  # core.video.VideoLoadError too
+    except ImageLoadError as e:  # core.inputs.video.VideoLoadError too
         entry["error"] = str(e)
         return
     except Exception as e:  # an image Pillow reads but the preprocessing cannot use

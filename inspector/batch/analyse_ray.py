@@ -31,7 +31,7 @@ RETRIES = 3  # restarts of a dead actor, and retries of the shard it was running
 
 
 class RecordedTensorBoard:
-    """Stands in for core.export.TensorBoardLog on an actor: keeps the calls, to be replayed
+    """Stands in for core.export.files.TensorBoardLog on an actor: keeps the calls, to be replayed
     on the real log by the process that writes DIR."""
 
     def __init__(self) -> None:
@@ -51,7 +51,7 @@ class AnalyseActor:
     """Holds a Session with the model; runs whole shards."""
 
     def __init__(self, spec, job: ImageJob, every: int, device: str | None) -> None:
-        from inspector.core.session import Session
+        from inspector.core.run.session import Session
 
         self.session = Session()
         self.loaded = self.session.load_model(replace(spec, device=device)).result()

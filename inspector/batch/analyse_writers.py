@@ -2,7 +2,7 @@
 the run summary.json and compare.json.
 
     DIR/<name>/<name>.npz             input, logits, activation/<module>, gradient/<module>,
-                                      cam/<method>, attr/<method> (the layout: core.run_arrays);
+                                      cam/<method>, attr/<method> (the layout: core.export.arrays);
                                       segmentation models: mask, the class per pixel of the
                                       input image (-1 where the crop left it out)
     DIR/<name>/cam_<method>.png       the CAM over the whole original picture, with its
@@ -26,9 +26,9 @@ from PIL import Image
 
 from inspector.batch.inputs import Source
 from inspector.batch.names import safe_name
-from inspector.core.edit_spec import format_edit
-from inspector.core.methods import ATTRIBUTION_METHODS, CAM_METHODS
-from inspector.core.run_arrays import npz_arrays
+from inspector.core.edits.spec import format_edit
+from inspector.core.explain.catalog import ATTRIBUTION_METHODS, CAM_METHODS
+from inspector.core.export.arrays import npz_arrays
 
 MAX_OVERLAY_SIDE = 2048  # overlays of huge photos are written at most this large
 
@@ -39,7 +39,9 @@ def write_image_files(out: Path, name: str, loaded, source: Source, image, x, ar
     what summary.json lists: key -> path relative to `out`."""
     import torch
 
-    from inspector.core.export import (
+    from inspector.batch.figures import figure_size, map_figure, mosaic_figure
+    from inspector.core.explain.attributions import display_map
+    from inspector.core.export.files import (
         as_channels,
         mosaic,
         mosaic_channels,
@@ -47,8 +49,6 @@ def write_image_files(out: Path, name: str, loaded, source: Source, image, x, ar
         save_npz,
         save_png,
     )
-    from inspector.core.figures import figure_size, map_figure, mosaic_figure
-    from inspector.core.saliency import display_map
 
     def rel(path: Path) -> str:
         return path.relative_to(out).as_posix()

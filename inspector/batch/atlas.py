@@ -28,7 +28,7 @@ from pathlib import Path
 from inspector.batch.inputs import Source
 from inspector.batch.job import OptionError
 from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
-from inspector.core.images import ImageLoadError
+from inspector.core.inputs.images import ImageLoadError
 from inspector.core.models.base import ModelSpec
 
 ENGINES = ("local", "ray")
@@ -199,10 +199,10 @@ def _setup(opts: AtlasOptions, sources: list[Source]):
     from inspector.batch.names import unknown_modules
     from inspector.batch.probe import plan_layers
     from inspector.batch.shards import JobKey, JobMismatch, ShardStore
-    from inspector.core.cam import compute_cams, default_target_layer
+    from inspector.core.explain.cam import compute_cams, default_target_layer
     from inspector.core.models.files import ModelLoadError
     from inspector.core.models.load import load_model, probe_tree
-    from inspector.core.runtime import apply_thread_setting
+    from inspector.core.run.runtime import apply_thread_setting
 
     apply_thread_setting()  # this command runs the model without a Session
     warn = opts.warn

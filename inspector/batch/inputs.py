@@ -5,7 +5,7 @@ DataLoader that decodes them.
 expanded, naturally sorted), then each video's frames 0, N, 2N, ... (`--every N`);
 `VideoFrames` decodes those frames in order, each video once, front to back.
 
-Each image is decoded with `core.images.load_image` (a frame by `VideoFrames`) and turned into
+Each image is decoded with `core.inputs.images.load_image` (a frame by `VideoFrames`) and turned into
 the model's input by the model's `Preprocess`, exactly as `analyse` does, inside DataLoader
 worker processes. An image that cannot be read comes back as an error string instead of a
 tensor, so one bad file costs one entry in `failed`, not the run.
@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from inspector.core.images import ImageLoadError, load_image
-from inspector.core.preprocess import Preprocess
+from inspector.core.inputs.images import ImageLoadError, load_image
+from inspector.core.inputs.preprocess import Preprocess
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ def list_sources(inputs: Sequence[str], every: int = 1,
     """The image files named (folders expanded, as images.expand_paths does), then the frames
     0, every, 2 * every, ... of each video named, in the order given. A missing path, or a
     video that cannot be opened (PyAV missing among the reasons), goes to `on_missing`."""
-    from inspector.core.images import expand_paths
-    from inspector.core.video import VideoLoadError, VideoReader, is_video
+    from inspector.core.inputs.images import expand_paths
+    from inspector.core.inputs.video import VideoLoadError, VideoReader, is_video
 
     if every < 1:
         raise ValueError(f"--every must be 1 or more, not {every}")
@@ -89,8 +89,8 @@ class VideoFrames:
         self._iters: dict[Path, Iterator] = {}
 
     def read(self, source: Source):
-        """The PIL image of a video frame; core.video.VideoLoadError when it cannot be had."""
-        from inspector.core.video import VideoLoadError, VideoReader
+        """The PIL image of a video frame; core.inputs.video.VideoLoadError when it cannot be had."""
+        from inspector.core.inputs.video import VideoLoadError, VideoReader
 
         reader = self._readers.get(source.path)
         if reader is None:

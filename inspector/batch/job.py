@@ -10,7 +10,7 @@ import torch
 from inspector.batch.inputs import Source
 from inspector.batch.probe import LayerPlan
 from inspector.batch.reduce import Reduction
-from inspector.core.preprocess import Preprocess
+from inspector.core.inputs.preprocess import Preprocess
 
 
 class OptionError(ValueError):

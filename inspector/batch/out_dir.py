@@ -37,7 +37,7 @@ except ImportError:  # Windows
 LOCK_NAME = ".network-inspector.lock"
 # Errors that only writing can raise: whatever file they came from, the disk is the cause.
 DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
-PART_SUFFIXES = (".part", ".part.npz")  # shards, JSON, Ray's files; core.export.save_npz
+PART_SUFFIXES = (".part", ".part.npz")  # shards, JSON, Ray's files; core.export.files.save_npz
 
 
 class OutDirError(Exception):

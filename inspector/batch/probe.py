@@ -4,7 +4,7 @@ For each chosen layer a forward hook turns the output into a (B, C, positions) v
 only its maximum over positions, where that maximum is, and its mean: (B, C) tensors. The
 whole activation is never kept, so memory does not depend on the layer's size beyond the
 forward itself. The same forward gives the predicted class and its Grad-CAM at the CAM layer
-(`core.cam.compute_cams`: autograd only from that layer up, through the few modules above
+(`core.explain.cam.compute_cams`: autograd only from that layer up, through the few modules above
 it); everything below the CAM layer runs under torch.no_grad().
 
 How channels are read from a layer's output:
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from inspector.core.cam import compute_cams, logits_of, normalize_maps
-from inspector.core.hookset import tensor_leaves
+from inspector.core.explain.cam import compute_cams, logits_of, normalize_maps
+from inspector.core.run.hookset import tensor_leaves
 from inspector.core.tokens import NHWC, TOKENS, detect_layout
 
 

@@ -25,8 +25,8 @@ from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.names import safe_name
 from inspector.batch.reduce import Reduction
 from inspector.batch.shards import write_text_atomic
-from inspector.core.export import colorize, save_png
-from inspector.core.images import ImageLoadError, load_image
+from inspector.core.export.files import colorize, save_png
+from inspector.core.inputs.images import ImageLoadError, load_image
 
 CROP_SIDE = 96  # the crops' longer side, in pixels
 

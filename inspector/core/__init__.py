@@ -1,6 +1,16 @@
-"""The engine: models, images, hooks, the frame channel and the inference worker.
+"""The engine, Qt-free: the CLI, batch jobs and scripts use it as the window does.
 
-Nothing in this package imports Qt; the CLI and scripts use it as it is.
+    models/   model families and the table that loads one (load_model), the module tree
+    inputs/   images, video frames, preprocessing
+    run/      a run as a value, the Session and its worker, the hooks, frames and store
+    stats/    statistics and previews of captured tensors
+    explain/  CAMs, input attributions, the table of methods
+    edits/    interventions through hooks, as values and as text
+    compare/  runs compared with a kept run
+    tasks/    detection and segmentation outputs
+    export/   PNG, NPZ and TensorBoard files
+    script/   Copy as Python
+    tokens.py a layer's output as a spatial map, whatever its layout
 """
 
 import os

@@ -6,7 +6,7 @@ class. Here it is asked twice per image: for the main shape's class (must point 
 main shape) and for the distractor's class (must point at the smaller shape).
 
 ``cam_fn(model, x, targets) -> (B, H, W)`` is any CAM method; ``grad_cam`` below is a plain
-Grad-CAM used when ``inspector.core.cam`` is not at hand.
+Grad-CAM used when ``inspector.core.explain.cam`` is not at hand.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from inspector.core.hookset import HookSet, ModelState
+from inspector.core.run.hookset import HookSet, ModelState
 from inspector.demo.shapes import ShapesDataset
 
 CamFn = Callable[[nn.Module, Tensor, Tensor], Tensor]

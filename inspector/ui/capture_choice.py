@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 
-from inspector.core.methods import GRADIENT_KINDS, OUTPUT
-from inspector.core.previews import PREVIEW_ELEMENTS, preview_shape
+from inspector.core.run.kinds import GRADIENT_KINDS, OUTPUT
+from inspector.core.stats.previews import PREVIEW_ELEMENTS, preview_shape
 
 _GRADIENTS = frozenset(GRADIENT_KINDS)  # core keeps the kinds in a tuple, in hook order
 
-# Previews (every channel, about 1 MiB a tensor at most: core.previews) of every captured
+# Previews (every channel, about 1 MiB a tensor at most: core.stats.previews) of every captured
 # module when they fit in this: then selecting another module after a run shows it at once, without running again. Over
 # it, only the selected module's previews are captured (a big model would copy hundreds of
 # MB per run) and selecting another module re-runs the image.
@@ -47,7 +47,7 @@ def preview_modules(tree, modules: dict, selected: str | None) -> frozenset[str]
 
 
 def preview_bytes(shape) -> int:
-    """About what a preview of a tensor of this shape costs (see core.previews)."""
+    """About what a preview of a tensor of this shape costs (see core.stats.previews)."""
     if not shape:
         return 0
     dims = tuple(shape[1:]) or (1,)

@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.images import ImageLoadError, load_image
+from inspector.core.inputs.images import ImageLoadError, load_image
 from inspector.ui.atlas_file import MAKE_ONE, Atlas, TopImage
 from inspector.ui.image_canvas import qimage_from_pil
 

@@ -7,9 +7,9 @@
 - A rectangle dragged on the model input (ImagePane.occludeRequested): occlude it.
 
 Each asks for its numbers (QInputDialog) and pushes one AddEdit on the undo stack; the
-edit list's `changed` runs the model again. Interventions come from core.interventions,
+edit list's `changed` runs the model again. Interventions come from core.edits.interventions,
 imported when an edit is made (it imports torch, which the window loads in the background).
-Copy as Python asks core.script_export for a script of the current run.
+Copy as Python asks core.script.export for a script of the current run.
 """
 
 from __future__ import annotations
@@ -122,10 +122,10 @@ class EditActions(QObject):
 
     def add(self, intervention) -> None:
         """Push `intervention` on the undo stack once the Session has checked it against the
-        model, as the CLI's --edit is (core.edit_spec.check_edits: channels in range, a
+        model, as the CLI's --edit is (core.edits.spec.check_edits: channels in range, a
         module whose output can be edited; a channels-last output's channel dim filled in),
         so that the same edit means the same in the window, the CLI and Copy as Python."""
-        from inspector.core.edit_spec import EditSpecError
+        from inspector.core.edits.spec import EditSpecError
 
         try:
             (checked,) = self.control.session.check_edits((intervention,))
@@ -135,17 +135,17 @@ class EditActions(QObject):
         self.history.add(checked)
 
     def zero_channel(self, module: str, channel: int) -> None:
-        from inspector.core.interventions import ZeroChannels
+        from inspector.core.edits.interventions import ZeroChannels
 
         self.add(ZeroChannels(module, (channel,)))
 
     def keep_channel(self, module: str, channel: int) -> None:
-        from inspector.core.interventions import KeepChannels
+        from inspector.core.edits.interventions import KeepChannels
 
         self.add(KeepChannels(module, (channel,)))
 
     def ask_scale_channel(self, module: str, channel: int) -> None:
-        from inspector.core.interventions import ScaleChannels
+        from inspector.core.edits.interventions import ScaleChannels
 
         factor, ok = QInputDialog.getDouble(
             self.window, "Scale a channel", f"Multiply channel {channel} of {module} by:",
@@ -184,7 +184,7 @@ class EditActions(QObject):
             return None
 
     def ask_clamp(self, module: str) -> None:
-        from inspector.core.interventions import Clamp
+        from inspector.core.edits.interventions import Clamp
 
         values = self._ask_numbers(
             "Clamp output", f"Clamp the output of {module or 'the model'} to min, max "
@@ -201,7 +201,7 @@ class EditActions(QObject):
             self.add(Clamp(module, lo, hi))
 
     def ask_noise(self, module: str) -> None:
-        from inspector.core.interventions import AddNoise
+        from inspector.core.edits.interventions import AddNoise
 
         values = self._ask_numbers(
             "Add noise", f"Gaussian noise added to the output of {module or 'the model'}: "
@@ -216,12 +216,12 @@ class EditActions(QObject):
         self.add(AddNoise(module, std, seed))
 
     def replace_with_mean(self, module: str) -> None:
-        from inspector.core.interventions import ReplaceWithMean
+        from inspector.core.edits.interventions import ReplaceWithMean
 
         self.add(ReplaceWithMean(module))
 
     def ask_scale_gradient(self, module: str) -> None:
-        from inspector.core.interventions import ScaleGradient
+        from inspector.core.edits.interventions import ScaleGradient
 
         factor, ok = QInputDialog.getDouble(
             self.window, "Scale gradient",
@@ -237,7 +237,7 @@ class EditActions(QObject):
     # -- the image ---------------------------------------------------------------------------------
     def add_occlusion(self, box) -> None:
         """Occlude `box` (x0, y0, x1, y1 in model-input pixels) of the model input."""
-        from inspector.core.interventions import Occlude
+        from inspector.core.edits.interventions import Occlude
 
         x0, y0, x1, y1 = (int(v) for v in box)
         self.add(Occlude("", box=(x0, y0, x1, y1)))
@@ -251,7 +251,7 @@ class EditActions(QObject):
             self.reporter.info("Copy as Python: load a model and open an image first")
             return
         try:
-            from inspector.core.script_export import ScriptExportError, script_for
+            from inspector.core.script.export import ScriptExportError, script_for
         except ImportError as e:
             self.reporter.report(f"Copy as Python is not available in this build: {e}")
             return

@@ -17,7 +17,7 @@ from PySide6.QtGui import QAction, QKeySequence, QUndoCommand, QUndoStack
 from inspector.ui.edits import Edit, EditList
 
 if TYPE_CHECKING:
-    from inspector.core.interventions import Intervention
+    from inspector.core.edits.interventions import Intervention
 
 UNDO_SHORTCUT = "Ctrl+Z"
 REDO_SHORTCUT = "Ctrl+Shift+Z"

@@ -1,4 +1,4 @@
-"""The window's edits: the interventions (core.interventions) that the next runs apply.
+"""The window's edits: the interventions (core.edits.interventions) that the next runs apply.
 
 Each edit is one Intervention and a switch: a switched-off edit stays in the list (the Edits
 dock shows it) but does not reach the runs. The list changes only through the undo stack's
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
-    from inspector.core.interventions import Intervention
+    from inspector.core.edits.interventions import Intervention
 
 _ids = count(1)
 

@@ -43,8 +43,14 @@ from concurrent.futures import Future
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from inspector.core.frames import ErrorFrame, ModelLoaded, ProgressFrame, RunFinished, RunStarted
-from inspector.core.run_store import RunStore, Subscription
+from inspector.core.run.frames import (
+    ErrorFrame,
+    ModelLoaded,
+    ProgressFrame,
+    RunFinished,
+    RunStarted,
+)
+from inspector.core.run.store import RunStore, Subscription
 
 DISPLAY_INTERVAL_MS = 16
 MAX_FRAMES_PER_TICK = 400

@@ -3,7 +3,7 @@
 Files and folders come in by drop (the main window forwards drops to the pane), Ctrl+O or
 paste. Video files named or dropped (not those inside folders) are listed too, with their
 first frame as the thumbnail. Each file is decoded (images with core's `load_image`, videos'
-first frame with core.video) before it is listed, so a corrupt file is reported by name
+first frame with core.inputs.video) before it is listed, so a corrupt file is reported by name
 (`failed`) and never becomes the current image. Decoding happens a few files per event-loop
 turn (a 25 ms budget), so a dropped folder of a thousand photos fills in while the window
 stays responsive.
@@ -21,8 +21,8 @@ from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon, QImage, QKeySequence, QPixmap, QShortcut
 from PySide6.QtWidgets import QListView, QListWidget, QListWidgetItem, QMenu, QWidget
 
-from inspector.core.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
-from inspector.core.video import first_frame, is_video
+from inspector.core.inputs.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
+from inspector.core.inputs.video import first_frame, is_video
 from inspector.ui.arrow_keys import claims_arrow_keys
 from inspector.ui.image_canvas import pil_from_qimage, qimage_from_pil
 
@@ -39,9 +39,9 @@ class ImageEntry:
     path: Path | None
     image: Any = None  # PIL image: a pasted picture, or the video frame being run
     size: tuple[int, int] = (0, 0)
-    video: Any = None  # core.video.VideoInfo of a listed video file
+    video: Any = None  # core.inputs.video.VideoInfo of a listed video file
     # The video frame's model input, made with `image` on the decoding thread
-    # (core.preprocess.PreparedImage); set and cleared with `image`.
+    # (core.inputs.preprocess.PreparedImage); set and cleared with `image`.
     prepared: Any = None
 
     @property
@@ -59,7 +59,7 @@ class ImageList(QListWidget):
     failed = Signal(str, str)  # message, details: files that could not be opened
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
     cleared = Signal()  # "Remove all": every image is gone
-    noted = Signal(str)  # one line: a listed image was decoded reduced (core.images)
+    noted = Signal(str)  # one line: a listed image was decoded reduced (core.inputs.images)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -144,7 +144,7 @@ class ImageList(QListWidget):
                     image, info = first_frame(path)
                 else:
                     image = load_image(path)
-            except ImageLoadError as e:  # core.video.VideoLoadError too
+            except ImageLoadError as e:  # core.inputs.video.VideoLoadError too
                 self._batch_errors.append(e)
                 continue
             except Exception as e:  # noqa: BLE001 - any decoder failure is the file's problem

@@ -16,7 +16,7 @@ choice into every run it submits (RunRequest.stretch), and the large view follow
 "Occlude" (or Shift+drag) lets the user drag a rectangle on the model input or on the
 original: the pane says which pixels of the model input it covers (`occludeRequested`), and
 the window makes it an edit of the next runs. On the original, the rectangle is mapped
-through the loaded model's resize and centre crop (`set_preprocess`, core.preprocess); a
+through the loaded model's resize and centre crop (`set_preprocess`, core.inputs.preprocess); a
 part outside the crop, which the model never sees, is left out and `boxNote` says so. The
 occluded boxes are outlined on both views, mapped back onto the original the same way.
 
@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.images import ImageLoadError, load_image
+from inspector.core.inputs.images import ImageLoadError, load_image
 from inspector.ui.image_canvas import ImageCanvas, qimage_from_pil, qimage_from_rgb
 from inspector.ui.image_list import ImageEntry, ImageList
 from inspector.ui.task_overlay import TaskOverlay
@@ -59,7 +59,7 @@ class ImagePane(QWidget):
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
     stretchChanged = Signal(bool)  # "Stretch levels" was toggled: run again with it
     occludeRequested = Signal(tuple)  # (x0, y0, x1, y1) of the model input, x1/y1 exclusive
-    detectionChosen = Signal(object)  # core.run.DetectionTarget: a box was clicked
+    detectionChosen = Signal(object)  # core.run.request.DetectionTarget: a box was clicked
     boxNote = Signal(str)  # what became of a rectangle drawn on the original (clipped, missed)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -165,7 +165,7 @@ class ImagePane(QWidget):
         self._refresh()
 
     def set_preprocess(self, preprocess) -> None:
-        """The loaded model's core.preprocess.Preprocess (None: none loaded): how the
+        """The loaded model's core.inputs.preprocess.Preprocess (None: none loaded): how the
         original's pixels become the model input's, for rectangles drawn on the original."""
         self._preprocess = preprocess
         self._refresh()

@@ -21,8 +21,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
-from inspector.core.frames import ModelLoaded, RunFinished, RunStarted
-from inspector.core.methods import METHODS
+from inspector.core.explain.catalog import METHODS
+from inspector.core.run.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.ui import (
     capture_choice,
     compare_actions,
@@ -272,13 +272,13 @@ class MainWindow(QMainWindow):
 
     def _set_cam_layers(self, tree, choose: str | None = None) -> None:
         """The CAM view's layers: every one a CAM can read (token and channels-last layers
-        too, core.cam.cam_layers), the model's default CAM layer (found on the worker, sent
+        too, core.explain.cam.cam_layers), the model's default CAM layer (found on the worker, sent
         in ModelLoaded) selected, or `choose`: the selection is the layer the map is
         computed at."""
         cam = self.views.get("cam")
         if cam is None or tree is None:
             return
-        from inspector.core.cam import cam_layers  # torch is loaded: a model is
+        from inspector.core.explain.cam import cam_layers
 
         layers = cam_layers(tree)
         for wanted in (self.runs.default_cam_layer, choose):

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.methods import KINDS
+from inspector.core.run.kinds import KINDS
 from inspector.ui.arrow_keys import claims_arrow_keys
 from inspector.ui.module_tree_cells import (
     COL_HEALTH,

@@ -28,10 +28,10 @@ from collections.abc import Iterable
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QGuiApplication
 
-from inspector.core import methods
-from inspector.core.frames import RunFinished, TensorFrame, TensorStats
-from inspector.core.methods import GRAD_OUTPUT, OUTPUT
-from inspector.core.run_store import RunStore
+from inspector.core.run.frames import RunFinished, TensorFrame, TensorStats
+from inspector.core.run.kinds import DEFAULT_KINDS as KINDS_BY_DEFAULT
+from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.run.store import RunStore
 from inspector.ui.module_tree_cells import (
     ALIGN,
     COL_HEALTH,
@@ -64,7 +64,7 @@ from inspector.ui.module_tree_cells import (
     health,
 )
 
-DEFAULT_KINDS = frozenset(methods.DEFAULT_KINDS)
+DEFAULT_KINDS = frozenset(KINDS_BY_DEFAULT)
 STATS_KINDS = (OUTPUT, GRAD_OUTPUT)  # what the statistics columns and the badge show
 
 ModuleNameRole = int(Qt.ItemDataRole.UserRole) + 1

@@ -23,7 +23,7 @@ While a video or the camera plays (`live`, set by the video player with each fra
 submits), each run is a lean live run (`request` while `live`): it keeps exactly what moves on screen
 live, the selected module's activations (its output, with statistics and previews) and the
 CAM, and nothing else: no statistics of the other modules, no gradient frames, and a gradient
-CAM's backward stops at the CAM layer (core.session: backward=False with a gradient CAM).
+CAM's backward stops at the CAM layer (core.run.session: backward=False with a gradient CAM).
 Pausing runs the frame shown again with the full request, so that a still frame has the
 gradient view and every module's statistics.
 """
@@ -34,7 +34,7 @@ import importlib.util
 
 from PySide6.QtCore import QObject, QTimer
 
-from inspector.core.methods import ATTRIBUTION_METHODS, DEFAULT_CAM, GRADIENT_FREE_CAMS
+from inspector.core.explain.catalog import ATTRIBUTION_METHODS, DEFAULT_CAM, GRADIENT_FREE_CAMS
 from inspector.ui import capture_choice
 from inspector.ui.session_control import SessionControl
 
@@ -54,7 +54,7 @@ class RunBuilder(QObject):
         self.cam_view = None  # CamView: method and layer; DEFAULT_CAM at the default layer without
         self.default_cam_layer: str | None = None  # of the loaded model (ModelLoaded.cam_layer)
         self.entry = None  # the ImageEntry being shown
-        # What to explain (core.run.Target): a class index, a DetectionTarget (a box clicked
+        # What to explain (core.run.request.Target): a class index, a DetectionTarget (a box clicked
         # in the image pane; a plain index from the predictions view is a detection's rank
         # too) or a SegmentationTarget; None: the top-1 prediction.
         self.target = None
@@ -65,7 +65,7 @@ class RunBuilder(QObject):
         # A stream plays: runs are live runs (see the module docstring); set by show().
         self.live = False
         self._baseline_key = None  # the request (without edits) the cached baseline ran
-        self.cams_available = importlib.util.find_spec("inspector.core.cam") is not None
+        self.cams_available = importlib.util.find_spec("inspector.core.explain.cam") is not None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(RERUN_DELAY_MS)
@@ -95,12 +95,12 @@ class RunBuilder(QObject):
 
     # -- the value -----------------------------------------------------------------------------
     def request(self):
-        """The run the widgets ask for now (core.run.RunRequest), or None without an image."""
+        """The run the widgets ask for now (core.run.request.RunRequest), or None without an image."""
         if self.entry is None:
             return None
-        from inspector.core.capture_spec import CaptureSpec
-        from inspector.core.run import RunRequest
-        from inspector.core.runtime import stream_threads
+        from inspector.core.run.capture_spec import CaptureSpec
+        from inspector.core.run.request import RunRequest
+        from inspector.core.run.runtime import stream_threads
 
         backward = self.backward_action.isChecked()
         model = self.tree.model
@@ -156,7 +156,7 @@ class RunBuilder(QObject):
         layer = cam.layer if cam is not None else None
         # Without a backward pass only gradient-free methods can run, unless the user chose
         # what to explain (a class clicked, a box): that run's gradient CAM gets its layer's
-        # gradient from a backward that stops at the layer (core.session, as a live run), and
+        # gradient from a backward that stops at the layer (core.run.session, as a live run), and
         # the gradient views stay off as the toggle says. A model with no layer a CAM can
         # use (no spatial or token output) gets none.
         explain = backward or method in GRADIENT_FREE_CAMS or self.target is not None
@@ -194,7 +194,7 @@ class RunBuilder(QObject):
                 control.clear_baseline()
             return control.submit(request.with_(compare_with=pinned))
         unedited = request.with_(interventions=(), keep_outputs=True, compare_with=None)
-        # The Session keeps the outputs of its last few such runs (core.compare.KEPT_RUNS):
+        # The Session keeps the outputs of its last few such runs (core.compare.divergence.KEPT_RUNS):
         # pinning A twice can push a finished baseline out, and it then runs again.
         evicted = (control.baseline_run is not None and not control.baseline_running
                    and control.baseline_run not in control.session.kept_runs())

@@ -12,7 +12,7 @@ The window's frames hold previews, not whole tensors, so the NPZ comes from a ru
 own: the current run's request again, capturing the whole output (and, with gradients on,
 the output gradient) of every module the tree captures, and the model input. That run's
 frames go to a channel of its own (Session.submit_request), so the views never see it. The
-file has the layout `network-inspector analyse` writes (core.run_arrays).
+file has the layout `network-inspector analyse` writes (core.export.arrays).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.frames import ActivationFrame, ErrorFrame
-from inspector.core.methods import GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.run.frames import ActivationFrame, ErrorFrame
+from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 
 # Dock keys of the views a PNG can be saved of, in menu order.
 SAVABLE_VIEWS = ("activation", "gradient", "cam", "predictions", "input_stats", "divergence")
@@ -170,7 +170,7 @@ def export_request(request, model=None):
     gradient when the run goes backward), the model input; no previews or statistics, and
     nothing kept or compared between runs. `model`: to list the leaves when the request
     captures the Session's default (capture None)."""
-    from inspector.core.capture_spec import CaptureSpec, leaf_names
+    from inspector.core.run.capture_spec import CaptureSpec, leaf_names
 
     if request.capture is not None:
         captured = request.capture.modules
@@ -186,8 +186,8 @@ def export_request(request, model=None):
 
 
 def npz_from_run(frames: list, outcome) -> dict:
-    """The NPZ's arrays (core.run_arrays) from the export run's frames and outcome."""
-    from inspector.core.run_arrays import full_arrays, npz_arrays
+    """The NPZ's arrays (core.export.arrays) from the export run's frames and outcome."""
+    from inspector.core.export.arrays import full_arrays, npz_arrays
 
     model_input = next((f.full for f in frames if isinstance(f, ActivationFrame)
                         and f.module == "" and f.kind == INPUT and f.full is not None), None)
@@ -213,7 +213,7 @@ class RunSaver(QObject):
 
     def save(self, path: str | Path) -> bool:
         """Start; False (and `failed`) when there is nothing to save or a save is going on."""
-        from inspector.core.channel import FrameChannel
+        from inspector.core.run.channel import FrameChannel
 
         control = self.control
         if self.busy:
@@ -230,7 +230,7 @@ class RunSaver(QObject):
         return True
 
     def _done(self, future, channel, path: Path) -> None:
-        from inspector.core.export import save_npz
+        from inspector.core.export.files import save_npz
 
         self.busy = False
         frames = channel.drain()

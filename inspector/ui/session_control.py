@@ -57,7 +57,7 @@ def lower_priority(native_id: int | None, nice: int = WORKER_NICE) -> None:
 
 
 def _import_engine() -> Any:
-    import inspector.core.session as session_module
+    import inspector.core.run.session as session_module
 
     return session_module
 
@@ -179,7 +179,7 @@ class SessionControl(QObject):
         return self._loading_spec is not None
 
     def _model_loaded(self, future: Future) -> None:
-        from inspector.core.interrupt import LoadCancelled
+        from inspector.core.run.interrupt import LoadCancelled
 
         spec, self._loading_spec = self._loading_spec, None
         error = None if future.cancelled() else future.exception()
@@ -221,7 +221,7 @@ class SessionControl(QObject):
 
     # -- runs ------------------------------------------------------------------------------
     def submit(self, request) -> int:
-        """Cancel the run in progress and queue `request` (core.run.RunRequest). A baseline
+        """Cancel the run in progress and queue `request` (core.run.request.RunRequest). A baseline
         run (submit_baseline) is not cancelled: it is not the run in progress."""
         if self.session is None:
             raise RuntimeError("the engine is not started")

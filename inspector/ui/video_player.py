@@ -1,7 +1,7 @@
-"""Videos and the camera through the model, live: the window's side of core.video.
+"""Videos and the camera through the model, live: the window's side of core.inputs.video.
 
 Selecting a listed video (dropped, opened, or named on the command line) plays it in the
-image pane: frames come from core.video.ReadAhead (decoded on its own thread, a few ahead)
+image pane: frames come from core.inputs.video.ReadAhead (decoded on its own thread, a few ahead)
 and a timer on the UI thread shows one per frame period of the video, so playback follows
 the video's frame rate and never waits for the decoder or the model. Each frame shown is
 offered to the model through SessionControl.submit_if_idle: run when no run is busy. A frame
@@ -32,7 +32,7 @@ import time
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QStyle, QToolButton, QWidget
 
-from inspector.core.video import READ_AHEAD, ReadAhead
+from inspector.core.inputs.video import READ_AHEAD, ReadAhead
 from inspector.ui.frame_router import MIN_DELIVERY_INTERVAL_S
 from inspector.ui.image_canvas import pil_from_qimage
 from inspector.ui.image_list import ImageEntry
@@ -136,7 +136,7 @@ class VideoPlayer(QObject):
         self._playing = False
         self.counts = StreamCounts()  # shown, run, dropped and the rate: the one count
         self._ahead: ReadAhead | None = None
-        self._info = None  # core.video.VideoInfo: the listing's, then the exact one (_tick)
+        self._info = None  # core.inputs.video.VideoInfo: the listing's, then the exact one (_tick)
         self._camera = None  # camera.CameraStream while the camera streams
         self._awaiting: int | None = None  # a frame asked for by a step or seek
         self._unrun = False  # the frame shown was not run (yet)
@@ -176,7 +176,7 @@ class VideoPlayer(QObject):
         # a second of a model that runs thirty (tests/benchmarks/bench_video.py --window).
         self.control.router.min_interval_s = (
             STREAM_DELIVERY_INTERVAL_S if on else MIN_DELIVERY_INTERVAL_S)
-        # The last full run stays while live runs of one module follow it (core.run_store).
+        # The last full run stays while live runs of one module follow it (core.run.store).
         self.control.router.store.streaming = on
 
     def play_video(self, entry: ImageEntry) -> None:

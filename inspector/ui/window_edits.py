@@ -3,7 +3,7 @@ Undo), the Edits dock under the tree, where they are made (edit_actions.EditActi
 tree's and the mosaic's context menus, a box on the image), and what follows a change: the
 tree's badges, the occluded boxes on the image, and a rerun.
 
-A model load checks every edit against the new model (`keep_for`, core.edit_carry, without
+A model load checks every edit against the new model (`keep_for`, core.edits.carry, without
 a rerun of its own: the load reruns): an occlusion box moves to the same part of the picture
 in the new model input, an edit the new model cannot take (no such module, a channel it
 lacks) is dropped; the status bar and a note in the Edits dock say which edits were kept,
@@ -56,7 +56,7 @@ class WindowEdits(QObject):
                                 Qt.Orientation.Vertical)
 
     def _changed(self) -> None:
-        from inspector.core.interventions import Occlude  # loaded: edits exist
+        from inspector.core.edits.interventions import Occlude
 
         window = self.window
         window.tree.model.set_edits({name: tuple(e.describe() for e in edits)
@@ -68,7 +68,7 @@ class WindowEdits(QObject):
 
     def keep_for(self, tree) -> str:
         """A new model (`tree`, the window's `model_name`): each edit is checked against it
-        (core.edit_carry): occlusion boxes follow the picture into its input, edits it
+        (core.edits.carry): occlusion boxes follow the picture into its input, edits it
         cannot take are dropped. Returns a sentence saying what became of the edits (also
         shown in the Edits dock), or "" when nothing is worth saying (no edits, or the same
         model again with every edit as it was)."""
@@ -76,7 +76,7 @@ class WindowEdits(QObject):
         loaded, session = window.control.loaded, window.control.session
         if loaded is None or getattr(session, "tree", None) is not tree:
             return ""  # a newer model is loaded already: its own ModelLoaded follows
-        from inspector.core.edit_carry import carry_edits, describe, summary
+        from inspector.core.edits.carry import carry_edits, describe, summary
 
         old, self._preprocess = self._preprocess, loaded.preprocess
         model = window.model_name or loaded.name
@@ -109,7 +109,7 @@ class WindowEdits(QObject):
         dock (the run that follows applies them); those that cannot work are reported."""
         if not specs:
             return
-        from inspector.core.edit_spec import EditSpecError, parse_edit
+        from inspector.core.edits.spec import EditSpecError, parse_edit
 
         refused = []
         self._quiet = True  # the model's first run follows

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QByteArray, QTimer
 from PySide6.QtWidgets import QMessageBox
 
-from inspector.core.methods import DEFAULT_CAM
+from inspector.core.explain.catalog import DEFAULT_CAM
 
 
 class WindowSettings:

@@ -7,7 +7,7 @@ Variants, run interleaved (one of each per round, in a rotating order, so that l
 other processes falls on all of them alike):
   no_grad      a forward under torch.no_grad (reference only)
   floor        a forward with autograd on: what any gradient-based CAM must pay at least
-  ours         inspector.core.cam.compute_cams(model, x, ["gradcam"], "layer4"): the maps
+  ours         inspector.core.explain.cam.compute_cams(model, x, ["gradcam"], "layer4"): the maps
                at the input's size, in [0, 1], on the CPU
   ours_capture the Session's path: hooks.Capture keeping layer4 + a backward to the input +
                cam_from_capture (the GUI also shows every layer's gradient, so it pays more)
@@ -41,9 +41,9 @@ def _sync(device: torch.device) -> None:
 
 
 def build_variants(model, x, layer: str):
-    from inspector.core.cam import cam_from_capture, compute_cams
-    from inspector.core.capture_spec import CaptureSpec
-    from inspector.core.hooks import Capture
+    from inspector.core.explain.cam import cam_from_capture, compute_cams
+    from inspector.core.run.capture import Capture
+    from inspector.core.run.capture_spec import CaptureSpec
 
     hw = tuple(x.shape[-2:])
 

@@ -29,12 +29,13 @@ import torch
 import torchvision
 
 from benchmarks.load import busy_core
-from inspector.core import deferred_stats, fused_stats
-from inspector.core import stats as _stats
-from inspector.core.capture_spec import CaptureSpec, leaf_names
-from inspector.core.hooks import Capture
-from inspector.core.methods import GRAD_OUTPUT, OUTPUT
-from inspector.core.runtime import configure_threads
+from inspector.core.run.capture import Capture
+from inspector.core.run.capture_spec import CaptureSpec, leaf_names
+from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.run.runtime import configure_threads
+from inspector.core.stats import deferred as deferred_stats
+from inspector.core.stats import fused as fused_stats
+from inspector.core.stats import tensor_stats as _stats
 
 
 def _time(fn) -> float:

@@ -33,13 +33,14 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 # isort: split
 import torch
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.frames import RunFinished
-from inspector.core.interventions import ZeroChannels
-from inspector.core.methods import DEFAULT_CAM, DEFAULT_KINDS
+from inspector.core.edits.interventions import ZeroChannels
+from inspector.core.explain.catalog import DEFAULT_CAM
 from inspector.core.models.base import ModelSpec
-from inspector.core.runtime import configure_threads
-from inspector.core.session import Session
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frames import RunFinished
+from inspector.core.run.kinds import DEFAULT_KINDS
+from inspector.core.run.runtime import configure_threads
+from inspector.core.run.session import Session
 
 MODELS = {
     # name: (model spec, the conv whose channels the edit zeroes)
@@ -50,7 +51,7 @@ MODELS = {
 
 def _image(loaded) -> torch.Tensor:
     from inspector import demo
-    from inspector.core.images import load_image
+    from inspector.core.inputs.images import load_image
 
     return loaded.preprocess(load_image(demo.sample_images()[0]))
 

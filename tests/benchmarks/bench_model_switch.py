@@ -1,5 +1,5 @@
 """Memory over model switches: RSS after each of N switches, with and without handing freed
-memory back to the OS (core.runtime.release_freed_memory, which the Session calls after a
+memory back to the OS (core.run.runtime.release_freed_memory, which the Session calls after a
 switch). Each mode runs in a process of its own, the same sequence of models and runs.
 
     python -m tests.benchmarks.bench_model_switch [--switches 20]
@@ -25,7 +25,7 @@ def child(switches: int, release: bool) -> None:
     import psutil
 
     from inspector import demo
-    from inspector.core import session
+    from inspector.core.run import session
 
     if not release:  # the Session's call does nothing: what the allocator keeps stays
         session.release_freed_memory = lambda: gc.collect() and False

@@ -174,7 +174,7 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
     from PySide6.QtCore import QEventLoop, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
     from inspector.ui.main_window import MainWindow
     from inspector.ui.settings import AppSettings
 
@@ -243,9 +243,9 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
 
 
 def engine_loop(model: str, images: list[str], seconds: float, spec, cams) -> float:
-    from inspector.core.frames import RunFinished
     from inspector.core.models.base import ModelSpec
-    from inspector.core.session import Session
+    from inspector.core.run.frames import RunFinished
+    from inspector.core.run.session import Session
 
     session = Session()
     try:
@@ -286,8 +286,8 @@ def quiet_offscreen_warnings() -> None:
 def mosaic_rate(updates: int = 300, channels: int = 64, size: int = 56) -> tuple[float, int]:
     from PySide6.QtWidgets import QApplication
 
-    from inspector.core.frames import ActivationFrame, TensorStats
-    from inspector.core.methods import OUTPUT
+    from inspector.core.run.frames import ActivationFrame, TensorStats
+    from inspector.core.run.kinds import OUTPUT
     from inspector.ui.views.activation_view import ActivationView
 
     app = QApplication.instance() or QApplication([])

@@ -2,7 +2,7 @@
 
 When a video plays faster than the model runs, the views update once per finished run: the
 frames run per second are what the user sees move. This measures them headless, on the path
-the window's frames take: core.video.ReadAhead decodes on its own thread (4 frames ahead),
+the window's frames take: core.inputs.video.ReadAhead decodes on its own thread (4 frames ahead),
 and each frame, as a PIL image, goes through Session.run with the request the window makes
 of a frame while the video plays (`live`: ui.run_builder, ui.capture_choice), and with its
 default request for a still image (every leaf's input, output and output gradient with
@@ -22,7 +22,7 @@ Variants, interleaved (one pass over the clip each per round, in a rotating orde
   live          the run the window makes of each frame while a video plays (ui.run_builder,
                 `live`): the selected module's output with statistics and previews, the
                 predictions, Grad-CAM at the default layer with a backward that stops there,
-                with one intra-op thread fewer (core.runtime.stream_threads), the core
+                with one intra-op thread fewer (core.run.runtime.stream_threads), the core
                 left to the window's UI thread and decoder (none here)
   live_script   the same run with the process's thread count, as a script's
                 `Session.run(image, backward=False, cams=...)` makes it
@@ -57,12 +57,13 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 # isort: split
 import torch
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.methods import DEFAULT_CAM, DEFAULT_KINDS
+from inspector.core.explain.catalog import DEFAULT_CAM
+from inspector.core.inputs.video import ReadAhead, VideoReader
 from inspector.core.models.base import ModelSpec
-from inspector.core.runtime import configure_threads, stream_threads
-from inspector.core.session import Session
-from inspector.core.video import ReadAhead, VideoReader
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.kinds import DEFAULT_KINDS
+from inspector.core.run.runtime import configure_threads, stream_threads
+from inspector.core.run.session import Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the clip writer
 from video_clip import write_clip  # noqa: E402

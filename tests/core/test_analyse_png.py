@@ -14,8 +14,7 @@ from task_models import small_cnn_factory
 
 from inspector import cli
 from inspector.batch.analyse_writers import MAX_OVERLAY_SIDE
-from inspector.core.export import colorize, mosaic
-from inspector.core.figures import (
+from inspector.batch.figures import (
     HATCH_DIM,
     HATCH_LINE,
     MIN_SIDE,
@@ -24,7 +23,8 @@ from inspector.core.figures import (
     map_figure,
     mosaic_figure,
 )
-from inspector.core.preprocess import Preprocess
+from inspector.core.export.files import colorize, mosaic
+from inspector.core.inputs.preprocess import Preprocess
 
 COLOUR = np.array([200, 120, 40], np.uint8)  # no pixel of the picture is white or grey
 HATCH = (HATCH_LINE,) * 3

@@ -16,7 +16,7 @@ from atlas_images import BROKEN, draw_folder
 from PIL import Image
 
 from inspector import cli
-from inspector.core.images import expand_paths, load_image
+from inspector.core.inputs.images import expand_paths, load_image
 from inspector.core.models.base import ModelSpec
 from inspector.core.models.load import load_model
 

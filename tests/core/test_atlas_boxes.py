@@ -18,8 +18,8 @@ import torch
 from atlas_images import draw_folder
 
 from inspector import cli
-from inspector.core.images import expand_paths, load_image
-from inspector.core.preprocess import Preprocess
+from inspector.core.inputs.images import expand_paths, load_image
+from inspector.core.inputs.preprocess import Preprocess
 
 FACTORY = '''
 import torch

@@ -18,7 +18,7 @@ from inspector.batch.inputs import Source
 from inspector.batch.reduce import Reduction
 from inspector.batch.shards import ShardStore
 from inspector.batch.writers import atlas_document
-from inspector.core.images import expand_paths, load_image
+from inspector.core.inputs.images import expand_paths, load_image
 from inspector.core.models.base import ModelSpec
 from inspector.core.models.load import load_model
 
@@ -163,7 +163,7 @@ def test_every_below_1_is_refused(inputs, tmp_path, capsys):
 
 
 def test_without_pyav_the_video_is_failed_with_the_install_line(inputs, tmp_path, monkeypatch):
-    import inspector.core.video as video
+    import inspector.core.inputs.video as video
 
     def no_av():
         raise ImportError("No module named 'av'")

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 
-from inspector.core.cam import (
+from inspector.core.explain.cam import (
     METHODS,
     cam_from_capture,
     compute_cams,
@@ -17,9 +17,9 @@ from inspector.core.cam import (
     normalize_maps,
     resolve_target,
 )
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.hooks import Capture
-from inspector.core.hookset import remaining_hooks
+from inspector.core.run.capture import Capture
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.hookset import remaining_hooks
 
 # -- an independent Grad-CAM, written here from the paper's definition ---------------------------
 

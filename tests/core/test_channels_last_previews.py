@@ -1,7 +1,7 @@
 """Channels-last (B, H, W, C) outputs, as ConvNeXt's and Swin's blocks make them, are
 previewed as C pictures of H x W (one mosaic tile per channel), with statistics per
-channel, the same channel numbers that the edits use (core.edit_spec.check_edits), and the
-same as the analyse mosaic PNG's (core.export.as_channels)."""
+channel, the same channel numbers that the edits use (core.edits.spec.check_edits), and the
+same as the analyse mosaic PNG's (core.export.files.as_channels)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import torch
 import torch.nn.functional as F
 from channels_last_model import CHANNELS, LAST, STRIDE, build_model
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.edit_spec import check_edits
-from inspector.core.export import as_channels, mosaic
-from inspector.core.frames import GradientFrame
-from inspector.core.hooks import Capture
-from inspector.core.interventions import ZeroChannels
-from inspector.core.methods import GRAD_OUTPUT, OUTPUT
+from inspector.core.edits.interventions import ZeroChannels
+from inspector.core.edits.spec import check_edits
+from inspector.core.export.files import as_channels, mosaic
 from inspector.core.models.tree import build_tree
+from inspector.core.run.capture import Capture
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frames import GradientFrame
+from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.tokens import image_size, is_channels_last
 
 H, W = 48, 64  # not square: a channels-last map read the wrong way round does not fit

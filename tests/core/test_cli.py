@@ -51,7 +51,7 @@ def test_analyse_writes_the_documented_files(images: Path, tmp_path: Path, capsy
     pytest.importorskip("tensorboard", reason="tensorboard is an optional extra (in dev)")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from inspector.core.figures import figure_size
+    from inspector.batch.figures import figure_size
 
     out = tmp_path / "out"
     rc = cli.main([
@@ -107,7 +107,7 @@ def test_analyse_writes_the_documented_files(images: Path, tmp_path: Path, capsy
 
 def test_analyse_without_tensorboard_says_how_to_install(images, factory, tmp_path, capsys,
                                                          monkeypatch):
-    from inspector.core import export
+    from inspector.core.export import files as export
 
     def missing(log_dir):
         raise export.TensorBoardMissing()
@@ -302,8 +302,8 @@ def test_a_pickled_model_needs_trust_pickle(tmp_path, capsys):
 
 
 def test_analyse_scales_16bit_images_by_their_type_unless_told_to_stretch(factory, tmp_path):
-    from inspector.core.images import load_image
-    from inspector.core.preprocess import Preprocess
+    from inspector.core.inputs.images import load_image
+    from inspector.core.inputs.preprocess import Preprocess
 
     rng = np.random.default_rng(0)
     u8 = rng.integers(20, 120, (40, 40), dtype=np.uint8)  # a dim image: stretching shows

@@ -1,4 +1,4 @@
-"""Comparisons between runs: the measures alone (core.compare), and the Session keeping a
+"""Comparisons between runs: the measures alone (core.compare.divergence), and the Session keeping a
 run's outputs and comparing a later run with them."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.compare import KEPT_RUNS, KeptOutputs, divergence, rel_l2_cosine
-from inspector.core.frames import DivergenceFrame
-from inspector.core.hookset import remaining_hooks
-from inspector.core.interventions import ScaleChannels, ZeroChannels
-from inspector.core.session import Session
+from inspector.core.compare.divergence import KEPT_RUNS, KeptOutputs, divergence, rel_l2_cosine
+from inspector.core.edits.interventions import ScaleChannels, ZeroChannels
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frames import DivergenceFrame
+from inspector.core.run.hookset import remaining_hooks
+from inspector.core.run.session import Session
 
 # -- the measures -------------------------------------------------------------------------------
 
@@ -184,9 +184,9 @@ class ClassToken(torch.nn.Module):
 
 
 def test_kept_outputs_are_float32_cpu_and_small_views_do_not_hold_their_base():
+    from inspector.core.inputs.preprocess import Preprocess
     from inspector.core.models.base import LoadedModel
     from inspector.core.models.tree import build_tree
-    from inspector.core.preprocess import Preprocess
 
     model = torch.nn.Sequential(Tokens(), ClassToken(), torch.nn.Linear(3, 2)).eval()
     s = Session()

@@ -1,4 +1,4 @@
-"""Statistics handed to the idle-core thread (core.deferred_stats): the same numbers as in
+"""Statistics handed to the idle-core thread (core.stats.deferred): the same numbers as in
 the hook, never numbers of a tensor that an in-place op changed meanwhile."""
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import torch
 import torchvision
 from torch import nn
 
-from inspector.core import deferred_stats, fused_stats
-from inspector.core.capture_spec import CaptureSpec, leaf_names
-from inspector.core.hooks import Capture
-from inspector.core.methods import GRAD_OUTPUT, OUTPUT
-from inspector.core.stats import tensor_stats
+from inspector.core.run.capture import Capture
+from inspector.core.run.capture_spec import CaptureSpec, leaf_names
+from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.stats import deferred as deferred_stats
+from inspector.core.stats import fused as fused_stats
+from inspector.core.stats.tensor_stats import tensor_stats
 
 
 @pytest.fixture(autouse=True)
@@ -228,10 +229,10 @@ class _LateInPlaceClassifier(_LateInPlace):
 
 
 def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
-    from inspector.core.frames import ActivationFrame, RunFinished
+    from inspector.core.inputs.preprocess import Preprocess
     from inspector.core.models.base import LoadedModel
-    from inspector.core.preprocess import Preprocess
-    from inspector.core.session import Session
+    from inspector.core.run.frames import ActivationFrame, RunFinished
+    from inspector.core.run.session import Session
 
     torch.manual_seed(0)
     model = _LateInPlaceClassifier().eval()

@@ -35,7 +35,7 @@ POINTING_SEED = 31415  # pointing-game images
 def _cam_fn():
     """The project's Grad-CAM when it is there, else the plain one in demo/evaluate.py."""
     try:
-        from inspector.core.cam import compute_cams
+        from inspector.core.explain.cam import compute_cams
     except ImportError:
         return "inspector.demo.evaluate.grad_cam", grad_cam
 
@@ -43,7 +43,7 @@ def _cam_fn():
         res = compute_cams(model, x, ("gradcam",), layer=CAM_LAYER, target=targets.tolist())
         return torch.from_numpy(res.cams["gradcam"])
 
-    return "inspector.core.cam.compute_cams(gradcam)", core_grad_cam
+    return "inspector.core.explain.cam.compute_cams(gradcam)", core_grad_cam
 
 
 @pytest.fixture(scope="module")

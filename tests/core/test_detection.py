@@ -13,13 +13,13 @@ import torch
 from task_models import DETECTION_FACTORY, correlation, gradcam_by_hand, picture
 
 from inspector import cli
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.frames import ActivationFrame, GradientFrame, PredictionFrame
-from inspector.core.methods import OUTPUT
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import ModelSpec
-from inspector.core.preprocess import Preprocess
-from inspector.core.run import DetectionTarget
-from inspector.core.session import Session
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frames import ActivationFrame, GradientFrame, PredictionFrame
+from inspector.core.run.kinds import OUTPUT
+from inspector.core.run.request import DetectionTarget
+from inspector.core.run.session import Session
 from inspector.core.tasks import DETECTION, detection, parse_target
 
 NAME = "fasterrcnn_mobilenet_v3_large_320_fpn"
@@ -118,7 +118,7 @@ def test_a_detection_that_is_not_there_is_a_one_line_error(session):
 
 
 def test_an_input_occlusion_edits_the_list_of_images(session):
-    from inspector.core.edit_spec import parse_edit
+    from inspector.core.edits.spec import parse_edit
 
     plain = session.run(picture(), capture=CaptureSpec.for_modules([]), backward=False,
                         timeout=120)
@@ -172,8 +172,8 @@ def test_a_det_target_on_a_classifier_is_one_line():
 
 
 def test_copy_as_python_refuses_a_detection_model_in_words(session):
-    from inspector.core.run import RunRequest
-    from inspector.core.script_export import ScriptExportError, script_for
+    from inspector.core.run.request import RunRequest
+    from inspector.core.script.export import ScriptExportError, script_for
 
     with pytest.raises(ScriptExportError, match="is a detection model"):
         script_for(session.loaded, RunRequest(image=None, target=DetectionTarget(0)))

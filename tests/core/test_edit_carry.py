@@ -1,4 +1,4 @@
-"""Edits carried over to another model (core.edit_carry) and the box geometry they use
+"""Edits carried over to another model (core.edits.carry) and the box geometry they use
 (Preprocess.box_to_input / box_to_original): an occlusion follows the picture, a channel
 edit is checked against the new model, and each dropped or changed edit says why."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from inspector.core.edit_carry import carry_edits, summary
-from inspector.core.interventions import Occlude, ReplaceWithMean, ZeroChannels
+from inspector.core.edits.carry import carry_edits, summary
+from inspector.core.edits.interventions import Occlude, ReplaceWithMean, ZeroChannels
+from inspector.core.inputs.preprocess import Preprocess, pixel_box
 from inspector.core.models.tree import build_tree
-from inspector.core.preprocess import Preprocess, pixel_box
 
 MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
 DEMO = Preprocess((128, 128), 128, MEAN, STD)  # the demo model's: shorter side to 128, crop

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from inspector import cli
-from inspector.core import images as core_images
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.edit_spec import check_edits, parse_edit
-from inspector.core.hookset import remaining_hooks
-from inspector.core.session import Session
+from inspector.core.edits.spec import check_edits, parse_edit
+from inspector.core.inputs import images as core_images
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.hookset import remaining_hooks
+from inspector.core.run.session import Session
 
 LAYERS = ["stem", "stage1", "stage2", "stage3", "head"]
 EDIT = "stage2.0.conv:zero=1,2,3"

@@ -11,11 +11,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from inspector.core.frames import ErrorFrame, RunFinished
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
-from inspector.core.preprocess import Preprocess
-from inspector.core.session import Session
+from inspector.core.run.frames import ErrorFrame, RunFinished
+from inspector.core.run.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
 

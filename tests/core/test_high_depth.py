@@ -1,5 +1,5 @@
 """16-bit, 32-bit and float images: scaled by their type's range unless the user asks for a
-stretch (core.high_depth, through load_image, the Session and `analyse --stretch`)."""
+stretch (core.inputs.high_depth, through load_image, the Session and `analyse --stretch`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import torch
 from PIL import Image
 from torchvision.transforms import v2
 
-from inspector.core.high_depth import type_range
-from inspector.core.images import as_rgb, load_image
-from inspector.core.preprocess import Preprocess
+from inspector.core.inputs.high_depth import type_range
+from inspector.core.inputs.images import as_rgb, load_image
+from inspector.core.inputs.preprocess import Preprocess
 
 LEVEL = 1 / 255  # one 8-bit level, in the 0..1 units the model input is made from
 

@@ -10,11 +10,11 @@ import torch
 import torchvision
 from torch import nn
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.hooks import Capture, HookError
-from inspector.core.hookset import remaining_hooks, tensor_leaves
-from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
-from inspector.core.previews import PREVIEW_ELEMENTS, preview_shape
+from inspector.core.run.capture import Capture, HookError
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.hookset import remaining_hooks, tensor_leaves
+from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.stats.previews import PREVIEW_ELEMENTS, preview_shape
 
 
 def _clone(value, memo=None):

@@ -1,4 +1,4 @@
-"""Hooks and model flags: every user of core.hookset leaves a model as it found it, also when
+"""Hooks and model flags: every user of core.run.hookset leaves a model as it found it, also when
 the forward raises."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.hooks import Capture
-from inspector.core.hookset import HookSet, ModelState, remaining_hooks
-from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.run.capture import Capture
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.hookset import HookSet, ModelState, remaining_hooks
+from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 
 
 class Sabotage(nn.Module):
@@ -60,13 +60,13 @@ def _capture(model, x):
 
 
 def _lean_cam(model, x):
-    from inspector.core.cam import compute_cams
+    from inspector.core.explain.cam import compute_cams
 
     compute_cams(model, x, ["gradcam", "scorecam"], "conv")
 
 
 def _cam_default_layer(model, x):
-    from inspector.core.cam import compute_cams
+    from inspector.core.explain.cam import compute_cams
 
     compute_cams(model, x, ["gradcam"])  # builds the tree: the probe runs first
 
@@ -79,8 +79,8 @@ def _tree(model, x):
 
 def _attribution(method):
     def run(model, x):
-        from inspector.core.methods import AttributionOptions
-        from inspector.core.saliency import attribute
+        from inspector.core.explain.attributions import attribute
+        from inspector.core.explain.catalog import AttributionOptions
 
         attribute(model, x, None, method, AttributionOptions(ig_steps=3, smoothgrad_samples=2))
 

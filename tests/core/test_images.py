@@ -1,4 +1,4 @@
-"""Image loading, folder expansion and preprocessing (inspector.core.images).
+"""Image loading, folder expansion and preprocessing (inspector.core.inputs.images).
 
 Every file is built here in tmp_path with Pillow and numpy; nothing is downloaded.
 """
@@ -20,15 +20,15 @@ import torchvision
 import torchvision.transforms.functional as F
 from PIL import Image
 
-from inspector.core import images
-from inspector.core.images import (
+from inspector.core.inputs import images
+from inspector.core.inputs.images import (
     IMAGE_EXTENSIONS,
     MAX_PIXELS,
     ImageLoadError,
     expand_paths,
     load_image,
 )
-from inspector.core.preprocess import Preprocess, preprocess_batch
+from inspector.core.inputs.preprocess import Preprocess, preprocess_batch
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -70,7 +70,7 @@ def _env() -> dict:
 
 def test_the_wheel_carries_the_compiled_kernel_and_the_demo(installed, tmp_path):
     code = (
-        "import inspector, inspector.resources as r; from inspector.core import fused_stats as f;"
+        "import inspector, inspector.resources as r; from inspector.core.stats import fused as f;"
         "print(inspector.__file__); print(f.available(), f.failure());"
         "print((r.resources_dir() / 'demo' / 'shapes_cnn.safetensors').is_file())"
     )
@@ -99,10 +99,10 @@ def test_the_console_command_analyses_on_the_fast_path(installed, tmp_path):
 
 SCRIPT = """
 import torch
-from inspector.core import stats
-from inspector.core.capture_spec import CaptureSpec, leaf_names
-from inspector.core.hooks import Capture
-from inspector.core.methods import OUTPUT
+from inspector.core.run.capture import Capture
+from inspector.core.run.capture_spec import CaptureSpec, leaf_names
+from inspector.core.run.kinds import OUTPUT
+from inspector.core.stats import tensor_stats as stats
 
 def refuse(*args, **kwargs):
     raise AssertionError("torch reductions used for a float32 CPU tensor")

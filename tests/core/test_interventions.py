@@ -8,11 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.edit_spec import EditSpecError, check_edits, format_edit, parse_edit
-from inspector.core.frames import GradientFrame
-from inspector.core.hookset import remaining_hooks
-from inspector.core.interventions import (
+from inspector.core.edits.interventions import (
     AddNoise,
     Clamp,
     KeepChannels,
@@ -22,11 +18,15 @@ from inspector.core.interventions import (
     ScaleGradient,
     ZeroChannels,
 )
-from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT
+from inspector.core.edits.spec import EditSpecError, check_edits, format_edit, parse_edit
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
-from inspector.core.preprocess import Preprocess
-from inspector.core.session import Session
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frames import GradientFrame
+from inspector.core.run.hookset import remaining_hooks
+from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT
+from inspector.core.run.session import Session
 
 # -- models -----------------------------------------------------------------------------------
 
@@ -367,8 +367,8 @@ def test_score_cam_and_attributions_explain_the_edited_model(demo_session):
     """Score-CAM's masked forwards and the attributions run the model after the run's own
     forward: the edits are on for them too (occlusion equals one computed by hand on the
     model with the same edit as a plain hook)."""
-    from inspector.core.interventions import ZeroChannels
-    from inspector.core.occlusion import occlusion_sensitivity
+    from inspector.core.edits.interventions import ZeroChannels
+    from inspector.core.explain.occlusion import occlusion_sensitivity
 
     x = torch.rand(1, 3, 128, 128)
     edit = ZeroChannels("stage3.1.conv", tuple(range(0, 96, 2)))
@@ -400,7 +400,7 @@ def test_a_tensor_given_as_the_image_is_left_as_it_was(demo_session):
 def test_score_cam_runs_the_edited_model_too(demo_session):
     """Score-CAM's masked forwards see the run's edits: its map equals the one of a plain
     run of the model with the same edit as a hook written by hand."""
-    from inspector.core.interventions import ScaleChannels
+    from inspector.core.edits.interventions import ScaleChannels
 
     x = torch.rand(1, 3, 128, 128)
     edit = ScaleChannels("stage3.1.conv", tuple(range(48)), 0.0)

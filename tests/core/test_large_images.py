@@ -1,5 +1,5 @@
 """Images between Pillow's warning and its refusal (89-179 megapixels) load reduced, with
-one line that says so instead of Pillow's DecompressionBombWarning (core.images)."""
+one line that says so instead of Pillow's DecompressionBombWarning (core.inputs.images)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from inspector.core import images
-from inspector.core.images import load_image
+from inspector.core.inputs import images
+from inspector.core.inputs.images import load_image
 
 ORIENTATION = 0x0112
 

@@ -11,19 +11,20 @@ import numpy as np
 import pytest
 import torch
 
-from inspector.core.capture_spec import CaptureSpec, leaf_names
-from inspector.core.frames import (
+from inspector.core.edits.interventions import ScaleGradient, ZeroChannels
+from inspector.core.explain.catalog import CAM_METHODS
+from inspector.core.models.base import ModelSpec
+from inspector.core.run.capture_spec import CaptureSpec, leaf_names
+from inspector.core.run.frames import (
     ActivationFrame,
     ErrorFrame,
     GradientFrame,
     PredictionFrame,
     RunFinished,
 )
-from inspector.core.hookset import remaining_hooks
-from inspector.core.interventions import ScaleGradient, ZeroChannels
-from inspector.core.methods import CAM_METHODS, DEFAULT_KINDS, OUTPUT
-from inspector.core.models.base import ModelSpec
-from inspector.core.session import Session
+from inspector.core.run.hookset import remaining_hooks
+from inspector.core.run.kinds import DEFAULT_KINDS, OUTPUT
+from inspector.core.run.session import Session
 
 # `block`'s output is modified in place right after it (an inplace ReLU), as in torchvision's
 # ResNets; the probes record whether autograd records where they run.

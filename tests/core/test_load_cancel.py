@@ -1,7 +1,7 @@
 """A model load can be cancelled, whatever the model file does, and the Session goes on.
 
 The files here never return: a factory in an endless Python loop (interrupted in its own
-code, core.interrupt), one stuck in C (time.sleep: not interruptible, so its thread is left
+code, core.run.interrupt), one stuck in C (time.sleep: not interruptible, so its thread is left
 behind and a new worker takes over), and a model whose forward calls sys.exit() while the
 tree is probed. After each, the demo model is still the one loaded and the next run works.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from inspector.core.frames import ErrorFrame, ModelLoaded
-from inspector.core.interrupt import LoadCancelled
 from inspector.core.models.base import ModelSpec
-from inspector.core.session import Session
+from inspector.core.run.frames import ErrorFrame, ModelLoaded
+from inspector.core.run.interrupt import LoadCancelled
+from inspector.core.run.session import Session
 
 
 @pytest.fixture
@@ -112,6 +112,6 @@ def test_a_model_that_calls_sys_exit_in_its_forward_is_an_error_not_a_hang(sessi
 
 
 def session_request(image):
-    from inspector.core.run import RunRequest
+    from inspector.core.run.request import RunRequest
 
     return RunRequest(image=image)

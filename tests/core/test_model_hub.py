@@ -23,7 +23,7 @@ from PIL import Image
 from inspector.core.models.base import MissingExtra, ModelSpec, has_module
 from inspector.core.models.files import ModelLoadError
 from inspector.core.models.load import load_model
-from inspector.core.session import Session
+from inspector.core.run.session import Session
 
 timm = pytest.importorskip("timm")
 transformers = pytest.importorskip("transformers")
@@ -347,8 +347,8 @@ def test_the_cli_without_the_extra_says_what_to_install(monkeypatch, tmp_path, c
 
 
 def test_copy_as_python_refuses_a_hub_model_in_one_sentence(tmp_path):
-    from inspector.core.run import RunRequest
-    from inspector.core.script_export import ScriptExportError, script_for
+    from inspector.core.run.request import RunRequest
+    from inspector.core.script.export import ScriptExportError, script_for
 
     path = tmp_path / "r18.pth"
     torch.save(timm.create_model("resnet18").state_dict(), path)
@@ -376,7 +376,7 @@ TRANSFORMER = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads":
 
 @pytest.mark.parametrize("family", sorted(HF_FAMILIES))
 def test_other_hf_families_run_with_cams_at_their_default_layer(session, tmp_path, family):
-    from inspector.core.cam import compute_cams
+    from inspector.core.explain.cam import compute_cams
 
     config_name, model_name, options, layer = HF_FAMILIES[family]
     if "patch_size" in options:

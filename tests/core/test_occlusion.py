@@ -10,17 +10,17 @@ import pytest
 import torch
 from torch import nn
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.frames import CamFrame
-from inspector.core.hooks import RunCancelled
-from inspector.core.hookset import remaining_hooks
-from inspector.core.methods import ATTRIBUTION_LAYER, AttributionOptions
+from inspector.core.explain.attributions import attribute, display_map
+from inspector.core.explain.catalog import ATTRIBUTION_LAYER, AttributionOptions
+from inspector.core.explain.occlusion import occlusion_sensitivity, patch_boxes
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
-from inspector.core.occlusion import occlusion_sensitivity, patch_boxes
-from inspector.core.preprocess import Preprocess
-from inspector.core.saliency import attribute, display_map
-from inspector.core.session import Session
+from inspector.core.run.capture import RunCancelled
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frames import CamFrame
+from inspector.core.run.hookset import remaining_hooks
+from inspector.core.run.session import Session
 
 REGION = (slice(4, 8), slice(8, 12))  # rows 4..7, columns 8..11 of a 16 x 16 input
 
@@ -224,7 +224,7 @@ def test_cancelling_the_run_stops_occlusion_part_way():
     s = session_with(model)
     try:
         opts = AttributionOptions(occlusion_patch=2, occlusion_stride=2, batch_size=4)
-        from inspector.core.run import RunRequest
+        from inspector.core.run.request import RunRequest
 
         run_id, future = s.submit_request(RunRequest(
             image=torch.rand(3, 8, 8), capture=NO_GRADIENTS, backward=False,

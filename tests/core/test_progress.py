@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-from inspector.core.frames import ProgressFrame, RunFinished
 from inspector.core.models.base import ModelSpec
-from inspector.core.session import Session
+from inspector.core.run.frames import ProgressFrame, RunFinished
+from inspector.core.run.session import Session
 
 GATED = Path(__file__).resolve().parents[1] / "ui" / "tiny_models.py"
 

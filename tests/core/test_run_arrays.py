@@ -1,4 +1,4 @@
-"""A run's whole tensors as analyse's NPZ (core.run_arrays), and a run whose frames go to a
+"""A run's whole tensors as analyse's NPZ (core.export.arrays), and a run whose frames go to a
 channel of its own (what the window's Save run as NPZ uses)."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import numpy as np
 import torch
 from test_worker import Tiny, session_with
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.channel import FrameChannel
-from inspector.core.frames import RunFinished
-from inspector.core.methods import GRAD_OUTPUT, INPUT, OUTPUT
-from inspector.core.run import RunRequest
-from inspector.core.run_arrays import full_arrays, npz_arrays
+from inspector.core.export.arrays import full_arrays, npz_arrays
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.channel import FrameChannel
+from inspector.core.run.frames import RunFinished
+from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.run.request import RunRequest
 
 
 def test_a_run_on_its_own_channel_sends_nothing_to_the_sessions_and_gives_whole_tensors():
@@ -51,7 +51,7 @@ def test_a_run_on_its_own_channel_sends_nothing_to_the_sessions_and_gives_whole_
 
 
 def test_npz_arrays_batch_a_single_input_and_keep_the_last_call():
-    from inspector.core.frames import ActivationFrame
+    from inspector.core.run.frames import ActivationFrame
 
     def frame(call, value):
         return ActivationFrame(run_id=1, module="m", call=call, kind=OUTPUT, path="",

@@ -76,7 +76,7 @@ def factory(tmp_path: Path) -> str:
 SCRIPT = """
 import torch
 from inspector.core.models.load import ModelSpec
-from inspector.core.session import Session
+from inspector.core.run.session import Session
 {before}
 session = Session()
 session.load_model(ModelSpec(name=None, factory={factory!r}, device="cpu")).result()
@@ -128,9 +128,9 @@ def test_the_cli_runs_with_inspector_threads(tmp_path, factory, wanted):
 def test_a_run_can_ask_for_its_own_thread_count_and_the_worker_gets_its_own_back(
     tmp_path, factory, default
 ):
-    # One thread fewer, as a window playing a video asks (core.runtime.stream_threads);
+    # One thread fewer, as a window playing a video asks (core.run.runtime.stream_threads);
     # the run after it, asking nothing, runs with the worker's count again.
-    code = SCRIPT.format(before="from inspector.core.runtime import stream_threads",
+    code = SCRIPT.format(before="from inspector.core.run.runtime import stream_threads",
                          factory=factory,
                          after=f"session.run(torch.zeros(1, 3, 8, 8), threads={default + 2})")
     python(code, tmp_path, None)
@@ -141,7 +141,7 @@ def test_a_run_can_ask_for_its_own_thread_count_and_the_worker_gets_its_own_back
 def test_stream_threads_leaves_a_core_and_the_count_is_put_back():
     import torch
 
-    from inspector.core.runtime import intra_op_threads, stream_threads
+    from inspector.core.run.runtime import intra_op_threads, stream_threads
 
     before = torch.get_num_threads()
     assert stream_threads() == (before - 1 if before > 1 else None)

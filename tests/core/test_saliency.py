@@ -7,8 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from inspector.core.methods import AttributionOptions
-from inspector.core.saliency import (
+from inspector.core.explain.attributions import (
     attribute,
     attribution_map,
     gradient_x_input,
@@ -16,6 +15,7 @@ from inspector.core.saliency import (
     smoothgrad,
     vanilla_gradient,
 )
+from inspector.core.explain.catalog import AttributionOptions
 
 
 def small_cnn(seed: int = 0) -> nn.Module:

@@ -1,4 +1,4 @@
-"""Copy as Python (core.script_export): the generated script, run on its own, gives the
+"""Copy as Python (core.script.export): the generated script, run on its own, gives the
 engine's numbers, and never imports inspector."""
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ import torch
 from PIL import Image
 
 from inspector import cli
-from inspector.core import interventions as iv
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.frames import ActivationFrame, GradientFrame
-from inspector.core.hookset import remaining_hooks
-from inspector.core.methods import GRAD_OUTPUT, OUTPUT
+from inspector.core.edits import interventions as iv
 from inspector.core.models.base import ModelSpec
 from inspector.core.models.load import load_model
-from inspector.core.run import RunRequest
-from inspector.core.script_export import ScriptExportError, script_for
-from inspector.core.session import Session
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frames import ActivationFrame, GradientFrame
+from inspector.core.run.hookset import remaining_hooks
+from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.run.request import RunRequest
+from inspector.core.run.session import Session
+from inspector.core.script.export import ScriptExportError, script_for
 
 FACTORY = '''
 import torch

@@ -13,11 +13,11 @@ import torch
 from task_models import SEGMENTATION_FACTORY, correlation, gradcam_by_hand, picture
 
 from inspector import cli
-from inspector.core.frames import PredictionFrame
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import ModelSpec
-from inspector.core.preprocess import Preprocess
-from inspector.core.run import SegmentationTarget
-from inspector.core.session import Session
+from inspector.core.run.frames import PredictionFrame
+from inspector.core.run.request import SegmentationTarget
+from inspector.core.run.session import Session
 from inspector.core.tasks import SEGMENTATION, parse_target, segmentation
 
 NAME = "deeplabv3_mobilenet_v3_large"

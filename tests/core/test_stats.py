@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from inspector.core import fused_stats
-from inspector.core import stats as S
+from inspector.core.stats import fused as fused_stats
+from inspector.core.stats import tensor_stats as S
 
 
 def fused(x, abs_mean=True):
@@ -86,7 +86,7 @@ def _run(code: str, **env) -> subprocess.CompletedProcess:
 
 
 STATS_SCRIPT = (
-    "import sys, torch; from inspector.core import stats as s, fused_stats as f\n"
+    "import sys, torch; from inspector.core.stats import tensor_stats as s, fused as f\n"
     "torch.manual_seed(0); x = torch.randn(2, 8, 30, 30) * 2 + 1\n"
     "for i in range(int(sys.argv[1]) if len(sys.argv) > 1 else 1):\n"
     "    st = s.tensor_stats(x)\n"
@@ -130,7 +130,7 @@ def test_nothing_is_compiled_or_cached_at_run_time(tmp_path):
 def test_without_the_compiled_kernel_statistics_fall_back_and_say_why():
     # A source tree used without installing has no compiled kernel: torch computes the
     # same statistics and the note names the reason.
-    code = "import sys; sys.modules['inspector.core._cstats'] = None\n" + STATS_SCRIPT
+    code = "import sys; sys.modules['inspector.core.stats._cstats'] = None\n" + STATS_SCRIPT
     code += "print(f.fallback_note())\n"
     out = _run(code)
     assert out.returncode == 0, out.stderr
@@ -156,7 +156,7 @@ def test_the_kernel_refuses_bad_arguments_with_an_exception(args, error):
 
 
 def test_the_kernel_refuses_a_short_output_buffer():
-    from inspector.core import _cstats
+    from inspector.core.stats import _cstats
 
     with pytest.raises(ValueError, match="fewer than 5"):
         _cstats.moments(np.zeros((1, 4, 3), np.float32), 1, 4, np.empty(19, np.float32))

@@ -1,6 +1,6 @@
 """Statistics at the edges: sizes whose products overflow, and rows that start with inf.
 
-The compiled kernel (inspector/core/_cstats.c) takes its sizes from Python; sizes whose
+The compiled kernel (inspector/core/stats/_cstats.c) takes its sizes from Python; sizes whose
 product wraps around a 64-bit integer used to pass its buffer checks and then divide by zero
 (SIGFPE) or read past the buffer (SIGSEGV). Each call runs in a child process, so a crash
 is a failed test rather than the end of the test run.
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from inspector.core import fused_stats
-from inspector.core.stats import tensor_stats
+from inspector.core.stats import fused as fused_stats
+from inspector.core.stats.tensor_stats import tensor_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = 2**62
@@ -48,7 +48,7 @@ def in_child(call: str) -> subprocess.CompletedProcess:
     script = (
         "import sys\n"
         "import numpy as np\n"
-        "from inspector.core import _cstats as k\n"
+        "from inspector.core.stats import _cstats as k\n"
         f"assert k.__file__.startswith({str(ROOT)!r}), k.__file__\n"
         "try:\n"
         f"    print('returned', {call})\n"

@@ -15,14 +15,14 @@ import torchvision
 from task_models import correlation, gradcam_by_hand, picture
 
 from inspector import cli
-from inspector.core.frames import ErrorFrame, PredictionFrame
 from inspector.core.models import task_models as checkpoints
 from inspector.core.models.base import ModelSpec
 from inspector.core.models.files import CheckpointMismatch, ModelLoadError
 from inspector.core.models.load import list_models, load_model
 from inspector.core.models.task_models import preprocess_for, task_models
-from inspector.core.run import DetectionTarget
-from inspector.core.session import Session
+from inspector.core.run.frames import ErrorFrame, PredictionFrame
+from inspector.core.run.request import DetectionTarget
+from inspector.core.run.session import Session
 from inspector.core.tasks import DETECTION, SEGMENTATION, detection
 
 pytestmark = pytest.mark.slow

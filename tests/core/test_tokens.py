@@ -6,7 +6,7 @@ import pytest
 import torch
 import torchvision
 
-from inspector.core.cam import default_target_layer
+from inspector.core.explain.cam import default_target_layer
 from inspector.core.models.tree import build_tree
 from inspector.core.tokens import (
     NCHW,

@@ -1,4 +1,4 @@
-"""Video files: core.video's reader (frame count, seeks, every Nth frame, read-ahead thread),
+"""Video files: core.inputs.video's reader (frame count, seeks, every Nth frame, read-ahead thread),
 `analyse --every N` over a video the test writes, and the message when PyAV is missing."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import torch
 from task_models import small_cnn_factory
 
 from inspector import cli
-from inspector.core import video
-from inspector.core.preprocess import Preprocess
+from inspector.core.inputs import video
+from inspector.core.inputs.preprocess import Preprocess
 
 av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
 
@@ -112,9 +112,9 @@ def test_read_ahead_scales_a_copy_to_show_on_its_thread(clip):
 
 
 def test_read_ahead_makes_the_model_input_on_its_thread_and_runs_take_it(clip, factory):
+    from inspector.core.inputs.preprocess import PreparedImage
     from inspector.core.models.base import ModelSpec
-    from inspector.core.preprocess import PreparedImage
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     session = Session()
     try:
@@ -173,7 +173,7 @@ def test_analyse_every_10th_frame_matches_session_runs_of_the_same_frames(
     clip, factory, tmp_path, capsys
 ):
     from inspector.core.models.base import ModelSpec
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     out = tmp_path / "out"
     rc = cli.main(["analyse", "--model", factory, "--every", "10", "--quiet",

@@ -9,8 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from inspector.core.capture_spec import CaptureSpec
-from inspector.core.frames import (
+from inspector.core.edits.interventions import ZeroChannels
+from inspector.core.inputs.preprocess import Preprocess
+from inspector.core.models.base import LoadedModel
+from inspector.core.models.tree import build_tree
+from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frames import (
     ActivationFrame,
     ErrorFrame,
     GradientFrame,
@@ -18,14 +22,10 @@ from inspector.core.frames import (
     RunFinished,
     RunStarted,
 )
-from inspector.core.hookset import remaining_hooks
-from inspector.core.interventions import ZeroChannels
-from inspector.core.methods import OUTPUT
-from inspector.core.models.base import LoadedModel
-from inspector.core.models.tree import build_tree
-from inspector.core.preprocess import Preprocess
-from inspector.core.session import Session
-from inspector.core.worker import InferenceWorker
+from inspector.core.run.hookset import remaining_hooks
+from inspector.core.run.kinds import OUTPUT
+from inspector.core.run.session import Session
+from inspector.core.run.worker import InferenceWorker
 
 
 class Slow(nn.Module):
@@ -204,8 +204,8 @@ def test_target_out_of_range_is_an_error_not_a_crash():
 
 @pytest.mark.parametrize("kernel", [True, False])
 def test_a_model_load_says_when_statistics_take_the_slower_path(monkeypatch, kernel):
-    from inspector.core import fused_stats
-    from inspector.core.frames import ModelLoaded
+    from inspector.core.run.frames import ModelLoaded
+    from inspector.core.stats import fused as fused_stats
 
     if not kernel:
         monkeypatch.setattr(fused_stats, "_failure", "no compiler at install time")
@@ -224,7 +224,7 @@ def test_a_model_load_says_when_statistics_take_the_slower_path(monkeypatch, ker
 
 
 def test_each_run_captures_what_its_own_value_says_and_the_session_keeps_none_of_it():
-    from inspector.core.run import RunRequest
+    from inspector.core.run.request import RunRequest
 
     s = session_with(Tiny())
     try:
@@ -247,7 +247,7 @@ def test_each_run_captures_what_its_own_value_says_and_the_session_keeps_none_of
 
 
 def test_the_default_cam_layer_comes_with_model_loaded():
-    from inspector.core.frames import ModelLoaded
+    from inspector.core.run.frames import ModelLoaded
 
     s = Session()
     try:
@@ -261,8 +261,8 @@ def test_the_default_cam_layer_comes_with_model_loaded():
 
 
 def test_a_run_asks_for_input_attributions_and_gets_signed_arrays_and_maps():
-    from inspector.core.frames import CamFrame
-    from inspector.core.methods import ATTRIBUTION_LAYER
+    from inspector.core.explain.catalog import ATTRIBUTION_LAYER
+    from inspector.core.run.frames import CamFrame
 
     torch.manual_seed(0)
     model = Tiny()

@@ -43,7 +43,7 @@ SLOW_MODEL = textwrap.dedent('''
 
 @pytest.fixture
 def make_window(qtbot, tmp_path):
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     def make(model: dict) -> MainWindow:
         window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))

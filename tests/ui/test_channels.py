@@ -9,7 +9,7 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QGuiApplication
 from view_frames import act, grad, make_stats, shown, started
 
-from inspector.core.frames import RunStarted
+from inspector.core.run.frames import RunStarted
 from inspector.ui import colormaps
 from inspector.ui.plot_clipboard import copy_action
 from inspector.ui.save_view import NothingToSave, save_view_png

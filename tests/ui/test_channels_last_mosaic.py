@@ -19,7 +19,7 @@ GRID = (8, 8)  # the 64 x 64 input over the stem's stride of 8
 def test_a_channels_last_output_shows_one_tile_per_channel_and_edits_that_channel(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
-    from inspector.core.interventions import ZeroChannels
+    from inspector.core.edits.interventions import ZeroChannels
 
     window = make_window(MODEL, images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)

@@ -9,7 +9,7 @@ from test_main_window import make_window, wait_run, write_png  # noqa: F401
 def test_clear_all_edits_is_one_undo_step_from_the_dock_and_the_edit_menu(
     make_window, qtbot, tmp_path  # noqa: F811
 ):
-    from inspector.core.interventions import Occlude, ReplaceWithMean, ZeroChannels
+    from inspector.core.edits.interventions import Occlude, ReplaceWithMean, ZeroChannels
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)

@@ -279,7 +279,7 @@ def test_a_video_frame_entry_shows_its_crop_and_says_it_cannot_be_opened(
 
 @pytest.fixture
 def window(qtbot, tmp_path):
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
     qtbot.addWidget(window)

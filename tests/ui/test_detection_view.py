@@ -13,8 +13,8 @@ from task_models import SEGMENTATION_FACTORY as SEGMENTER
 from task_models import detection_factory
 from test_main_window import wait_run
 
-from inspector.core.frames import Prediction, PredictionFrame
-from inspector.core.run import DetectionTarget
+from inspector.core.run.frames import Prediction, PredictionFrame
+from inspector.core.run.request import DetectionTarget
 from inspector.core.tasks.detection import Detection
 from inspector.ui.image_canvas import BOX_COLOR, CHOSEN_COLOR
 from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL, ImagePane
@@ -124,7 +124,7 @@ def test_the_mask_overlays_the_input_with_a_legend(qtbot):
 
 @pytest.fixture
 def window_with(qtbot, tmp_path):
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     def make(source: str, image) -> MainWindow:
         factory = tmp_path / "task_model.py"

@@ -89,7 +89,7 @@ def test_numbers_typed_in_a_dialog_are_read_or_refused_with_a_reason():
 
 
 def test_undo_and_redo_put_back_the_same_edit_in_the_same_row(qtbot):
-    from inspector.core.interventions import Clamp, ReplaceWithMean, ZeroChannels
+    from inspector.core.edits.interventions import Clamp, ReplaceWithMean, ZeroChannels
 
     edits = EditList()
     history = EditHistory(edits)
@@ -157,7 +157,7 @@ def test_a_box_dragged_on_the_canvas_is_in_the_pictures_own_pixels(qtbot):
 def test_the_router_keeps_the_frames_of_the_unedited_run_beside_the_newer_edited_run(qtbot):
     from view_frames import FakeChannel, act
 
-    from inspector.core.frames import RunFinished, RunStarted
+    from inspector.core.run.frames import RunFinished, RunStarted
     from inspector.ui.frame_router import FrameRouter
 
     router = FrameRouter(batch_s=0.0, min_interval_s=0.0)
@@ -184,7 +184,7 @@ def test_the_router_keeps_the_frames_of_the_unedited_run_beside_the_newer_edited
 def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_restores_it(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
-    from inspector.core.interventions import ZeroChannels
+    from inspector.core.edits.interventions import ZeroChannels
     from inspector.ui.views.tensor_panel import MOSAIC
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
@@ -238,7 +238,7 @@ def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_resto
 def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
-    from inspector.core.interventions import AddNoise, Clamp, ScaleChannels, ScaleGradient
+    from inspector.core.edits.interventions import AddNoise, Clamp, ScaleChannels, ScaleGradient
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
@@ -311,7 +311,7 @@ def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
 def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
-    from inspector.core.interventions import Occlude, ReplaceWithMean
+    from inspector.core.edits.interventions import Occlude, ReplaceWithMean
     from inspector.ui.image_pane import MODEL_INPUT
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
@@ -381,9 +381,9 @@ def test_copy_as_python_puts_the_script_on_the_clipboard_or_says_why_not(
             raise ScriptExportError("this model was built from a Python file it cannot name")
         return f"# reproduces {request.label} on {loaded.name}\nprint('hi')\n"
 
-    fake = types.ModuleType("inspector.core.script_export")
+    fake = types.ModuleType("inspector.core.script.export")
     fake.script_for, fake.ScriptExportError = script_for, ScriptExportError
-    monkeypatch.setitem(sys.modules, "inspector.core.script_export", fake)
+    monkeypatch.setitem(sys.modules, "inspector.core.script.export", fake)
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
@@ -412,8 +412,8 @@ def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_p
     reach the first run; one naming a module the model lacks is reported, not added."""
     from test_main_window import TINY
 
-    from inspector.core.interventions import ZeroChannels
-    from inspector.core.session import Session
+    from inspector.core.edits.interventions import ZeroChannels
+    from inspector.core.run.session import Session
     from inspector.ui.main_window import MainWindow
     from inspector.ui.settings import AppSettings
 
@@ -469,7 +469,7 @@ def test_copy_as_python_gives_a_script_that_reproduces_the_edited_run(
 def test_an_edit_made_in_the_window_is_checked_as_the_cli_checks_it(
     make_window, qtbot, tmp_path  # noqa: F811
 ):
-    """The window's edits go through the Session's check (core.edit_spec.check_edits): a
+    """The window's edits go through the Session's check (core.edits.spec.check_edits): a
     channel the output does not have is refused with a message, and nothing is added."""
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)

@@ -35,7 +35,7 @@ def build():
 def test_switching_models_moves_occlusions_with_the_picture_and_says_what_was_dropped(
     make_window, qtbot, tmp_path  # noqa: F811
 ):
-    from inspector.core.interventions import Occlude, ZeroChannels
+    from inspector.core.edits.interventions import Occlude, ZeroChannels
 
     window = make_window(images=[write_png(tmp_path / "x.png")])  # 96 x 80
     wait_run(qtbot, window)

@@ -9,7 +9,7 @@ import re
 from PIL import Image
 from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
-from inspector.core.frames import ProgressFrame
+from inspector.core.run.frames import ProgressFrame
 from inspector.ui import errors as error_messages
 from inspector.ui.run_progress import format_time_left, progress_text, time_left
 

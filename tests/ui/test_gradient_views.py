@@ -18,7 +18,7 @@ from view_frames import (
     tile,
 )
 
-from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.ui.views import (
     GradientView,
     InputStatsView,

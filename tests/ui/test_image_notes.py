@@ -1,5 +1,5 @@
 """What the window says about the images it is given: one status line for an image decoded
-reduced (core.images), and the same message for a bad image named on the command line as
+reduced (core.inputs.images), and the same message for a bad image named on the command line as
 for one dropped on the window."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 from test_main_window import TIMEOUT, TINY, drop, make_window  # noqa: F401 (a fixture)
 
-from inspector.core import images
+from inspector.core.inputs import images
 from inspector.ui.main_window import MainWindow
 from inspector.ui.settings import AppSettings
 
@@ -40,7 +40,7 @@ def test_a_large_image_is_listed_reduced_with_one_status_line(
 def test_a_bad_image_on_the_command_line_is_the_message_a_dropped_one_gives(
         qtbot, tmp_path, name, reason):
     from inspector.app import model_fields, parse_args, startup_images
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     (tmp_path / "bad.png").write_text("not an image")
     args = parse_args([str(tmp_path / name)])

@@ -59,7 +59,7 @@ def drop(widget, paths) -> tuple[bool, bool]:
 
 @pytest.fixture
 def make_window(qtbot, tmp_path):
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     def make(model=None, images=()) -> MainWindow:
         window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
@@ -124,7 +124,7 @@ def test_dropping_a_png_and_a_folder_lists_them_and_the_run_reaches_the_views(
 def test_statistics_on_the_slower_path_are_said_in_the_status_bar(
     make_window, qtbot, monkeypatch
 ):
-    from inspector.core import fused_stats
+    from inspector.core.stats import fused as fused_stats
 
     monkeypatch.setattr(fused_stats, "_failure", "the compiled statistics kernel is missing")
     window = make_window()
@@ -151,7 +151,7 @@ def test_selecting_a_module_changes_what_the_views_show(make_window, qtbot, tmp_
 def test_tree_shows_the_run_statistics_and_its_checkboxes_drive_the_capture(
     make_window, qtbot, tmp_path
 ):
-    from inspector.core.methods import GRAD_INPUT, OUTPUT
+    from inspector.core.run.kinds import GRAD_INPUT, OUTPUT
     from inspector.ui.module_tree_model import COL_MEAN, COLUMN_OF_KIND
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
@@ -376,7 +376,7 @@ def test_the_window_opens_before_torch_is_imported(tmp_path):
 
 
 def test_an_input_attribution_is_chosen_beside_the_cams_and_shown(make_window, qtbot, tmp_path):
-    from inspector.core.methods import ATTRIBUTION_LAYER
+    from inspector.core.explain.catalog import ATTRIBUTION_LAYER
 
     window = make_window(images=[write_png(tmp_path / "one.png")])
     wait_run(qtbot, window)

@@ -1,5 +1,5 @@
 """Occlusion drawn on the Original view: the rectangle is mapped through the model's resize
-and centre crop into model-input pixels (core.preprocess), a part outside the crop is left
+and centre crop into model-input pixels (core.inputs.preprocess), a part outside the crop is left
 out and the status bar says so, and the occluded boxes are outlined on the original too."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def shift_drag(canvas, a: tuple[float, float], b: tuple[float, float]) -> None:
 def test_a_rectangle_drawn_on_the_original_occludes_the_model_input_pixels_under_it(
     make_window, qtbot, tmp_path  # noqa: F811
 ):
-    from inspector.core.interventions import Occlude
+    from inspector.core.edits.interventions import Occlude
 
     window = make_window(images=[write_png(tmp_path / "x.png")])  # 96 x 80
     wait_run(qtbot, window)

@@ -11,8 +11,8 @@ from tests.ui.test_main_window import TIMEOUT, make_window, wait_run, write_png 
 def test_two_reruns_with_different_checkboxes_submit_different_values(
     make_window, qtbot, tmp_path  # noqa: F811
 ):
-    from inspector.core.frames import GradientFrame
-    from inspector.core.methods import GRAD_INPUT
+    from inspector.core.run.frames import GradientFrame
+    from inspector.core.run.kinds import GRAD_INPUT
     from inspector.ui.module_tree_model import COLUMN_OF_KIND
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
@@ -46,7 +46,7 @@ def test_two_reruns_with_different_checkboxes_submit_different_values(
 def test_the_cam_layer_comes_from_model_loaded_not_from_the_ui_thread(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     def not_on_the_ui_thread(self):
         raise AssertionError("the window asked the session to walk the model")

@@ -9,7 +9,7 @@ from PySide6.QtGui import QImage
 from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 from view_frames import predictions, shown
 
-from inspector.core.methods import GRAD_OUTPUT, OUTPUT
+from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.ui.save_view import MIN_PNG_SIZE, install_save_actions, save_view_png
 from inspector.ui.views import PredictionsView
 from inspector.ui.views.predictions_view import BAR_COLOR

@@ -76,7 +76,7 @@ def combinations_to_try(n: int) -> list[tuple[bool, ...]]:
 
 
 def test_without_gradients_the_capture_keeps_the_forward_kinds():
-    from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+    from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
     from inspector.ui.capture_choice import capture_modules
 
     kinds = {"a": frozenset({OUTPUT, GRAD_OUTPUT}), "b": frozenset({GRAD_INPUT}),
@@ -216,7 +216,7 @@ def test_numbers_and_switches_are_checked(tmp_path, stored, default, expected, n
 
 
 def test_the_window_starts_on_a_corrupt_settings_file_and_runs(qtbot, tmp_path):
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     path = tmp_path / "settings.ini"
     path.write_text(CORRUPT_INI)

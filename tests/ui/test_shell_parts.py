@@ -13,8 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QMainWindow
 
-from inspector.core.frames import ActivationFrame, GradientFrame, TensorStats
-from inspector.core.methods import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.run.frames import ActivationFrame, GradientFrame, TensorStats
+from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 
 
 def stats(values) -> TensorStats:
@@ -384,7 +384,7 @@ def test_a_later_success_clears_the_failure_from_the_status_line(qtbot):
 def test_status_labels_elide_long_names_and_keep_them_whole_in_their_tooltips(qtbot):
     """A long model, weights file or image name is elided in the middle, so the message at
     the left keeps room; its tooltip has the whole text. Short ones are left as they are."""
-    from inspector.core.frames import ModelLoaded, RunFinished
+    from inspector.core.run.frames import ModelLoaded, RunFinished
     from inspector.ui.status_panel import LABEL_MAX, StatusPanel
 
     window = QMainWindow()

@@ -46,7 +46,7 @@ def who_holds(obj, depth: int = 3) -> str:
 
 
 def test_a_thousand_runs_and_twenty_model_switches(qtbot, tmp_path, demo_samples):
-    from inspector.core import deferred_stats
+    from inspector.core.stats import deferred as deferred_stats
 
     threads_before = set(threading.enumerate())
     window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))

@@ -67,7 +67,7 @@ def clip(tmp_path):
 
 @pytest.fixture
 def make_window(qtbot, tmp_path):
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     models = tmp_path / "video_models.py"
     models.write_text(MODELS)
@@ -96,7 +96,7 @@ def _shown_pixels(window) -> np.ndarray:
 
 
 def _decoded(clip) -> list[np.ndarray]:
-    from inspector.core.video import VideoReader
+    from inspector.core.inputs.video import VideoReader
 
     with VideoReader(clip) as reader:
         return [np.asarray(f.image) for f in reader.frames()]
@@ -113,7 +113,7 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     assert entry.video is not None and entry.video.frame_count == FRAMES
     assert player.controls.isVisible()
     # While it plays, each frame is a live run with a core left to the UI and the decoder.
-    from inspector.core.runtime import stream_threads
+    from inspector.core.run.runtime import stream_threads
 
     qtbot.waitUntil(lambda: player.frames_run >= 1, timeout=TIMEOUT)
     assert window.control.last_request.threads == stream_threads()
@@ -179,7 +179,7 @@ def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot
 
 def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_window, qtbot,
                                                                       clip):
-    from inspector.core.methods import GRAD_OUTPUT, OUTPUT
+    from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
     from inspector.ui.frame_router import MIN_DELIVERY_INTERVAL_S
     from inspector.ui.video_player import STREAM_DELIVERY_INTERVAL_S
 
@@ -281,7 +281,7 @@ def test_a_frame_waiting_for_the_model_is_dropped_when_a_step_replaces_it(make_w
 
 
 def test_without_a_model_nothing_runs_and_nothing_counts_as_dropped(qtbot, tmp_path, clip):
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     broken = tmp_path / "broken_model.py"
     broken.write_text("def build():\n    raise RuntimeError('no model today')\n")

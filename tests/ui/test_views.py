@@ -20,8 +20,8 @@ from view_frames import (  # noqa: E402
     tile,
 )
 
-from inspector.core.frames import ModelLoaded, RunFinished
-from inspector.core.methods import INPUT  # noqa: E402
+from inspector.core.run.frames import ModelLoaded, RunFinished
+from inspector.core.run.kinds import INPUT  # noqa: E402
 from inspector.ui.views import (  # noqa: E402
     ActivationView,
 )

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from view_frames import FakeChannel, act, cam_frame, grad, predictions, started
 
-from inspector.core.frames import RunFinished
-from inspector.core.methods import GRAD_OUTPUT, INPUT, OUTPUT
-from inspector.core.run_store import RunStore
+from inspector.core.run.frames import RunFinished
+from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.run.store import RunStore
 from inspector.ui.frame_router import FrameRouter
 from inspector.ui.views import (
     ActivationView,

@@ -18,7 +18,7 @@ SIZES = sorted({DEFAULT_SIZE, (1440, 900)})
 @pytest.fixture
 def window_at(qtbot, tmp_path):
     """A window first shown at `size`, the tiny model loaded and an image run."""
-    from inspector.core.session import Session
+    from inspector.core.run.session import Session
 
     def make(size) -> MainWindow:
         window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from inspector.core.frames import (
+from inspector.core.run.frames import (
     ActivationFrame,
     CamFrame,
     GradientFrame,
@@ -16,7 +16,7 @@ from inspector.core.frames import (
     RunStarted,
     TensorStats,
 )
-from inspector.core.methods import GRAD_OUTPUT, OUTPUT
+from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.ui.views.mosaic import GAP
 
 # -- synthetic frames ---------------------------------------------------------------------------

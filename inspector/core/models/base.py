@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.files import ModelLoadError
-from inspector.core.preprocess import Preprocess
 
 if TYPE_CHECKING:
     from inspector.core.script.code import ModelCode
@@ -70,7 +70,7 @@ class LoadedModel:
     source: str = ""  # the weights file, when there is one
     notes: list[str] = field(default_factory=list)  # things the user should know
     # What it was loaded from and by which family (load_model fills both in): how Copy as
-    # Python (core.script_export) writes the same load as code.
+    # Python (core.script.export) writes the same load as code.
     spec: ModelSpec | None = None
     family: str = ""
     # The seed torch's generator had when the model was built: what reproduces its random

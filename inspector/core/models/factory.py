@@ -20,6 +20,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import Family, LoadedModel, ModelSpec, wrap_module
 from inspector.core.models.files import (
     TRUST_HINT,
@@ -31,7 +32,6 @@ from inspector.core.models.files import (
     file_format,
     some,
 )
-from inspector.core.preprocess import Preprocess
 from inspector.core.script.code import ModelCode, absolute, labels_literal, own_classes
 
 # -- the user's own code -------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 AutoModelForImageClassification loads the model offline (`local_files_only=True`) with
 `attn_implementation="eager"`: fused attention (SDPA) computes softmax(QK^T)V in one op, so
 hooks on the attention's submodules would never see its parts. Its output is a ModelOutput
-(a dict with `logits`), which core.cam.logits_of unwraps; the models take the pixel values
+(a dict with `logits`), which core.explain.cam.logits_of unwraps; the models take the pixel values
 as their first positional argument, so the engine calls them as any other model. Code
 shipped in the folder (config.json's `auto_map`) runs only with `trust_remote_code`, the
 user's explicit consent, as for pickles.
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import (
     DEFAULT_PREPROCESS,
     Family,
@@ -25,7 +26,6 @@ from inspector.core.models.base import (
     prefixed,
 )
 from inspector.core.models.files import ModelLoadError, clean_message, short_message
-from inspector.core.preprocess import Preprocess
 
 REMOTE_CODE_HINT = (
     "It runs only with your consent: in the window tick 'Run the code in this folder' in "

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import IMAGENET_MEAN, IMAGENET_STD, Family, LoadedModel, ModelSpec
 from inspector.core.models.files import apply_state_dict, read_state_dict
 from inspector.core.models.torchvision_models import cached_weights_path
-from inspector.core.preprocess import Preprocess
 from inspector.core.tasks import DETECTION, SEGMENTATION, detection
 
 SEGMENTATION_SIDE = 520  # torchvision's segmentation presets resize to 520

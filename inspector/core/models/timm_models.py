@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import Family, LoadedModel, MissingExtra, after_prefix, prefixed
 from inspector.core.models.files import (
     ModelLoadError,
@@ -23,7 +24,6 @@ from inspector.core.models.files import (
     read_state_dict,
     short_message,
 )
-from inspector.core.preprocess import Preprocess
 
 # Files timm's pretrained weights are published as on the HF hub, in timm's preference.
 HUB_FILES = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")

@@ -2,7 +2,8 @@
 
     detection.py     boxes, labels and scores: a list of images in, a list of dicts out
     segmentation.py  a class per pixel: an OrderedDict with "out" (and "aux")
-    catalog.py       torchvision's detection and segmentation models, loaded offline
+
+(torchvision's detection and segmentation models are loaded by core.models.task_models.)
 
 The Session asks this package how to call the model (`forward`), what its output means for
 the predictions view and which score the gradients start from (`read_output`), and which
@@ -18,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from inspector.core.frames import Prediction
-from inspector.core.run import DetectionTarget, SegmentationTarget
+from inspector.core.run.frames import Prediction
+from inspector.core.run.request import DetectionTarget, SegmentationTarget
 from inspector.core.tasks import detection, segmentation
 from inspector.core.tasks.detection import Detection
 
@@ -104,7 +105,7 @@ def read_output(task: str, output, target, categories: Sequence[str], topk: int,
 def parse_target(text: str, task: str, categories: Sequence[str], model: nn.Module):
     """`det:K` or `seg:CLASS` (a name or an index) as a run's target, checked against the
     model; ValueError with one line for one that cannot work. "top1" or "" -> None."""
-    from inspector.core.cam import resolve_target
+    from inspector.core.explain.cam import resolve_target
 
     text = text.strip()
     kind, sep, rest = text.partition(":")

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from inspector.core.frames import Prediction
+from inspector.core.run.frames import Prediction
 
 
 def is_segmentation_model(model: nn.Module) -> bool:

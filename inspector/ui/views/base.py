@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
-from inspector.core.run_store import RunStore, Subscription
+from inspector.core.run.store import RunStore, Subscription
 
 HINT_STYLE = "color: #8a8a8a; padding: 12px;"
 

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.frames import CamFrame
-from inspector.core.methods import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
+from inspector.core.explain.catalog import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
+from inspector.core.run.frames import CamFrame
 from inspector.ui import colormaps
 from inspector.ui.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views.base import FrameView, hint_label

@@ -1,5 +1,5 @@
 """The settings of occlusion sensitivity in the CAM pane: the patch's side and the stride
-between two patch positions, in model-input pixels (core.methods.AttributionOptions).
+between two patch positions, in model-input pixels (core.explain.catalog.AttributionOptions).
 
 Shown in a row below the method list while Occlusion is the chosen method (an attribution
 has no layer: the layer list is hidden); a change reruns the image, like choosing another
@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QWidget
 
-from inspector.core.methods import AttributionOptions
+from inspector.core.explain.catalog import AttributionOptions
 
 MAX_SIDE = 1024  # pixels: larger than any model input the catalog has
 

@@ -3,7 +3,7 @@
 ActivationView and GradientView are this with different kinds and colour maps. The view
 subscribes to the selected module's frames in the run store; the store keeps every module's
 frames of the runs shown (previews are small: every channel, about 1 MiB at most, see
-core.previews), so selecting another module after a run shows it at once, without running
+core.stats.previews), so selecting another module after a run shows it at once, without running
 again.
 
 When the store has a reference run (run A: the pinned run, or the unedited run beside an
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.frames import RunFinished, TensorFrame
+from inspector.core.run.frames import RunFinished, TensorFrame
 from inspector.ui.views.base import FrameView, fmt
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_MAX, SORT_MEAN
 from inspector.ui.views.tensor_panel import TensorPanel

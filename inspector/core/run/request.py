@@ -1,0 +1,88 @@
+"""A run, described as data: everything one run needs, in one frozen value.
+
+The window builds a `RunRequest` from its widgets and submits it; the CLI and scripts build
+theirs from their arguments. The Session keeps nothing of a run between runs: a different
+capture, target or CAM layer is a different value, not a setting changed in place.
+
+No torch here (the window builds values before the engine has loaded), and no Qt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from inspector.core.edits.interventions import Intervention
+    from inspector.core.explain.catalog import AttributionOptions
+    from inspector.core.run.capture_spec import CaptureSpec
+
+
+@dataclass(frozen=True)
+class DetectionTarget:
+    """Explain detection `index` of a detection model's output (0: the highest score).
+
+    With `box` (model-input pixels) and `class_index`, the detection chosen is the one of
+    that class that overlaps the box most, whatever its rank: a box the user clicked stays
+    the same object when an edit or the next video frame reorders the scores."""
+
+    index: int = 0
+    box: tuple[float, float, float, float] | None = None
+    class_index: int | None = None
+
+    def __str__(self) -> str:
+        return f"det:{self.index}"
+
+
+@dataclass(frozen=True)
+class SegmentationTarget:
+    """Explain class `index` of a segmentation model, summed over its predicted pixels."""
+
+    index: int
+
+    def __str__(self) -> str:
+        return f"seg:{self.index}"
+
+
+# What a run explains: a class index (classifiers), a detection, a segmentation class, or
+# None (the top-1 class, the first detection, the largest non-background class).
+Target = int | DetectionTarget | SegmentationTarget | None
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    # A path, a PIL image, a core.inputs.preprocess.PreparedImage (a video frame) or a
+    # preprocessed (3, H, W) / (1, 3, H, W) tensor.
+    image: Any
+    # What the hooks capture. None: the input, output and output gradient of every leaf.
+    capture: CaptureSpec | None = None
+    target: Target = None  # what to explain (see Target); None: the top prediction
+    # True: a backward pass from the target's score down to the model input, for the
+    # captured gradients and the CAMs. False: no gradient frames; a gradient CAM still gets
+    # its layer's gradient, from a backward that stops at that layer (the forward records
+    # autograd only from the CAM layer on: a video's live run). A capture that asks for
+    # gradients, or an edit of gradients, goes down to the input either way.
+    backward: bool = True
+    interventions: tuple[Intervention, ...] = ()
+    cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)
+    # Input attributions of the target (core.explain.catalog.ATTRIBUTION_METHODS), after the CAMs;
+    # None options: AttributionOptions() defaults.
+    attributions: tuple[str, ...] = ()
+    attribution_options: AttributionOptions | None = None
+    topk: int = 5
+    label: str = ""
+    # 16-bit, 32-bit and float images: False scales them by their type's range (as
+    # torchvision's ToDtype(scale=True)), True stretches their own min..max to 0..255.
+    stretch: bool = False
+    # Comparisons between runs: keep_outputs keeps this run's outputs of the captured
+    # modules in the Session (detached copies; the last few such runs), and compare_with
+    # names such a run, to which this one is compared (a DivergenceFrame; see core.compare.divergence).
+    keep_outputs: bool = False
+    compare_with: int | None = None
+    # torch's intra-op threads for this run on the worker (then put back); None: the
+    # process's count. A window playing a video leaves a core to its UI and decoder
+    # (core.run.runtime.stream_threads).
+    threads: int | None = None
+
+    def with_(self, **changes: Any) -> RunRequest:
+        return replace(self, **changes)
