@@ -336,7 +336,7 @@ class Analysis:
     def _load(self):
         from inspector.core.explain.cam import resolve_target
         from inspector.core.run.capture_spec import CaptureSpec
-        from inspector.core.run.parts import model_notes
+        from inspector.core.run.loading import model_notes
         from inspector.core.run.session import Session
 
         session = Session()

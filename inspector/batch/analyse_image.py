@@ -92,7 +92,7 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
     reference = None
     if compared is not None:
         # The same image without the edits first; the Session keeps its outputs.
-        before = session.run(x, capture=job.baseline_capture, backward=False,
+        before = session.run(x, capture=job.baseline_capture, gradients=False,
                              topk=job.topk, label=label, keep_outputs=True)
         frames = session.channel.drain()
         if before.status != "ok":

@@ -30,8 +30,8 @@ from torch import nn
 
 from inspector.batch.inputs import ImageFiles, make_loader
 from inspector.batch.probe import LayerPlan
+from inspector.core.hookset import tensor_leaves
 from inspector.core.inputs.preprocess import Preprocess
-from inspector.core.run.hookset import tensor_leaves
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1: pixel edges, x1 and y1 exclusive (PIL's crop)
 

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from inspector.core.explain.cam import compute_cams, logits_of, normalize_maps
-from inspector.core.run.hookset import tensor_leaves
+from inspector.core.hookset import tensor_leaves
 from inspector.core.tokens import NHWC, TOKENS, detect_layout
 
 

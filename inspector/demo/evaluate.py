@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from inspector.core.run.hookset import HookSet, ModelState
+from inspector.core.hookset import HookSet, ModelState
 from inspector.demo.shapes import ShapesDataset
 
 CamFn = Callable[[nn.Module, Tensor, Tensor], Tensor]

@@ -23,7 +23,7 @@ While a video or the camera plays (`live`, set by the video player with each fra
 submits), each run is a lean live run (`request` while `live`): it keeps exactly what moves on screen
 live, the selected module's activations (its output, with statistics and previews) and the
 CAM, and nothing else: no statistics of the other modules, no gradient frames, and a gradient
-CAM's backward stops at the CAM layer (core.run.session: backward=False with a gradient CAM).
+CAM's backward stops at the CAM layer (core.run.stages: gradients=False with a gradient CAM).
 Pausing runs the frame shown again with the full request, so that a still frame has the
 gradient view and every module's statistics.
 """
@@ -120,7 +120,7 @@ class RunBuilder(QObject):
             image=self.entry.source,
             capture=CaptureSpec(modules=modules, preview=preview),
             target=self.target,
-            backward=backward,
+            gradients=backward,
             cams=cams,
             attributions=self._attributions(),
             attribution_options=self._attribution_options(),

@@ -176,7 +176,7 @@ def export_request(request, model=None):
         captured = request.capture.modules
     else:
         captured = {name: frozenset({OUTPUT, GRAD_OUTPUT}) for name in leaf_names(model)}
-    wanted = {OUTPUT, GRAD_OUTPUT} if request.backward else {OUTPUT}
+    wanted = {OUTPUT, GRAD_OUTPUT} if request.gradients else {OUTPUT}
     modules = {n: frozenset(k) & wanted for n, k in captured.items()}
     modules = {n: k for n, k in modules.items() if k}
     # The model's own input, through a pre-hook on the model (module ""): what it received.

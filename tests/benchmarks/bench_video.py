@@ -25,7 +25,7 @@ Variants, interleaved (one pass over the clip each per round, in a rotating orde
                 with one intra-op thread fewer (core.run.runtime.stream_threads), the core
                 left to the window's UI thread and decoder (none here)
   live_script   the same run with the process's thread count, as a script's
-                `Session.run(image, backward=False, cams=...)` makes it
+                `Session.run(image, gradients=False, cams=...)` makes it
 
 Also, with `--window`: the real window (offscreen) plays a 60 fps clip for a while, and
 prints frames shown per second, the runs whose results reached the views per second (each

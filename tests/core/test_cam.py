@@ -17,9 +17,9 @@ from inspector.core.explain.cam import (
     normalize_maps,
     resolve_target,
 )
+from inspector.core.hookset import remaining_hooks
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.hookset import remaining_hooks
 
 # -- an independent Grad-CAM, written here from the paper's definition ---------------------------
 

@@ -11,9 +11,9 @@ import torch
 
 from inspector.core.compare.divergence import KEPT_RUNS, KeptOutputs, divergence, rel_l2_cosine
 from inspector.core.edits.interventions import ScaleChannels, ZeroChannels
+from inspector.core.hookset import remaining_hooks
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.frames import DivergenceFrame
-from inspector.core.run.hookset import remaining_hooks
 from inspector.core.run.session import Session
 
 # -- the measures -------------------------------------------------------------------------------

@@ -242,7 +242,7 @@ def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
                                  torch.device("cpu"))
     capture = CaptureSpec.leaves(model)
     def run():
-        run_id = session.submit(torch.rand(3, 16, 16), capture=capture, backward=False)
+        run_id = session.submit(torch.rand(3, 16, 16), capture=capture, gradients=False)
         frames = []
         while not (frames and isinstance(frames[-1], RunFinished)):
             frame = session.channel.get(timeout=30)

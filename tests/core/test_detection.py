@@ -120,10 +120,10 @@ def test_a_detection_that_is_not_there_is_a_one_line_error(session):
 def test_an_input_occlusion_edits_the_list_of_images(session):
     from inspector.core.edits.spec import parse_edit
 
-    plain = session.run(picture(), capture=CaptureSpec.for_modules([]), backward=False,
+    plain = session.run(picture(), capture=CaptureSpec.for_modules([]), gradients=False,
                         timeout=120)
     edit = session.check_edits([parse_edit("input:occlude=0,0,320,160")])
-    occluded = session.run(picture(), capture=CaptureSpec.for_modules([]), backward=False,
+    occluded = session.run(picture(), capture=CaptureSpec.for_modules([]), gradients=False,
                            interventions=edit, timeout=120)
     session.channel.drain()
     assert plain.status == occluded.status == "ok", occluded.error

@@ -13,9 +13,9 @@ import torch
 
 from inspector import cli
 from inspector.core.edits.spec import check_edits, parse_edit
+from inspector.core.hookset import remaining_hooks
 from inspector.core.inputs import images as core_images
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.hookset import remaining_hooks
 from inspector.core.run.session import Session
 
 LAYERS = ["stem", "stage1", "stage2", "stage3", "head"]

@@ -10,9 +10,9 @@ import torch
 import torchvision
 from torch import nn
 
-from inspector.core.run.capture import Capture, HookError
+from inspector.core.hookset import HookError, remaining_hooks, tensor_leaves
+from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.hookset import remaining_hooks, tensor_leaves
 from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.stats.previews import PREVIEW_ELEMENTS, preview_shape
 

@@ -1,4 +1,4 @@
-"""Hooks and model flags: every user of core.run.hookset leaves a model as it found it, also when
+"""Hooks and model flags: every user of core.hookset leaves a model as it found it, also when
 the forward raises."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
+from inspector.core.hookset import HookSet, ModelState, remaining_hooks
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.hookset import HookSet, ModelState, remaining_hooks
 from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 
 

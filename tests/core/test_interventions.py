@@ -19,12 +19,12 @@ from inspector.core.edits.interventions import (
     ZeroChannels,
 )
 from inspector.core.edits.spec import EditSpecError, check_edits, format_edit, parse_edit
+from inspector.core.hookset import remaining_hooks
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.frames import GradientFrame
-from inspector.core.run.hookset import remaining_hooks
 from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT
 from inspector.core.run.session import Session
 
@@ -372,8 +372,8 @@ def test_score_cam_and_attributions_explain_the_edited_model(demo_session):
 
     x = torch.rand(1, 3, 128, 128)
     edit = ZeroChannels("stage3.1.conv", tuple(range(0, 96, 2)))
-    plain = demo_session.run(x, backward=False, attributions=("occlusion",))
-    edited = demo_session.run(x, backward=False, attributions=("occlusion",), interventions=(edit,))
+    plain = demo_session.run(x, gradients=False, attributions=("occlusion",))
+    edited = demo_session.run(x, gradients=False, attributions=("occlusion",), interventions=(edit,))
     assert plain.status == edited.status == "ok"
     model = demo_session.loaded.model
     module = dict(model.named_modules())["stage3.1.conv"]
@@ -404,12 +404,12 @@ def test_score_cam_runs_the_edited_model_too(demo_session):
 
     x = torch.rand(1, 3, 128, 128)
     edit = ScaleChannels("stage3.1.conv", tuple(range(48)), 0.0)
-    edited = demo_session.run(x, backward=False, cams=(("scorecam", None),), interventions=(edit,))
+    edited = demo_session.run(x, gradients=False, cams=(("scorecam", None),), interventions=(edit,))
     model = demo_session.loaded.model
     module = dict(model.named_modules())["stage3.1.conv"]
     handle = module.register_forward_hook(lambda m, a, out: edit.edit_output(out, 0))
     try:
-        by_hand = demo_session.run(x, backward=False, cams=(("scorecam", None),))
+        by_hand = demo_session.run(x, gradients=False, cams=(("scorecam", None),))
     finally:
         handle.remove()
     assert edited.status == by_hand.status == "ok"

@@ -1,4 +1,4 @@
-"""A video's live run (issue 16): backward=False with a gradient CAM runs the forward without
+"""A video's live run (issue 16): gradients=False with a gradient CAM runs the forward without
 autograd up to the CAM layer and a backward that stops there. Its CAM and the selected
 module's activations must be those of the full run of the same frame (a backward down to
 the input, every leaf captured), and no hook may stay behind."""
@@ -13,6 +13,7 @@ import torch
 
 from inspector.core.edits.interventions import ScaleGradient, ZeroChannels
 from inspector.core.explain.catalog import CAM_METHODS
+from inspector.core.hookset import remaining_hooks
 from inspector.core.models.base import ModelSpec
 from inspector.core.run.capture_spec import CaptureSpec, leaf_names
 from inspector.core.run.frames import (
@@ -22,7 +23,6 @@ from inspector.core.run.frames import (
     PredictionFrame,
     RunFinished,
 )
-from inspector.core.run.hookset import remaining_hooks
 from inspector.core.run.kinds import DEFAULT_KINDS, OUTPUT
 from inspector.core.run.session import Session
 
@@ -104,7 +104,7 @@ def _run(session, x, **options):
 
 
 def _live(session, x, cams, **options):
-    return _run(session, x, capture=LIVE_CAPTURE, backward=False, cams=cams, **options)
+    return _run(session, x, capture=LIVE_CAPTURE, gradients=False, cams=cams, **options)
 
 
 def _full(session, x, cams, **options):
@@ -112,7 +112,7 @@ def _full(session, x, cams, **options):
     previews, and a backward down to the input."""
     model = session.loaded.model
     capture = CaptureSpec.leaves(model, DEFAULT_KINDS, preview=leaf_names(model))
-    return _run(session, x, capture=capture, backward=True, cams=cams, **options)
+    return _run(session, x, capture=capture, gradients=True, cams=cams, **options)
 
 
 def _finished(frames) -> RunFinished:
@@ -205,7 +205,7 @@ def test_an_edit_of_outputs_applies_to_the_live_cam(session, frame):
 
 def test_a_cam_layer_that_never_runs_is_a_one_line_error_and_leaves_no_hook(session, frame):
     model = session.loaded.model
-    outcome = session.run(frame, capture=LIVE_CAPTURE, backward=False,
+    outcome = session.run(frame, capture=LIVE_CAPTURE, gradients=False,
                           cams=(("gradcam", "unused"),), timeout=120)
     frames = session.channel.drain()
     assert outcome.status == "error"

@@ -9,11 +9,11 @@ import pytest
 import torch
 import torchvision
 
+from inspector.core.hookset import remaining_hooks
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.hookset import remaining_hooks
 from inspector.core.run.kinds import KINDS
 from inspector.core.run.session import Session
 

@@ -13,13 +13,12 @@ from torch import nn
 from inspector.core.explain.attributions import attribute, display_map
 from inspector.core.explain.catalog import ATTRIBUTION_LAYER, AttributionOptions
 from inspector.core.explain.occlusion import occlusion_sensitivity, patch_boxes
+from inspector.core.hookset import RunCancelled, remaining_hooks
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
-from inspector.core.run.capture import RunCancelled
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.frames import CamFrame
-from inspector.core.run.hookset import remaining_hooks
 from inspector.core.run.session import Session
 
 REGION = (slice(4, 8), slice(8, 12))  # rows 4..7, columns 8..11 of a 16 x 16 input
@@ -203,7 +202,7 @@ def test_a_model_whose_backward_fails_still_gets_an_occlusion_map():
     s = session_with(model)
     try:
         opts = AttributionOptions(occlusion_patch=2, occlusion_stride=2)
-        out = s.run(x, capture=NO_GRADIENTS, backward=False, attributions=("occlusion",),
+        out = s.run(x, capture=NO_GRADIENTS, gradients=False, attributions=("occlusion",),
                     attribution_options=opts, timeout=60)
         assert out.status == "ok", out.error
         signed = out.attributions["occlusion"]
@@ -227,7 +226,7 @@ def test_cancelling_the_run_stops_occlusion_part_way():
         from inspector.core.run.request import RunRequest
 
         run_id, future = s.submit_request(RunRequest(
-            image=torch.rand(3, 8, 8), capture=NO_GRADIENTS, backward=False,
+            image=torch.rand(3, 8, 8), capture=NO_GRADIENTS, gradients=False,
             attributions=("occlusion",), attribution_options=opts))
         assert model.blocked.wait(30)  # inside the second batch of occluded copies
         s.cancel(run_id)

@@ -19,7 +19,7 @@ def test_score_cam_reports_its_progress_on_the_channel():
     try:
         spec = ModelSpec(name=None, factory=f"{GATED}:build_gated_model")
         session.load_model(spec).result(timeout=120)
-        outcome = session.run(torch.zeros(1, 3, 64, 64), backward=False,
+        outcome = session.run(torch.zeros(1, 3, 64, 64), gradients=False,
                               cams=(("scorecam", None),), timeout=120)
         assert outcome.status == "ok", outcome.error
         frames = session.channel.drain()

@@ -17,11 +17,11 @@ from PIL import Image
 
 from inspector import cli
 from inspector.core.edits import interventions as iv
+from inspector.core.hookset import remaining_hooks
 from inspector.core.models.base import ModelSpec
 from inspector.core.models.load import load_model
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.frames import ActivationFrame, GradientFrame
-from inspector.core.run.hookset import remaining_hooks
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.request import RunRequest
 from inspector.core.run.session import Session
@@ -197,7 +197,7 @@ def test_factory_file_model(tmp_path):
     image = tmp_path / "wide.png"
     Image.fromarray(rgba, "RGBA").save(image)
     spec = ModelSpec(name=None, factory=f"{factory}:build", device="cpu")
-    request = RunRequest(image=str(image), backward=False,  # and no gradient captured
+    request = RunRequest(image=str(image), gradients=False,  # and no gradient captured
                          capture=full_capture(["0", "1.relu", "1", "5"], kinds=(OUTPUT,)))
     loaded, logits, outputs, _ = engine_run(spec, request)
 
@@ -308,7 +308,7 @@ def test_all_leaves_without_a_capture(demo_samples, tmp_path):
     ns = runpy.run_path(_write(tmp_path, text), run_name="x")
     leaves = [n for n, m in loaded.model.named_modules() if n and not list(m.children())]
     assert ns["CAPTURED"] == leaves
-    outputs_only = RunRequest(image=None, backward=False, capture=CaptureSpec.for_modules(["head"]))
+    outputs_only = RunRequest(image=None, gradients=False, capture=CaptureSpec.for_modules(["head"]))
     chosen = script_for(loaded, outputs_only, modules=["head", "stem"])
     ns = runpy.run_path(_write(tmp_path, chosen), run_name="x")
     assert ns["CAPTURED"] == ["stem", "head"]  # forward order

@@ -79,7 +79,7 @@ def test_the_mask_and_seg_grad_cam(session):
 
 
 def test_a_class_with_no_pixel_is_a_one_line_error(session):
-    first = session.run(picture(), backward=False, timeout=120)
+    first = session.run(picture(), gradients=False, timeout=120)
     session.channel.drain()
     absent = next(c for c in range(21) if not (first.mask == c).any())
     outcome = session.run(picture(), target=SegmentationTarget(absent), timeout=120)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from inspector.core.edits.interventions import ZeroChannels
+from inspector.core.hookset import remaining_hooks
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
@@ -22,7 +23,6 @@ from inspector.core.run.frames import (
     RunFinished,
     RunStarted,
 )
-from inspector.core.run.hookset import remaining_hooks
 from inspector.core.run.kinds import OUTPUT
 from inspector.core.run.session import Session
 from inspector.core.run.worker import InferenceWorker
@@ -269,7 +269,7 @@ def test_a_run_asks_for_input_attributions_and_gets_signed_arrays_and_maps():
     s = session_with(model)
     try:
         x = torch.rand(3, 8, 8)
-        out = s.run(x, backward=False, attributions=("saliency", "gxi"))
+        out = s.run(x, gradients=False, attributions=("saliency", "gxi"))
         assert out.status == "ok", out.error
         maps = [f for f in s.channel.drain() if isinstance(f, CamFrame)]
         assert {f.method for f in maps} == {"saliency", "gxi"}

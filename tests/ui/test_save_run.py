@@ -63,7 +63,7 @@ def test_save_run_as_npz_writes_what_analyse_writes_for_the_demo_model(
     window = make_window(model={}, images=[image])
     wait_run(qtbot, window)
     request = window.control.last_request
-    assert request.backward and request.cams, "the demo run explains its top class"
+    assert request.gradients and request.cams, "the demo run explains its top class"
     actions = install_save_actions(window)
     path = tmp_path / "window.npz"
     assert actions.save_npz(str(path))

@@ -294,7 +294,7 @@ def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):  # 
     reset.trigger()
     assert len(seen) == 2
     assert window.settings.qs.allKeys() == []
-    assert window.backward_action.isChecked() and window.control.last_request.backward
+    assert window.backward_action.isChecked() and window.control.last_request.gradients
     assert cam.method == "gradcam" and window.control.last_request.cams[0][0] == "gradcam"
     assert not window.docks["cam"].isHidden()  # the default layout is back
     assert window.reporter.label.text() == "Settings reset to their defaults"
@@ -325,7 +325,7 @@ def test_with_gradients_off_a_clicked_class_is_explained(make_window, qtbot, tmp
     QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton,
                      pos=table.visualRect(table.model().index(row, 1)).center())
     run = wait_run(qtbot, window)
-    assert not window.control.last_request.backward
+    assert not window.control.last_request.gradients
     assert predictions.frame.run_id == run.run_id and predictions.target == chosen
     assert cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id
     assert cam.cam_frame.target == chosen and cam.cam_frame.method == "gradcam"

@@ -201,7 +201,7 @@ def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_windo
     live = [(run_id, request) for run_id, request, playing in submitted if playing]
     assert len(live) >= 3
     for _, request in live:
-        assert request.backward is False
+        assert request.gradients is False
         assert dict(request.capture.modules) == {selected: frozenset({OUTPUT})}
         assert request.capture.preview == {selected}
         assert [method for method, _ in request.cams] == ["gradcam"]
@@ -218,7 +218,7 @@ def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_windo
     assert window.router.min_interval_s == MIN_DELIVERY_INTERVAL_S
     assert len(submitted) == before + 1
     _, full, playing = submitted[-1]
-    assert not playing and full.backward is True
+    assert not playing and full.gradients is True
     assert full.label == f"clip.mp4 · frame {player.index}"
     assert len(full.capture.modules) > 1
     assert any(GRAD_OUTPUT in kinds for kinds in full.capture.modules.values())
@@ -229,7 +229,7 @@ def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_windo
     # Paused, a step runs its frame in full at once: no second run of the frame left.
     player.step(1)
     qtbot.waitUntil(lambda: len(submitted) == before + 2, timeout=TIMEOUT)
-    assert submitted[-1][1].backward is True
+    assert submitted[-1][1].gradients is True
     assert submitted[-1][1].label == f"clip.mp4 · frame {player.index}"
 
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 import torch
 from torch import nn
 
-from inspector.core.run.hookset import HookSet
+from inspector.core.hookset import HookSet
 
 # Runs whose outputs a Session keeps at once (the least recently used goes): the window needs
 # run A and the unedited run of the edits, and one more lets a run be pinned again (or saved)

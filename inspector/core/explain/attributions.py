@@ -34,7 +34,7 @@ from inspector.core.explain.catalog import (
     attribution_method,
 )
 from inspector.core.explain.occlusion import occlusion_sensitivity
-from inspector.core.run.hookset import ModelState
+from inspector.core.hookset import ModelState
 
 Progress = Callable[[int, int], None]
 

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from inspector.core.explain.cam import Target, class_scores, logits_of
-from inspector.core.run.hookset import ModelState
+from inspector.core.hookset import ModelState
 
 Progress = Callable[[int, int], None]
 

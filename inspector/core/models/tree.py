@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from inspector.core.run.hookset import HookSet, ModelState, tensor_leaves
+from inspector.core.hookset import HookSet, ModelState, tensor_leaves
 
 INPLACE = "inplace"
 OUTPUT_MODIFIED_INPLACE = "output_modified_inplace"

@@ -26,9 +26,9 @@ How each kind is captured:
   (CopySlices goes straight to the base), so its hook would never fire. Modules with an
   `inplace` flag (ReLU, Hardswish, Dropout, ...) get `inplace=False` for the run when their
   grad_input is asked for; the flag is restored on exit like `training`.
-- channels-last maps: a 4-D tensor that core.tokens reads as (B, H, W, C) for the model
-  input's size (ConvNeXt's and Swin's blocks) gets its statistics per channel and a
-  (C, H, W) preview, as a convolution's output would, and its frame says `channels_last`.
+- the frames themselves (statistics, previews, channels-last maps) are made by
+  core.run.frame_maker; the edits' hooks (core.edits.hooks) are registered first, so what
+  is captured is what flows on.
 - graph_from (a run whose only gradient is a CAM layer's): the forward runs without autograd
   until that module's output, which its forward hook makes the root of the graph (a fresh
   leaf); the backward then stops there instead of going down to the input, and the modules
@@ -39,37 +39,26 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn
 
+from inspector.core.edits.hooks import install_cancel_check, install_edits
 from inspector.core.edits.interventions import Intervention, InterventionSet
+from inspector.core.hookset import (
+    HookError,
+    HookSet,
+    ModelState,
+    RunCancelled,
+    replace_leaf,
+    tensor_leaves,
+)
 from inspector.core.run.capture_spec import CaptureSpec
+from inspector.core.run.frame_maker import FrameMaker, Sink
 from inspector.core.run.frames import ActivationFrame, GradientFrame
-from inspector.core.run.hookset import HookSet, ModelState, replace_leaf, tensor_leaves
 from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
-from inspector.core.stats import tensor_stats as _stats
 from inspector.core.stats.deferred import Deferred, memory_for
-from inspector.core.tokens import image_size, is_channels_last
-
-
-class HookError(RuntimeError):
-    """A hook (ours or an intervention) raised; names the module and the hook kind."""
-
-    def __init__(self, module: str, kind: str, error: BaseException) -> None:
-        self.module = module
-        self.kind = kind
-        self.error = error
-        where = module or "(the model itself)"
-        super().__init__(f"{kind} hook on module '{where}' failed: {type(error).__name__}: {error}")
-
-
-class RunCancelled(Exception):
-    """Raised from a hook to stop a run early; not an error."""
-
-
-Sink = Callable[[object], None]
 
 
 class Capture:
@@ -91,8 +80,8 @@ class Capture:
         # before them runs without a graph, and a backward to `graph_roots` stops there.
         self.graph_from = frozenset(graph_from)
         self.graph_roots: list[torch.Tensor] = []
-        self.sink = sink or (lambda frame: None)
         self.run_id = run_id
+        self.frames = FrameMaker(spec, sink or (lambda frame: None), run_id)
         self.interventions = InterventionSet(tuple(interventions))
         self.cancel = cancel
         self.kept: dict[tuple[str, int, str, str], torch.Tensor] = {}
@@ -106,12 +95,7 @@ class Capture:
         self._state = ModelState(model)  # training and inplace flags, put back on exit
         self._call_stack: defaultdict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()  # backward hooks may run on autograd's device threads
-        self._deferred: Deferred | None = None  # statistics handed to an idle core
         self._flipped: list[str] = []  # modules given inplace=False for this run
-        # The model input's (H, W), read by a pre-hook on the model itself: which 4-D
-        # tensors are channels last depends on it (see _is_channels_last).
-        self.input_hw: tuple[int, int] | None = None
-        self._channels_last: dict[tuple[int, ...], bool] = {}  # shape -> channels last
 
     # -- context manager -----------------------------------------------------------------
 
@@ -126,22 +110,22 @@ class Capture:
         try:
             # Interventions first: forward hooks run in registration order, so the capture
             # hooks below see (and show) the edited output, which is what flows on.
-            for name in sorted(self.interventions.modules()):
-                self._install_interventions(name, modules[name])
+            install_edits(self._hooks, modules, self.interventions, self.run_id)
             if captured:
-                self._hooks.forward_pre(self.model, self._read_input_size, with_kwargs=True)
+                self._hooks.forward_pre(self.model, self.frames.read_input_size,
+                                        with_kwargs=True)
             for name, mod in modules.items():
                 if name in captured:
                     self._install_capture(name, mod)
                 elif self.cancel is not None and next(mod.children(), None) is None:
-                    self._install_cancel_check(mod)
+                    install_cancel_check(self._hooks, mod, self.cancel)
         except BaseException:
             self._remove()
             raise
         if self.spec.stats:
             # What is modified in place depends on the inplace flags: learn per setting.
             memory = memory_for(self.model, frozenset(self._flipped))
-            self._deferred = Deferred(memory, self.sink)
+            self.frames.deferred = Deferred(memory, self.frames.sink)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -158,7 +142,7 @@ class Capture:
 
     def _settle_deferred(self, exc: BaseException | None) -> None:
         """Send the frames whose statistics an idle core computed (see deferred_stats)."""
-        deferred, self._deferred = self._deferred, None
+        deferred, self.frames.deferred = self.frames.deferred, None
         if deferred is None:
             return
         if isinstance(exc, RunCancelled):
@@ -214,70 +198,6 @@ class Capture:
 
     # -- hook installation ---------------------------------------------------------------
 
-    def _read_input_size(self, mod, args, kwargs) -> None:
-        """Pre-hook on the model: the input's (H, W), before any module emits a frame."""
-        size = image_size((args, kwargs))
-        if size != self.input_hw:
-            self.input_hw = size
-            self._channels_last.clear()
-
-    def _install_cancel_check(self, module: nn.Module) -> None:
-        """Uncaptured leaves still stop a cancelled run before they compute."""
-        cancel = self.cancel
-
-        def pre_hook(mod, args):
-            if cancel.is_set():
-                raise RunCancelled()
-
-        self._hooks.forward_pre(module, pre_hook)
-
-    def _install_interventions(self, name: str, module: nn.Module) -> None:
-        items = self.interventions.for_module(name)
-        on_input = [i for i in items if i.edits_input]
-        items = [i for i in items if not i.edits_input]
-
-        def pre_hook(mod, args):
-            try:
-                first = args[0] if args else None
-                # Detection models take a list of (3, H, W) images (core.tasks): edited as
-                # the batch they stand for, and handed on as a list again.
-                images = (isinstance(first, list) and bool(first)
-                          and all(isinstance(t, torch.Tensor) for t in first))
-                if not images and not isinstance(first, torch.Tensor):
-                    raise TypeError("input edits need a tensor (or a list of images) as the "
-                                    "first input")
-                x = torch.stack(first) if images else first
-                for item in on_input:
-                    edited = item.edit_input(x, self.run_id)
-                    if edited is not None:
-                        x = edited
-                return (list(x) if images else x, *args[1:])
-            except Exception as e:
-                raise HookError(name, "intervention", e) from e
-
-        if on_input:
-            self._hooks.forward_pre(module, pre_hook)
-        if not items:
-            return
-
-        def forward_hook(mod, args, output):
-            try:
-                for item in items:
-                    if not isinstance(output, torch.Tensor):
-                        raise TypeError(
-                            f"interventions need a tensor output, got {type(output).__name__}"
-                        )
-                    edited = item.edit_output(output, self.run_id)
-                    if edited is not None:
-                        output = edited
-                    if item.edits_gradient and output.requires_grad:
-                        self._hooks.tensor(output, item.edit_gradient)
-                return output
-            except Exception as e:
-                raise HookError(name, "intervention", e) from e
-
-        self._hooks.forward(module, forward_hook)
-
     def _install_capture(self, name: str, module: nn.Module) -> None:
         kinds = self.spec.kinds_for(name)
         keep = name in self.spec.keep
@@ -302,7 +222,7 @@ class Capture:
             try:
                 if INPUT in kinds:
                     for path, t in tensor_leaves((args, kwargs)):
-                        self._emit(ActivationFrame, name, call, INPUT, _input_path(path), t)
+                        self.frames.emit(ActivationFrame, name, call, INPUT, _input_path(path), t)
                 if GRAD_INPUT in kinds and torch.is_grad_enabled():
                     return self._hook_inputs(name, call, args, kwargs)
             except (RunCancelled, HookError):
@@ -327,7 +247,7 @@ class Capture:
                 leaves = (("", output),) if type(output) is torch.Tensor else tensor_leaves(output)
                 for path, t in leaves:
                     if emit_output:
-                        self._emit(ActivationFrame, name, call, OUTPUT, path, t)
+                        self.frames.emit(ActivationFrame, name, call, OUTPUT, path, t)
                     if keep:
                         self.kept[(name, call, OUTPUT, path)] = t.detach().clone()
                     if watch_grad and t.requires_grad:
@@ -388,7 +308,7 @@ class Capture:
                 raise RunCancelled()
             try:
                 if emit:
-                    self._emit(GradientFrame, name, call, kind, path, grad)
+                    self.frames.emit(GradientFrame, name, call, kind, path, grad)
                 if keep:
                     with self._lock:
                         self.kept[(name, call, kind, path)] = grad.detach().clone()
@@ -399,68 +319,6 @@ class Capture:
             return None
 
         return hook
-
-    def _emit(self, cls, name: str, call: int, kind: str, path: str, t: torch.Tensor) -> None:
-        spec = self.spec
-        deferred = self._deferred
-        if deferred is not None:
-            deferred.poll()  # between modules: the moment to check and send finished ones
-        run_id, shape, dtype = self.run_id, tuple(t.shape), _dtype_name(t.dtype)
-        full = t.detach().to("cpu", copy=True).numpy() if name in spec.full else None
-        channels_last = len(shape) == 4 and self._is_channels_last(shape)
-        if channels_last:
-            # (B, H, W, C) read as (B, C, H, W), a view: statistics per channel and a
-            # preview of C pictures, as for any map (the frame says so).
-            t = t.permute(0, 3, 1, 2)
-            deferred = None  # a view's statistics are computed here, not handed over
-        prev = (
-            _stats.preview(t, spec.preview_channels, spec.preview_size, spec.preview_elements)
-            if name in spec.preview
-            else None
-        )
-
-        def make(st):
-            return cls(
-                run_id=run_id,
-                module=name,
-                call=call,
-                kind=kind,
-                path=path,
-                shape=shape,
-                dtype=dtype,
-                stats=st,
-                preview=prev,
-                full=full,
-                channels_last=channels_last,
-            )
-
-        if not spec.stats:
-            self.sink(make(None))
-            return
-        abs_mean = cls is GradientFrame
-        if deferred is not None and deferred.submit((name, call, kind, path), t, abs_mean, make):
-            return  # sent later, by a poll() or by __exit__
-        self.sink(make(_stats.tensor_stats(t, abs_mean=abs_mean)))
-
-    def _is_channels_last(self, shape: tuple[int, ...]) -> bool:
-        """Whether a 4-D tensor of `shape` is channels last for this run's input (cached:
-        a model has few distinct shapes)."""
-        known = self._channels_last.get(shape)
-        if known is None:
-            known = self._channels_last[shape] = is_channels_last(shape, self.input_hw)
-        return known
-
-
-_DTYPE_NAMES: dict[torch.dtype, str] = {}
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    """The name a frame carries ("float32"); cached: str(dtype) costs a microsecond."""
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
-    return name
-
 
 def _input_path(path: str) -> str:
     """(args, kwargs) paths "0.1" / "1.name" -> "1" (second positional) / "name" (keyword)."""

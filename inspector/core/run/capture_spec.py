@@ -72,6 +72,12 @@ class CaptureSpec:
         gradients = frozenset(GRADIENT_KINDS)
         return any(k & gradients for k in self.modules.values())
 
+    def without_gradients(self) -> CaptureSpec:
+        """The same capture with no gradient kinds (a run that computes no gradients)."""
+        gradients = frozenset(GRADIENT_KINDS)
+        kept = {n: k - gradients for n, k in self.modules.items()}
+        return replace(self, modules={n: k for n, k in kept.items() if k})
+
     def names(self) -> set[str]:
         return set(self.modules) | set(self.preview) | set(self.keep) | set(self.full)
 

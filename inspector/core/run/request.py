@@ -57,12 +57,12 @@ class RunRequest:
     # What the hooks capture. None: the input, output and output gradient of every leaf.
     capture: CaptureSpec | None = None
     target: Target = None  # what to explain (see Target); None: the top prediction
-    # True: a backward pass from the target's score down to the model input, for the
-    # captured gradients and the CAMs. False: no gradient frames; a gradient CAM still gets
-    # its layer's gradient, from a backward that stops at that layer (the forward records
-    # autograd only from the CAM layer on: a video's live run). A capture that asks for
-    # gradients, or an edit of gradients, goes down to the input either way.
-    backward: bool = True
+    # True: the captured modules' gradients (the capture's gradient kinds) and a backward
+    # from the target's score down to the model input. False: no gradient frames, whatever
+    # the capture lists; a gradient CAM still gets its layer's gradient, from a backward
+    # that stops at that layer (the forward records autograd only from the CAM layer on: a
+    # video's live run). An edit of gradients runs the backward to the input either way.
+    gradients: bool = True
     interventions: tuple[Intervention, ...] = ()
     cams: tuple[tuple[str, str | None], ...] = ()  # (method, layer or None for the default)
     # Input attributions of the target (core.explain.catalog.ATTRIBUTION_METHODS), after the CAMs;

@@ -49,8 +49,8 @@ def script_for(
     input_size = loaded.preprocess.crop_size
     edits = [_edit(n, item, names, input_size)
              for n, item in enumerate(request.interventions, 1)]
-    capture = request.capture
-    backward = request.backward or bool(request.cams) or capture is None or capture.needs_grad
+    # The script's backward: the run's gradients (a CAM's run makes them too).
+    backward = request.gradients or bool(request.cams)
     target = request.target
     if target is not None and loaded.categories and not 0 <= target < len(loaded.categories):
         raise ScriptExportError(f"target class {target} is not one of the model's "

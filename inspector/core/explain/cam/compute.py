@@ -28,7 +28,7 @@ from inspector.core.explain.cam.layer import default_target_layer
 from inspector.core.explain.cam.methods import METHODS, method_name, normalize_maps
 from inspector.core.explain.cam.scorecam import Progress, score_cam
 from inspector.core.explain.cam.targets import Target, class_scores, logits_of, resolve_target
-from inspector.core.run.hookset import HookSet, ModelState, replace_leaf, tensor_leaves
+from inspector.core.hookset import HookSet, ModelState, replace_leaf, tensor_leaves
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.tokens import Layout, spatialize, to_spatial
 

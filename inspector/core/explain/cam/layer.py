@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from inspector.core import tasks
 from inspector.core.models.tree import TUPLE_OUTPUT
 from inspector.core.tokens import NCHW, NHWC, TOKENS, Layout, detect_layout
 
@@ -75,3 +76,15 @@ def default_target_layer(model: nn.Module, tree) -> str:
         "no module of this model has a spatial output (B, C, h, w) or a token grid: "
         "name the CAM layer explicitly"
     )
+
+
+def find_cam_layer(loaded, tree) -> str | None:
+    """The CAM layer of a loaded model when none is named, found on the worker when the
+    model loads (it walks the model); None when the model has no layer a CAM can use. A
+    detection or segmentation model's is its backbone's (core.tasks)."""
+    if loaded.task != tasks.CLASSIFICATION:
+        return tasks.default_cam_layer(tree, loaded.task)
+    try:
+        return default_target_layer(loaded.model, tree)
+    except Exception:  # noqa: BLE001 - no spatial or token layer
+        return None

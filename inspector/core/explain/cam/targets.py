@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from inspector.core.run.hookset import tensor_leaves
+from inspector.core.hookset import tensor_leaves
 
 # None (top-1 per image), a class index, a class name, one index per image, or a function
 # logits (B, classes) -> scores (B,).

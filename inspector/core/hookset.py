@@ -1,9 +1,10 @@
-"""Temporary changes to a model, all undone on exit: its hooks, its flags.
+"""Temporary changes to a model, all undone on exit: its hooks, its flags; and the two
+exceptions a hook raises (HookError, RunCancelled).
 
-Every piece of the engine that hooks or switches a model for one run (`hooks.Capture`, the
-lean CAM path, the tree probe, input attributions, the demo's evaluation) goes through the
-two context managers here, so none of them can leave a hook behind or a model in eval mode
-when its body raises.
+Every piece of the engine that hooks or switches a model for one run (core.run.capture's
+Capture, core.edits.hooks, the lean CAM path, the tree probe, input attributions, the demo's
+evaluation) goes through the two context managers here, so none of them can leave a hook
+behind or a model in eval mode when its body raises.
 
 - `ModelState` saves each module's `training` and `inplace` flags and each parameter's
   `requires_grad` on entry and restores them on exit. Inside, `eval()`/`train()`, a frozen
@@ -20,6 +21,22 @@ from typing import Any
 
 import torch
 from torch import nn
+
+
+class HookError(RuntimeError):
+    """A hook (a capture's or an edit's) raised; names the module and the hook kind."""
+
+    def __init__(self, module: str, kind: str, error: BaseException) -> None:
+        self.module = module
+        self.kind = kind
+        self.error = error
+        where = module or "(the model itself)"
+        super().__init__(f"{kind} hook on module '{where}' failed: {type(error).__name__}: {error}")
+
+
+class RunCancelled(Exception):
+    """Raised from a hook to stop a run early; not an error."""
+
 
 
 def tensor_leaves(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
