@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def open_settings(args: argparse.Namespace):
     """The app's settings (an INI file when INSPECTOR_SETTINGS_FILE says so), emptied first
     with --reset-settings. Needs Qt: call after the QApplication exists."""
-    from inspector.ui.settings import AppSettings
+    from inspector.ui.window.app_settings import AppSettings
 
     settings_file = os.environ.get(SETTINGS_ENV)
     settings = AppSettings.in_file(settings_file) if settings_file else AppSettings()
@@ -122,9 +122,9 @@ def _run(args: argparse.Namespace, crashes: list[crashlog.CrashReport],
     from PySide6.QtCore import QMetaObject, Qt
     from PySide6.QtWidgets import QApplication
 
-    from inspector.ui.about_dialog import app_icon
-    from inspector.ui.errors import install_excepthooks
-    from inspector.ui.main_window import MainWindow
+    from inspector.ui.window.about_dialog import app_icon
+    from inspector.ui.window.errors import install_excepthooks
+    from inspector.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setOrganizationName("network-inspector")

@@ -37,7 +37,7 @@ class Probe:
         class ShowFilter(QObject):
             def eventFilter(self, watched, event):  # noqa: N802
                 if event.type() == QEvent.Type.Show and probe.window is None:
-                    from inspector.ui.main_window import MainWindow
+                    from inspector.ui.window.main_window import MainWindow
 
                     if isinstance(watched, MainWindow):
                         probe.attach(watched)

@@ -1,6 +1,18 @@
 """The desktop app's widgets (PySide6 + pyqtgraph). Imports core; holds no model logic.
 
-Nothing heavy is imported here, so that `import inspector.ui.main_window` stays light: the
+    window/       the main window, its docks, menus, status bar and settings
+    run/          the next runs' settings, the request built from them, the Session's side
+    module_tree/  the module tree
+    image/        the image pane and its filmstrip
+    views/        the data views over the run store (mosaics, CAMs, plots, predictions)
+    edits/        edits, their undo stack and the Edits dock
+    compare/      A/B compare
+    atlas/        the channel atlas and the Dataset dock
+    video/        videos and the camera
+    open_model/   File ▸ Open model
+    export/       Save view as PNG, Save run as NPZ
+
+Nothing heavy is imported here, so that `import inspector.ui.window.main_window` stays light: the
 window must show before torch (and pyqtgraph, for the views) are imported.
 """
 

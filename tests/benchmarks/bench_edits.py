@@ -57,7 +57,7 @@ def _image(loaded) -> torch.Tensor:
 
 
 def _window_request(session: Session) -> dict:
-    """What the window asks of a run by default (ui.run_builder, ui.capture_choice)."""
+    """What the window asks of a run by default (ui.run.builder, ui.run.capture_choice)."""
     model, tree = session.loaded.model, session.tree
     first_conv = next(n for n in tree.with_spatial_output()
                       if tree[n].is_leaf and tree[n].params_own)

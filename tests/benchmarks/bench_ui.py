@@ -175,8 +175,8 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
     from PySide6.QtWidgets import QApplication
 
     from inspector.core.run.session import Session
-    from inspector.ui.main_window import MainWindow
-    from inspector.ui.settings import AppSettings
+    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     quiet_offscreen_warnings()

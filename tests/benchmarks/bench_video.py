@@ -4,7 +4,7 @@ When a video plays faster than the model runs, the views update once per finishe
 frames run per second are what the user sees move. This measures them headless, on the path
 the window's frames take: core.inputs.video.ReadAhead decodes on its own thread (4 frames ahead),
 and each frame, as a PIL image, goes through Session.run with the request the window makes
-of a frame while the video plays (`live`: ui.run_builder, ui.capture_choice), and with its
+of a frame while the video plays (`live`: ui.run.builder, ui.run.capture_choice), and with its
 default request for a still image (every leaf's input, output and output gradient with
 statistics, the previews the window captures, a backward, Grad-CAM at the default layer),
 its frames drained as the window's router does. Against it, in the same process, on the
@@ -19,7 +19,7 @@ Variants, interleaved (one pass over the clip each per round, in a rotating orde
   window        the window's default run of each decoded frame (gradients on)
   no_gradients  the same with Run > Compute gradients off: statistics and previews of every
                 leaf, no backward, no Grad-CAM (the window drops gradient CAMs then)
-  live          the run the window makes of each frame while a video plays (ui.run_builder,
+  live          the run the window makes of each frame while a video plays (ui.run.builder,
                 `live`): the selected module's output with statistics and previews, the
                 predictions, Grad-CAM at the default layer with a backward that stops there,
                 with one intra-op thread fewer (core.run.runtime.stream_threads), the core
@@ -77,7 +77,7 @@ MODELS = {
 def _requests(session: Session) -> dict[str, dict]:
     """The window's default request (its capture choice), with and without gradients, and
     its live request while a video plays."""
-    from inspector.ui import capture_choice
+    from inspector.ui.run import capture_choice
 
     tree, model = session.tree, session.loaded.model
     leaves = {n: frozenset(DEFAULT_KINDS) for n in CaptureSpec.leaves(model, DEFAULT_KINDS)
@@ -215,8 +215,8 @@ def bench_window(name: str, clip: Path, seconds: float, plain_fps: float) -> str
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from inspector.ui.main_window import MainWindow
-    from inspector.ui.settings import AppSettings
+    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     with tempfile.TemporaryDirectory() as tmp:

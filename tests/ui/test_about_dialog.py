@@ -12,7 +12,7 @@ from PySide6.QtGui import QGuiApplication
 
 from inspector import __version__
 from inspector.resources import ICON_SIZES
-from inspector.ui.about_dialog import AboutDialog, app_icon, torch_rows
+from inspector.ui.window.about_dialog import AboutDialog, app_icon, torch_rows
 
 
 def fake_torch(cuda="12.8", available=True, initialized=True, names=("Fake A", "Fake B")):
@@ -145,7 +145,7 @@ def test_app_icon_has_every_rendered_size(qtbot):
 
 
 def test_takes_the_windows_app_settings_too(qtbot, tmp_path):
-    from inspector.ui.settings import AppSettings
+    from inspector.ui.window.app_settings import AppSettings
 
     settings = AppSettings.in_file(str(tmp_path / "app.ini"))
     dialog = AboutDialog(device="cpu", settings=settings)

@@ -14,9 +14,9 @@ from PySide6.QtCore import Qt
 from test_main_window import wait_run
 
 from inspector import cli
-from inspector.ui.atlas_file import read_atlas
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.atlas.atlas_file import read_atlas
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
 
 TIMEOUT = 120_000
 DEMO_LAYERS = "stage1.1.relu,stage3.1.relu"

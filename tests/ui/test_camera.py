@@ -20,9 +20,9 @@ from PySide6.QtCore import QObject, QThread, QUrl, Signal
 from PySide6.QtGui import QImage
 from video_clip import frame_pixels
 
-from inspector.ui import camera as camera_module
-from inspector.ui.camera import VideoSinkStream, camera_status
-from inspector.ui.image_canvas import pil_from_qimage, qimage_from_rgb
+from inspector.ui.image.canvas import pil_from_qimage, qimage_from_rgb
+from inspector.ui.video import camera as camera_module
+from inspector.ui.video.camera import VideoSinkStream, camera_status
 
 # The video tests' window (its models: one slow, one fast) and clip, as fixtures here too.
 make_window = video_tests.make_window

@@ -10,11 +10,10 @@ from PySide6.QtGui import QGuiApplication
 from view_frames import act, grad, make_stats, shown, started
 
 from inspector.core.run.frames import RunStarted
-from inspector.ui import colormaps
-from inspector.ui.plot_clipboard import copy_action
-from inspector.ui.save_view import NothingToSave, save_view_png
-from inspector.ui.views import ActivationView
+from inspector.ui.export.save_view import NothingToSave, save_view_png
+from inspector.ui.views import ActivationView, colormaps
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_MAX, SORT_MEAN
+from inspector.ui.views.clipboard import copy_action
 from inspector.ui.views.gradient_view import GradientView
 from inspector.ui.views.mosaic import PAGE_SIZE, ChannelPages, sorted_order
 from inspector.ui.views.tensor_panel import MOSAIC, ZOOM

@@ -18,7 +18,7 @@ from inspector.core.run.frames import (
     RunFinished,
     RunStarted,
 )
-from inspector.ui import colormaps
+from inspector.ui.views import colormaps
 from inspector.ui.views.cam_view import DIFFERENCE, REFERENCE, CamView, difference_rgb
 from inspector.ui.views.divergence_view import DivergenceView
 from inspector.ui.views.predictions_view import PROB_ROLE, PredictionsView
@@ -61,7 +61,7 @@ def column(table, col):
 def test_router_keeps_the_unedited_run_submitted_before_the_edited_one(qtbot, stagger):
     from view_frames import FakeChannel
 
-    from inspector.ui.frame_router import FrameRouter
+    from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter(batch_s=0.0, min_interval_s=0.0, stagger=stagger)
     channel = FakeChannel()

@@ -13,9 +13,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
 from inspector import crashlog
-from inspector.ui.crash_notice import CrashNotice
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.crash_notice import CrashNotice
+from inspector.ui.window.main_window import MainWindow
 
 CRASH = (
     "import faulthandler\n"

@@ -17,8 +17,8 @@ from PySide6.QtGui import QColor, QImage
 from test_main_window import wait_run
 
 from inspector import cli
-from inspector.ui.atlas_file import AtlasError, read_atlas
-from inspector.ui.dataset_dock import (
+from inspector.ui.atlas.atlas_file import AtlasError, read_atlas
+from inspector.ui.atlas.dataset_dock import (
     BOX_COLOR,
     CROP,
     FRAME,
@@ -31,9 +31,9 @@ from inspector.ui.dataset_dock import (
     ThumbRole,
     box_rect,
 )
-from inspector.ui.main_window import MainWindow
-from inspector.ui.module_tree_cells import COL_HEALTH
-from inspector.ui.settings import AppSettings
+from inspector.ui.module_tree.cells import COL_HEALTH
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
 
 HERE = Path(__file__).resolve().parent
 MODEL = {"name": None, "factory": f"{HERE / 'atlas_models.py'}:build_model"}

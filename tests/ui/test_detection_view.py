@@ -16,10 +16,10 @@ from test_main_window import wait_run
 from inspector.core.run.frames import Prediction, PredictionFrame
 from inspector.core.run.request import DetectionTarget
 from inspector.core.tasks.detection import Detection
-from inspector.ui.image_canvas import BOX_COLOR, CHOSEN_COLOR
-from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL, ImagePane
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.image.canvas import BOX_COLOR, CHOSEN_COLOR
+from inspector.ui.image.pane import MODEL_INPUT, ORIGINAL, ImagePane
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
 
 TIMEOUT = 120_000  # ms: detection models on a busy CPU
 

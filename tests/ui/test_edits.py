@@ -15,12 +15,12 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QInputDialog
 from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
-from inspector.ui.edit_actions import NumbersError, parse_numbers
-from inspector.ui.edit_commands import EditHistory
-from inspector.ui.edits import EditList
-from inspector.ui.image_canvas import ImageCanvas
-from inspector.ui.module_tree_cells import EDIT_GLYPH
-from inspector.ui.module_tree_model import COL_MEAN, COL_NAME
+from inspector.ui.edits.actions import NumbersError, parse_numbers
+from inspector.ui.edits.commands import EditHistory
+from inspector.ui.edits.edit_list import EditList
+from inspector.ui.image.canvas import ImageCanvas
+from inspector.ui.module_tree.cells import EDIT_GLYPH
+from inspector.ui.module_tree.model import COL_MEAN, COL_NAME
 
 PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
 
@@ -158,7 +158,7 @@ def test_the_router_keeps_the_frames_of_the_unedited_run_beside_the_newer_edited
     from view_frames import FakeChannel, act
 
     from inspector.core.run.frames import RunFinished, RunStarted
-    from inspector.ui.frame_router import FrameRouter
+    from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter(batch_s=0.0, min_interval_s=0.0)
     channel = FakeChannel()
@@ -312,7 +312,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
 ):
     from inspector.core.edits.interventions import Occlude, ReplaceWithMean
-    from inspector.ui.image_pane import MODEL_INPUT
+    from inspector.ui.image.pane import MODEL_INPUT
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
@@ -414,8 +414,8 @@ def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_p
 
     from inspector.core.edits.interventions import ZeroChannels
     from inspector.core.run.session import Session
-    from inspector.ui.main_window import MainWindow
-    from inspector.ui.settings import AppSettings
+    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.window.main_window import MainWindow
 
     image = write_png(tmp_path / "a.png")
     window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))

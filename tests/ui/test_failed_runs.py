@@ -10,8 +10,8 @@ from PIL import Image
 from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
 from inspector.core.run.frames import ProgressFrame
-from inspector.ui import errors as error_messages
-from inspector.ui.run_progress import format_time_left, progress_text, time_left
+from inspector.ui.run.progress import format_time_left, progress_text, time_left
+from inspector.ui.window import errors as error_messages
 
 PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
 GATED = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_gated_model"}
@@ -145,8 +145,8 @@ def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp
 def test_a_progress_bar_does_not_outlive_the_run_it_belonged_to(qtbot):
     from PySide6.QtWidgets import QStatusBar
 
-    from inspector.ui.run_progress import RunProgress
-    from inspector.ui.status_panel import StatusPanel
+    from inspector.ui.run.progress import RunProgress
+    from inspector.ui.window.status_panel import StatusPanel
 
     bar = QStatusBar()
     qtbot.addWidget(bar)
@@ -245,8 +245,8 @@ def test_the_before_and_after_passes_are_named_with_one_estimate_for_both(qtbot)
     started again from 0 for the edited run, without a word."""
     from PySide6.QtWidgets import QStatusBar
 
-    from inspector.ui.run_progress import RunProgress, progress_bar
-    from inspector.ui.status_panel import StatusPanel
+    from inspector.ui.run.progress import RunProgress, progress_bar
+    from inspector.ui.window.status_panel import StatusPanel
 
     before = ProgressFrame(1, "Score-CAM", 96, 512, 4.8)  # 0.05 s a forward
     assert progress_text(before, 0.0, "before") == "Score-CAM before 96/512, about 46 s left in all"

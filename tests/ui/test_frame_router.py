@@ -21,7 +21,7 @@ def watch(router, seen: list):
 
 
 def test_router_routes_in_order_skips_stale_runs_and_survives_a_broken_view(qtbot):
-    from inspector.ui.frame_router import FrameRouter
+    from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter(max_frames=2, batch_s=0.0, min_interval_s=0.0)
     channel = FakeChannel(dropped=3)
@@ -58,7 +58,7 @@ def test_router_routes_in_order_skips_stale_runs_and_survives_a_broken_view(qtbo
 
 def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
     from inspector.core.run.frames import Prediction, PredictionFrame
-    from inspector.ui.frame_router import FrameRouter
+    from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter(min_interval_s=3600.0)  # deliver when told to, or when urgent
     channel = FakeChannel(dropped=3)
@@ -99,7 +99,7 @@ def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
 
 def test_a_staggered_router_hands_a_batch_to_one_view_per_tick(qtbot):
     from inspector.core.run.frames import ModelLoaded
-    from inspector.ui.frame_router import FrameRouter
+    from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter(batch_s=0.0, min_interval_s=0.0, stagger=True)
     channel = FakeChannel(dropped=3)
@@ -151,7 +151,7 @@ def test_a_staggered_router_hands_a_batch_to_one_view_per_tick(qtbot):
 
 
 def test_router_emits_error_frames(qtbot):
-    from inspector.ui.frame_router import FrameRouter
+    from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter()
     channel = FakeChannel(dropped=3)
@@ -168,7 +168,7 @@ def test_a_finished_run_wakes_the_router_and_is_stored_before_the_views_are_told
     from view_frames import act
 
     from inspector.core.run.channel import FrameChannel
-    from inspector.ui.frame_router import FrameRouter
+    from inspector.ui.run.frame_router import FrameRouter
 
     # A tick a minute apart: only the channel's wake-up can deliver within the test.
     router = FrameRouter(interval_ms=60_000, batch_s=0.0, min_interval_s=0.0, stagger=True)

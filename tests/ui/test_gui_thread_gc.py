@@ -6,7 +6,7 @@ import gc
 import threading
 import weakref
 
-from inspector.ui.gui_thread_gc import GuiThreadCollector
+from inspector.ui.window.gui_thread_gc import GuiThreadCollector
 
 
 class _Cycle:

@@ -10,8 +10,8 @@ from PIL import Image
 from test_main_window import TIMEOUT, TINY, drop, make_window  # noqa: F401 (a fixture)
 
 from inspector.core.inputs import images
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
 
 
 def test_a_large_image_is_listed_reduced_with_one_status_line(

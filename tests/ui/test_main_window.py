@@ -20,8 +20,8 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
 
 HERE = Path(__file__).resolve().parent
 TINY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_model"}
@@ -152,7 +152,7 @@ def test_tree_shows_the_run_statistics_and_its_checkboxes_drive_the_capture(
     make_window, qtbot, tmp_path
 ):
     from inspector.core.run.kinds import GRAD_INPUT, OUTPUT
-    from inspector.ui.module_tree_model import COL_MEAN, COLUMN_OF_KIND
+    from inspector.ui.module_tree.model import COL_MEAN, COLUMN_OF_KIND
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
@@ -211,7 +211,7 @@ def test_the_model_dialog_loads_a_checkpoint(make_window, qtbot, tmp_path, monke
     import torch
     import torchvision
 
-    from inspector.ui import model_dialog
+    from inspector.ui.open_model import dialog as model_dialog
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
@@ -266,7 +266,7 @@ def test_a_checkpoint_that_does_not_fit_is_a_message_and_the_model_stays(
 def test_a_text_file_opened_as_a_checkpoint_is_a_sentence_and_the_model_stays(
     make_window, qtbot, tmp_path, monkeypatch
 ):
-    from inspector.ui import model_dialog
+    from inspector.ui.open_model import dialog as model_dialog
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     first = wait_run(qtbot, window)
@@ -299,8 +299,8 @@ def test_a_text_file_opened_as_a_checkpoint_is_a_sentence_and_the_model_stays(
 
 
 def test_stretch_levels_is_a_visible_choice_that_reaches_the_run(make_window, qtbot, tmp_path):
-    from inspector.ui.image_canvas import pil_from_qimage
-    from inspector.ui.image_pane import MODEL_INPUT, ORIGINAL
+    from inspector.ui.image.canvas import pil_from_qimage
+    from inspector.ui.image.pane import MODEL_INPUT, ORIGINAL
 
     ramp = np.tile(np.linspace(1000, 4000, 96).round().astype(np.uint16), (80, 1))
     Image.fromarray(ramp).save(tmp_path / "sensor16.png")  # a dim 12-bit image in 16 bits
@@ -357,8 +357,8 @@ def test_the_window_opens_before_torch_is_imported(tmp_path):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
         from PySide6.QtWidgets import QApplication
         import inspector.app
-        from inspector.ui.main_window import MainWindow
-        from inspector.ui.settings import AppSettings
+        from inspector.ui.window.main_window import MainWindow
+        from inspector.ui.window.app_settings import AppSettings
         app = QApplication([])
         window = MainWindow(AppSettings.in_file(sys.argv[1]))
         window.show()

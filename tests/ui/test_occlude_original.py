@@ -8,7 +8,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
 from test_main_window import make_window, wait_run, write_png  # noqa: F401
 
-from inspector.ui.image_pane import ORIGINAL
+from inspector.ui.image.pane import ORIGINAL
 
 
 def shift_drag(canvas, a: tuple[float, float], b: tuple[float, float]) -> None:

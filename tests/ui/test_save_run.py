@@ -10,7 +10,7 @@ from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: 
 from view_frames import predictions, shown
 
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
-from inspector.ui.save_view import MIN_PNG_SIZE, install_save_actions, save_view_png
+from inspector.ui.export.save_view import MIN_PNG_SIZE, install_save_actions, save_view_png
 from inspector.ui.views import PredictionsView
 from inspector.ui.views.predictions_view import BAR_COLOR
 

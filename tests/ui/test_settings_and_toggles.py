@@ -13,8 +13,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QToolBar
 from test_main_window import TIMEOUT, TINY, make_window, wait_run, write_png  # noqa: F401
 
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
 
 FULL_PRODUCT_UP_TO = 4  # toggles; above that, pairwise combinations
 
@@ -77,7 +77,7 @@ def combinations_to_try(n: int) -> list[tuple[bool, ...]]:
 
 def test_without_gradients_the_capture_keeps_the_forward_kinds():
     from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
-    from inspector.ui.capture_choice import capture_modules
+    from inspector.ui.run.capture_choice import capture_modules
 
     kinds = {"a": frozenset({OUTPUT, GRAD_OUTPUT}), "b": frozenset({GRAD_INPUT}),
              "c": frozenset({INPUT})}

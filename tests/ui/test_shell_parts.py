@@ -61,8 +61,8 @@ def tree():
 
 
 def test_tree_model_rows_shapes_hazards_and_default_kinds(qtbot, tree):
-    from inspector.ui.module_tree import ModuleTreeWidget
-    from inspector.ui.module_tree_model import COL_NAME, COL_SHAPE, COL_TYPE, COLUMN_OF_KIND
+    from inspector.ui.module_tree.model import COL_NAME, COL_SHAPE, COL_TYPE, COLUMN_OF_KIND
+    from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
     qtbot.addWidget(widget)
@@ -100,8 +100,8 @@ def test_tree_columns_fit_resnet18_and_common_types_and_tooltips_hold_the_rest(q
     import torchvision
 
     from inspector.core.models.tree import build_tree
-    from inspector.ui.module_tree import ModuleTreeWidget
-    from inspector.ui.module_tree_model import COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.model import COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
     qtbot.addWidget(widget)
@@ -123,8 +123,8 @@ def test_tree_columns_fit_resnet18_and_common_types_and_tooltips_hold_the_rest(q
 
 
 def test_tree_checkbox_and_subtree_actions_change_the_capture(qtbot, tree):
-    from inspector.ui.module_tree import ModuleTreeWidget
-    from inspector.ui.module_tree_model import COLUMN_OF_KIND
+    from inspector.ui.module_tree.model import COLUMN_OF_KIND
+    from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
     qtbot.addWidget(widget)
@@ -143,8 +143,8 @@ def test_tree_checkbox_and_subtree_actions_change_the_capture(qtbot, tree):
 
 
 def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
-    from inspector.ui.module_tree import ModuleTreeWidget
-    from inspector.ui.module_tree_model import COL_HEALTH, COL_MEAN, COL_ZEROS
+    from inspector.ui.module_tree.model import COL_HEALTH, COL_MEAN, COL_ZEROS
+    from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
     qtbot.addWidget(widget)
@@ -176,7 +176,7 @@ def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
 
 
 def test_tree_filter_keeps_matches_and_their_parents(qtbot, tree):
-    from inspector.ui.module_tree import ModuleTreeWidget
+    from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
     qtbot.addWidget(widget)
@@ -203,7 +203,7 @@ def test_the_startup_freezer_freezes_once_per_model_and_lets_old_models_go():
 
     import torch
 
-    from inspector.ui.gc_freeze import StartupFreezer
+    from inspector.ui.window.gc_freeze import StartupFreezer
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -232,7 +232,7 @@ def test_the_startup_freezer_freezes_once_per_model_and_lets_old_models_go():
 
 
 def test_image_pane_folders_paste_steps_and_the_two_views(qtbot, tmp_path):
-    from inspector.ui.image_pane import MODEL_INPUT, ImagePane
+    from inspector.ui.image.pane import MODEL_INPUT, ImagePane
 
     pane = ImagePane()
     qtbot.addWidget(pane)
@@ -272,7 +272,7 @@ def test_image_pane_folders_paste_steps_and_the_two_views(qtbot, tmp_path):
 
 
 def test_image_pane_reports_bad_and_unknown_files_together(qtbot, tmp_path):
-    from inspector.ui.image_pane import ImagePane
+    from inspector.ui.image.pane import ImagePane
 
     pane = ImagePane()
     qtbot.addWidget(pane)
@@ -293,8 +293,8 @@ def test_image_pane_reports_bad_and_unknown_files_together(qtbot, tmp_path):
 
 
 def test_model_dialog_search_and_the_pickle_needs_trust(qtbot, tmp_path):
-    from inspector.ui import model_dialog
-    from inspector.ui.settings import AppSettings
+    from inspector.ui.open_model import dialog as model_dialog
+    from inspector.ui.window.app_settings import AppSettings
 
     settings = AppSettings.in_file(str(tmp_path / "s.ini"))
     dialog = model_dialog.ModelDialog(catalog=["demo_shapes", "resnet18", "resnet50", "vit_b_16"],
@@ -332,7 +332,7 @@ def test_model_dialog_search_and_the_pickle_needs_trust(qtbot, tmp_path):
 
 
 def test_error_reporter_status_line_and_details(qtbot):
-    from inspector.ui.errors import ErrorReporter
+    from inspector.ui.window.errors import ErrorReporter
 
     window = QMainWindow()
     qtbot.addWidget(window)
@@ -356,7 +356,7 @@ def test_a_later_success_clears_the_failure_from_the_status_line(qtbot):
     """A failure stays while it is fresh (ERROR_HOLD_S) even when a run succeeds just after
     it, then goes; one that was on screen longer goes at once. Its details stay a click
     away until they were read."""
-    from inspector.ui.errors import ERROR_HOLD_S, ErrorReporter
+    from inspector.ui.window.errors import ERROR_HOLD_S, ErrorReporter
 
     window = QMainWindow()
     qtbot.addWidget(window)
@@ -385,7 +385,7 @@ def test_status_labels_elide_long_names_and_keep_them_whole_in_their_tooltips(qt
     """A long model, weights file or image name is elided in the middle, so the message at
     the left keeps room; its tooltip has the whole text. Short ones are left as they are."""
     from inspector.core.run.frames import ModelLoaded, RunFinished
-    from inspector.ui.status_panel import LABEL_MAX, StatusPanel
+    from inspector.ui.window.status_panel import LABEL_MAX, StatusPanel
 
     window = QMainWindow()
     qtbot.addWidget(window)
@@ -409,7 +409,7 @@ def test_status_labels_elide_long_names_and_keep_them_whole_in_their_tooltips(qt
 
 
 def test_settings_round_trip(qtbot, tmp_path):
-    from inspector.ui.settings import MAX_RECENT, AppSettings
+    from inspector.ui.window.app_settings import MAX_RECENT, AppSettings
 
     settings = AppSettings.in_file(str(tmp_path / "s.ini"))
     for i in range(MAX_RECENT + 3):

@@ -17,8 +17,8 @@ from collections import Counter
 import psutil
 import pytest
 
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,7 @@ the image pane: test_detection_view.py)."""
 from __future__ import annotations
 
 from inspector.core.models.base import ModelSpec
-from inspector.ui import model_dialog
+from inspector.ui.open_model import dialog as model_dialog
 
 
 def test_the_checkpoint_tab_offers_detection_and_segmentation_architectures(qtbot, tmp_path):

@@ -11,9 +11,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from inspector.ui.image_canvas import pil_from_qimage, qimage_from_rgb
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.image.canvas import pil_from_qimage, qimage_from_rgb
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
 
 av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
 
@@ -180,8 +180,8 @@ def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot
 def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_window, qtbot,
                                                                       clip):
     from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
-    from inspector.ui.frame_router import MIN_DELIVERY_INTERVAL_S
-    from inspector.ui.video_player import STREAM_DELIVERY_INTERVAL_S
+    from inspector.ui.run.frame_router import MIN_DELIVERY_INTERVAL_S
+    from inspector.ui.video.player import STREAM_DELIVERY_INTERVAL_S
 
     window = make_window("build_fast")
     player, control = window.video, window.control

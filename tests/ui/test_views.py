@@ -196,7 +196,7 @@ def test_hover_names_channel_position_and_value_and_click_zooms(qtbot):
 
 
 def test_the_zoom_histogram_counts_every_pixel_and_its_levels_drive_the_image(qtbot):
-    from inspector.ui import colormaps
+    from inspector.ui.views import colormaps
 
     view = shown(qtbot, ActivationView())
     view.set_module("conv")

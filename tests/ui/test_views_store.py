@@ -11,7 +11,7 @@ from view_frames import FakeChannel, act, cam_frame, grad, predictions, started
 from inspector.core.run.frames import RunFinished
 from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.store import RunStore
-from inspector.ui.frame_router import FrameRouter
+from inspector.ui.run.frame_router import FrameRouter
 from inspector.ui.views import (
     ActivationView,
     CamView,
@@ -138,8 +138,8 @@ def test_the_module_tree_reads_statistics_of_its_own_modules_from_the_store(qtbo
     from torch import nn
 
     from inspector.core.models.tree import build_tree
-    from inspector.ui.module_tree import ModuleTreeWidget
-    from inspector.ui.module_tree_model import COL_MEAN
+    from inspector.ui.module_tree.model import COL_MEAN
+    from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     store = RunStore()
     widget = ModuleTreeWidget(store=store)

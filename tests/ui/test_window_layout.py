@@ -7,9 +7,9 @@ import pytest
 from PySide6.QtWidgets import QApplication, QLabel
 from test_main_window import TIMEOUT, TINY, wait_run, write_png
 
-from inspector.ui.docks import DEFAULT_SIZE
-from inspector.ui.main_window import MainWindow
-from inspector.ui.settings import AppSettings
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.docks import DEFAULT_SIZE
+from inspector.ui.window.main_window import MainWindow
 
 # The window's default size, and the screen of the walk that found these (1440x900, Xvfb).
 SIZES = sorted({DEFAULT_SIZE, (1440, 900)})
@@ -151,7 +151,7 @@ def test_module_and_type_columns_fit_each_model_until_the_user_sizes_them(window
     user dragged keeps its width when another model loads."""
     from PySide6.QtGui import QFontMetrics
 
-    from inspector.ui.module_tree import CELL_PADDING, COL_HEALTH, COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.widget import CELL_PADDING, COL_HEALTH, COL_NAME, COL_TYPE
 
     window = window_at(DEFAULT_SIZE)
     tree = window.tree

@@ -11,7 +11,7 @@ budget gives way: every channel stays reachable. A channels-last (H, W, C) outpu
 previewed as the (C, H, W) it stands for (core.run.capture reads it so; the frame says so).
 
 No torch here: the window estimates what previews cost before the engine has loaded
-(ui.capture_choice).
+(ui.run.capture_choice).
 """
 
 from __future__ import annotations

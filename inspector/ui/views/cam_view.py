@@ -32,8 +32,8 @@ from PySide6.QtWidgets import (
 
 from inspector.core.explain.catalog import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
 from inspector.core.run.frames import CamFrame
-from inspector.ui import colormaps
-from inspector.ui.task_overlay import nothing_detected, nothing_detected_text
+from inspector.ui.image.task_overlay import nothing_detected, nothing_detected_text
+from inspector.ui.views import colormaps
 from inspector.ui.views.base import FrameView, hint_label
 from inspector.ui.views.occlusion_controls import OcclusionControls
 

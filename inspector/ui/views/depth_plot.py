@@ -8,8 +8,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from inspector.ui.plot_clipboard import add_copy_action
 from inspector.ui.views.base import hint_label
+from inspector.ui.views.clipboard import add_copy_action
 
 
 def depth_plot(x_label: str, y_label: str, **y_style) -> pg.PlotWidget:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from inspector.ui.plot_clipboard import add_copy_action
+from inspector.ui.views.clipboard import add_copy_action
 
 BINS = 64
 

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.run.frames import PredictionFrame, RunFinished
-from inspector.ui.task_overlay import nothing_detected, nothing_detected_text
+from inspector.ui.image.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views.base import FrameView, hint_label
 
 PROB_ROLE = Qt.ItemDataRole.UserRole + 1

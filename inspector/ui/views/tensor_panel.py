@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.ui import colormaps
+from inspector.ui.views import colormaps
 from inspector.ui.views.base import hint_label
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_INDEX, ChannelBar
 from inspector.ui.views.mosaic import (

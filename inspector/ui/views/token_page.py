@@ -11,7 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF
 
-from inspector.ui.plot_clipboard import add_copy_action
+from inspector.ui.views.clipboard import add_copy_action
 from inspector.ui.views.mosaic import SHARED, channel_ranges, levels_for
 
 TOKEN_HEATMAP, TOKEN_GRID_MEAN, TOKEN_GRID_FEATURE = "heatmap", "grid_mean", "grid_feature"

@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF
 
-from inspector.ui.plot_clipboard import add_copy_action
+from inspector.ui.views.clipboard import add_copy_action
 
 MAX_BARS = 256  # more bars than this are slow to draw and too thin to read: a line instead
 BARS, LINE, AUTO = "Bars", "Line", "Auto"  # the panel's vector combo's texts

@@ -9,7 +9,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF
 
-from inspector.ui.plot_clipboard import add_copy_action
+from inspector.ui.views.clipboard import add_copy_action
 from inspector.ui.views.levels_histogram import LevelsHistogram
 from inspector.ui.views.mosaic import channel_ranges, levels_for
 from inspector.ui.views.tile_numbers import channel_name

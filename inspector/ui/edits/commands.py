@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QAction, QKeySequence, QUndoCommand, QUndoStack
 
-from inspector.ui.edits import Edit, EditList
+from inspector.ui.edits.edit_list import Edit, EditList
 
 if TYPE_CHECKING:
     from inspector.core.edits.interventions import Intervention

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.ui.atlas_runner import STAGES, AtlasRequest, AtlasResult, AtlasRunner
+from inspector.ui.atlas.runner import STAGES, AtlasRequest, AtlasResult, AtlasRunner
 
 INPUT_FILTER = ("Images and videos (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp *.mp4 "
                 "*.mkv *.mov *.avi *.webm);;All files (*)")

@@ -32,7 +32,7 @@ from inspector.core.run.frames import RunFinished, TensorFrame, TensorStats
 from inspector.core.run.kinds import DEFAULT_KINDS as KINDS_BY_DEFAULT
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.store import RunStore
-from inspector.ui.module_tree_cells import (
+from inspector.ui.module_tree.cells import (
     ALIGN,
     COL_HEALTH,
     COL_MEAN,

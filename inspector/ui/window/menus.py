@@ -129,7 +129,7 @@ def update_camera_action(action: QAction, probe: bool = True) -> None:
     """File ▸ Camera on where Qt Multimedia finds a camera; off, with the reason (no camera,
     or Qt Multimedia not installed: what to install) as its tooltip. Asked when the File menu
     opens (`probe`), not at start: listing cameras can take a moment."""
-    from inspector.ui.camera import camera_status
+    from inspector.ui.video.camera import camera_status
 
     ok, note = camera_status() if probe else (False, "")
     action.setEnabled(ok)

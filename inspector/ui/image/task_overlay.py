@@ -13,7 +13,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QWidget
 
 from inspector.core.run.request import DetectionTarget
-from inspector.ui.image_canvas import DrawnBox, ImageCanvas
+from inspector.ui.image.canvas import DrawnBox, ImageCanvas
 
 DEFAULT_THRESHOLD = 50  # of 100: boxes scoring under 0.5 are hidden until the slider moves
 MASK_ALPHA = 120  # of 255: the picture stays readable under the mask

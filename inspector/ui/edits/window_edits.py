@@ -18,10 +18,10 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QMainWindow
 
-from inspector.ui.edit_actions import EditActions
-from inspector.ui.edit_commands import EditHistory
-from inspector.ui.edits import EditList
-from inspector.ui.edits_dock import make_edits_dock
+from inspector.ui.edits.actions import EditActions
+from inspector.ui.edits.commands import EditHistory
+from inspector.ui.edits.dock import make_edits_dock
+from inspector.ui.edits.edit_list import EditList
 
 
 class WindowEdits(QObject):

@@ -41,8 +41,8 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.inputs.images import ImageLoadError, load_image
-from inspector.ui.atlas_file import MAKE_ONE, Atlas, TopImage
-from inspector.ui.image_canvas import qimage_from_pil
+from inspector.ui.atlas.atlas_file import MAKE_ONE, Atlas, TopImage
+from inspector.ui.image.canvas import qimage_from_pil
 
 THUMB = 128  # the thumbnails' longer side, in pixels
 BOX_COLOR = QColor("#ffd600")

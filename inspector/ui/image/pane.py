@@ -43,9 +43,9 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.inputs.images import ImageLoadError, load_image
-from inspector.ui.image_canvas import ImageCanvas, qimage_from_pil, qimage_from_rgb
-from inspector.ui.image_list import ImageEntry, ImageList
-from inspector.ui.task_overlay import TaskOverlay
+from inspector.ui.image.canvas import ImageCanvas, qimage_from_pil, qimage_from_rgb
+from inspector.ui.image.filmstrip import ImageEntry, ImageList
+from inspector.ui.image.task_overlay import TaskOverlay
 
 ORIGINAL_MAX = 1600  # the large view never needs more pixels than a screen
 ORIGINAL, MODEL_INPUT = "original", "model_input"

@@ -30,7 +30,7 @@ class RecentFiles(QObject):
             menu.addAction("(none)").setEnabled(False)
 
     def fill_models(self) -> None:
-        from inspector.ui.model_dialog import spec_label
+        from inspector.ui.open_model.dialog import spec_label
 
         menu = self.models_menu
         menu.clear()

@@ -23,10 +23,10 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QToolButton, QWidget
 
-from inspector.ui.atlas_dialog import AtlasDialog
-from inspector.ui.atlas_file import AtlasError, read_atlas
-from inspector.ui.atlas_runner import AtlasResult, AtlasRunner
-from inspector.ui.dataset_dock import DatasetView
+from inspector.ui.atlas.atlas_file import AtlasError, read_atlas
+from inspector.ui.atlas.dataset_dock import DatasetView
+from inspector.ui.atlas.dialog import AtlasDialog
+from inspector.ui.atlas.runner import AtlasResult, AtlasRunner
 
 SETTINGS_KEY = "atlas_dir"  # the folder of the atlas opened last: where the dialog starts
 CLOSE_WAIT_S = 10.0  # the window closing: how long a cancelled atlas may take to stop
@@ -89,7 +89,7 @@ class AtlasActions(QObject):
             return None
         if self.dialog is None:
             from inspector.core.models.devices import available_devices
-            from inspector.ui.model_dialog import spec_label
+            from inspector.ui.open_model.dialog import spec_label
 
             device = str(loaded.device)
             devices = [device, *(d for d in available_devices() if d != device)]

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer
 
 from inspector.core.run.frames import ProgressFrame
-from inspector.ui.status_panel import StatusPanel
+from inspector.ui.window.status_panel import StatusPanel
 
 SHOW_AFTER_S = 1.0
 REFRESH_MS = 500

@@ -274,7 +274,7 @@ class SaveActions(QObject):
         self.saver.failed.connect(window.reporter.report)
         self.png_menu = QMenu("Save view as &PNG", window)
         self.png_actions: dict[str, QAction] = {}
-        from inspector.ui.docks import DOCKS
+        from inspector.ui.window.docks import DOCKS
 
         for key in SAVABLE_VIEWS:
             if key in window.views:

@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 from inspector.core.run.frames import ModelLoaded, RunFinished
-from inspector.ui.stream_counts import TOOLTIP as STREAM_TIP
+from inspector.ui.video.counts import TOOLTIP as STREAM_TIP
 
 WARN_STYLE = "color: #ef6c00; font-weight: 600;"
 # The widest a model name, a weights file or a run's label gets in the status bar: longer

@@ -33,7 +33,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from inspector.ui.frame_router import FrameRouter
+from inspector.ui.run.frame_router import FrameRouter
 
 # Importing torchvision (the catalog) holds the GIL for seconds: it waits for the first run
 # to finish (or this long at most), so that it does not slow the first frames down.
@@ -165,7 +165,7 @@ class SessionControl(QObject):
         return ModelSpec(**kwargs)
 
     def load_model(self, spec) -> None:
-        from inspector.ui.model_dialog import spec_label
+        from inspector.ui.open_model.dialog import spec_label
 
         if self.session is None:
             raise RuntimeError("the engine is not started")
@@ -187,7 +187,7 @@ class SessionControl(QObject):
         if ok:
             self.model_spec = spec
         if isinstance(error, LoadCancelled):
-            from inspector.ui.model_dialog import spec_label
+            from inspector.ui.open_model.dialog import spec_label
 
             self.modelLoadCancelled.emit(spec_label(spec) if spec is not None else "")
         # A failure arrives as an ErrorFrame from the session (with the details); the old

@@ -22,8 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.run.kinds import KINDS
-from inspector.ui.arrow_keys import claims_arrow_keys
-from inspector.ui.module_tree_cells import (
+from inspector.ui.module_tree.cells import (
     COL_HEALTH,
     COL_MEAN,
     COL_NAME,
@@ -37,7 +36,8 @@ from inspector.ui.module_tree_cells import (
     KIND_NAMES,
     KIND_TIPS,
 )
-from inspector.ui.module_tree_model import ModuleTreeModel
+from inspector.ui.module_tree.model import ModuleTreeModel
+from inspector.ui.window.arrow_keys import claims_arrow_keys
 
 # What the Module and Type columns fit at first: resnet18's deepest long name (layer2.0's
 # "downsample", four levels in, counting the model's own row) and the common layer types;

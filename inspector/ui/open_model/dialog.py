@@ -4,7 +4,7 @@ Six ways in, one tab each: a model from the catalog (the bundled demo and torchv
 classifiers, searchable, each marked with whether pretrained weights are on this machine),
 a checkpoint (state_dict or safetensors) for a chosen architecture, a Python file with a
 factory function, a whole pickled model, which needs the user's explicit trust because
-unpickling runs code, a timm model and a Hugging Face folder (ui.hub_tabs). Random
+unpickling runs code, a timm model and a Hugging Face folder (ui.open_model.hub_tabs). Random
 weights take the seed below the tabs. The dialog only builds a `core.models.load.ModelSpec`; loading happens on
 the worker.
 
@@ -34,8 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.ui.hub_tabs import HfTab, TimmTab
-from inspector.ui.hub_tabs import PathRow as _FileRow
+from inspector.ui.open_model.hub_tabs import HfTab, TimmTab
+from inspector.ui.open_model.hub_tabs import PathRow as _FileRow
 
 CATALOG, CHECKPOINT, FACTORY, PICKLE, TIMM, HF = range(6)
 TAB_NAMES = ["Catalog", "Checkpoint", "Python file", "Pickled model", "timm", "Hugging Face"]

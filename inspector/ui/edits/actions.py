@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QInputDialog, QMenu, QWidget
 
-from inspector.ui.edit_commands import EditHistory
+from inspector.ui.edits.commands import EditHistory
 
 # Modules whose output an edit cannot replace (a forward hook needs one tensor).
 NOT_EDITABLE = {"never_called": "it is never called",

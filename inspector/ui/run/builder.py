@@ -35,8 +35,8 @@ import importlib.util
 from PySide6.QtCore import QObject, QTimer
 
 from inspector.core.explain.catalog import ATTRIBUTION_METHODS, DEFAULT_CAM, GRADIENT_FREE_CAMS
-from inspector.ui import capture_choice
-from inspector.ui.session_control import SessionControl
+from inspector.ui.run import capture_choice
+from inspector.ui.run.session_control import SessionControl
 
 RERUN_DELAY_MS = 120
 

@@ -23,15 +23,21 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.explain.catalog import METHODS
 from inspector.core.run.frames import ModelLoaded, RunFinished, RunStarted
-from inspector.ui import (
-    capture_choice,
-    compare_actions,
-    menus,
-    save_view,
-    video_player,
-    window_edits,
-)
-from inspector.ui.docks import (
+from inspector.ui.compare import actions as compare_actions
+from inspector.ui.edits import window_edits
+from inspector.ui.export import save_view
+from inspector.ui.image.pane import ImagePane
+from inspector.ui.image.sources import ImageSources
+from inspector.ui.module_tree.widget import ModuleTreeWidget
+from inspector.ui.run import capture_choice
+from inspector.ui.run.builder import RunBuilder
+from inspector.ui.run.frame_router import FrameRouter
+from inspector.ui.run.progress import RunProgress
+from inspector.ui.run.session_control import SessionControl
+from inspector.ui.video import player as video_player
+from inspector.ui.window import menus
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.docks import (
     DEFAULT_SIZE,
     DOCKS,
     default_layout,
@@ -39,20 +45,12 @@ from inspector.ui.docks import (
     make_docks,
     tidy_tab_bars_later,
 )
-from inspector.ui.errors import ErrorReporter
-from inspector.ui.frame_router import FrameRouter
-from inspector.ui.gc_freeze import StartupFreezer
-from inspector.ui.gui_thread_gc import GuiThreadCollector
-from inspector.ui.image_pane import ImagePane
-from inspector.ui.image_sources import ImageSources
-from inspector.ui.module_tree import ModuleTreeWidget
-from inspector.ui.recent_files import RecentFiles
-from inspector.ui.run_builder import RunBuilder
-from inspector.ui.run_progress import RunProgress
-from inspector.ui.session_control import SessionControl
-from inspector.ui.settings import AppSettings
-from inspector.ui.status_panel import LoadingOverlay, StatusPanel
-from inspector.ui.window_settings import WindowSettings
+from inspector.ui.window.errors import ErrorReporter
+from inspector.ui.window.gc_freeze import StartupFreezer
+from inspector.ui.window.gui_thread_gc import GuiThreadCollector
+from inspector.ui.window.recent_files import RecentFiles
+from inspector.ui.window.status_panel import LoadingOverlay, StatusPanel
+from inspector.ui.window.window_settings import WindowSettings
 
 
 class MainWindow(QMainWindow):
@@ -182,7 +180,7 @@ class MainWindow(QMainWindow):
             cam.optionsChanged.connect(self.runs.schedule)  # a burst of spin box steps: one run
         self.compare.views_ready()  # the divergence plot selects modules in the tree
         save_view.install_save_actions(self)  # File ▸ Save view as PNG / Save run as NPZ
-        from inspector.ui import atlas_actions
+        from inspector.ui.atlas import actions as atlas_actions
 
         atlas_actions.install(self)  # File ▸ Open atlas and the Dataset dock (a channel atlas)
         module = self.tree.current_module()
@@ -291,7 +289,7 @@ class MainWindow(QMainWindow):
             self.reporter.info("The engine is still starting…")
             return
         from inspector.core.models.devices import available_devices
-        from inspector.ui.model_dialog import ModelDialog
+        from inspector.ui.open_model.dialog import ModelDialog
 
         dialog = ModelDialog(self, catalog=self.control.catalog, devices=available_devices(),
                              device=self.control.model_spec_device(), settings=self.settings)
@@ -394,7 +392,7 @@ class MainWindow(QMainWindow):
         newest last, from inspector.crashlog.previous_crashes)."""
         if not reports:
             return
-        from inspector.ui.crash_notice import CrashNotice
+        from inspector.ui.window.crash_notice import CrashNotice
 
         notice = CrashNotice(reports[-1], self)
         notice.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -402,7 +400,7 @@ class MainWindow(QMainWindow):
         self.reporter.info(f"Network Inspector crashed last time: see {reports[-1].path}", 0)
 
     def show_about(self) -> None:
-        from inspector.ui.about_dialog import AboutDialog
+        from inspector.ui.window.about_dialog import AboutDialog
 
         device = self.status.device.text().removeprefix("device ") if self.model_name else None
         dialog = AboutDialog(self, device=device, settings=self.settings)

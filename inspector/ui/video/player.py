@@ -33,11 +33,11 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QStyle, QToolButton, QWidget
 
 from inspector.core.inputs.video import READ_AHEAD, ReadAhead
-from inspector.ui.frame_router import MIN_DELIVERY_INTERVAL_S
-from inspector.ui.image_canvas import pil_from_qimage
-from inspector.ui.image_list import ImageEntry
-from inspector.ui.image_pane import ORIGINAL_MAX
-from inspector.ui.stream_counts import StreamCounts
+from inspector.ui.image.canvas import pil_from_qimage
+from inspector.ui.image.filmstrip import ImageEntry
+from inspector.ui.image.pane import ORIGINAL_MAX
+from inspector.ui.run.frame_router import MIN_DELIVERY_INTERVAL_S
+from inspector.ui.video.counts import StreamCounts
 
 POLL_MS = 10  # waiting for a frame asked for (a step, a seek) or for the video to open
 # The frame router's pace while a stream plays: each finished run at the next display tick
@@ -194,7 +194,7 @@ class VideoPlayer(QObject):
     def open_camera(self, camera=None) -> None:
         """File ▸ Camera: stream the default camera (or `camera`: anything with
         camera.CameraStream's signals and methods) through the model."""
-        from inspector.ui.camera import CameraStream
+        from inspector.ui.video.camera import CameraStream
 
         self.stop()
         camera = camera if camera is not None else CameraStream(self)
