@@ -85,16 +85,15 @@ def _requests(session: Session) -> dict[str, dict]:
     selected = capture_choice.default_module(tree)
     requests = {}
     for name, backward in (("window", True), ("no_gradients", False)):
-        modules = capture_choice.capture_modules(leaves, backward)
-        preview = capture_choice.preview_modules(tree, modules, selected)
+        preview = capture_choice.preview_modules(tree, leaves, selected, backward)
         requests[name] = {
-            "capture": CaptureSpec(modules=modules, preview=preview),
-            "backward": backward,
+            "capture": CaptureSpec(modules=leaves, preview=preview),
+            "gradients": backward,
             "cams": ((DEFAULT_CAM, None),) if backward else (),
         }
     live = capture_choice.live_modules(leaves, selected)
     requests["live"] = {"capture": CaptureSpec(modules=live, preview=frozenset(live)),
-                        "backward": False, "cams": ((DEFAULT_CAM, None),),
+                        "gradients": False, "cams": ((DEFAULT_CAM, None),),
                         "threads": stream_threads()}
     requests["live_script"] = {**requests["live"], "threads": None}
     return requests

@@ -171,11 +171,11 @@ def test_the_window_draws_detections_and_a_clicked_box_is_the_next_target(
     expected = pane.canvas.detection_at(pane.canvas.to_image(point)).key
     assert expected != 0
     qtbot.mouseClick(pane.canvas, Qt.MouseButton.LeftButton, pos=point.toPoint())
-    assert window.runs.target.index == expected
-    assert window.runs.target.box is not None  # the object clicked, found by overlap
+    assert window.run_settings.value.target.index == expected
+    assert window.run_settings.value.target.box is not None  # the object clicked, found by overlap
     qtbot.waitUntil(lambda: window.control.current_run != first.run_id, timeout=TIMEOUT)
     wait_run(qtbot, window, timeout=TIMEOUT)
-    assert window.control.last_request.target == window.runs.target
+    assert window.control.last_request.target == window.run_settings.value.target
     qtbot.waitUntil(lambda: [d.key for d in pane.canvas.detections() if d.chosen] == [expected],
                     timeout=TIMEOUT)
     assert window.views["predictions"].target == expected

@@ -76,14 +76,13 @@ def combinations_to_try(n: int) -> list[tuple[bool, ...]]:
 
 
 def test_without_gradients_the_capture_keeps_the_forward_kinds():
+    from inspector.core.run.capture_spec import CaptureSpec
     from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
-    from inspector.ui.run.capture_choice import capture_modules
 
     kinds = {"a": frozenset({OUTPUT, GRAD_OUTPUT}), "b": frozenset({GRAD_INPUT}),
              "c": frozenset({INPUT})}
-    assert capture_modules(kinds, backward=True) == kinds
-    assert capture_modules(kinds, backward=False) == {"a": frozenset({OUTPUT}),
-                                                      "c": frozenset({INPUT})}
+    assert CaptureSpec(modules=kinds).without_gradients().modules == {
+        "a": frozenset({OUTPUT}), "c": frozenset({INPUT})}
 
 
 def test_the_pairwise_rows_cover_every_pair():

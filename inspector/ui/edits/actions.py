@@ -230,8 +230,7 @@ class EditActions(QObject):
         if not ok:
             return
         self.add(ScaleGradient(module, factor))
-        backward = getattr(self.runs, "backward_action", None)
-        if backward is not None and not backward.isChecked():
+        if not self.runs.settings.value.gradients:
             self.reporter.info("The gradient edit applies once Run ▸ Compute gradients is on")
 
     # -- the image ---------------------------------------------------------------------------------

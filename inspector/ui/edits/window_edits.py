@@ -30,7 +30,6 @@ class WindowEdits(QObject):
         self.window = window
         self.edits = window.edits = EditList(window)
         self.history = window.history = EditHistory(self.edits, window)
-        window.runs.edits = self.edits
         self.actions = window.edit_actions = EditActions(
             self.history, window.reporter, window.control, window.runs, window)
         dock = make_edits_dock(window, self.history)
@@ -63,8 +62,8 @@ class WindowEdits(QObject):
                                      for name, edits in self.edits.by_module().items()})
         window.images.set_occlusions(e.intervention.box for e in self.edits.enabled()
                                      if isinstance(e.intervention, Occlude))
-        if not self._quiet:
-            window.runs.rerun()
+        # A model load that adjusts the edits (quiet) runs itself.
+        window.run_settings.update(quiet=self._quiet, edits=self.edits.interventions())
 
     def keep_for(self, tree) -> str:
         """A new model (`tree`, the window's `model_name`): each edit is checked against it

@@ -17,14 +17,6 @@ _GRADIENTS = frozenset(GRADIENT_KINDS)  # core keeps the kinds in a tuple, in ho
 PREVIEW_BUDGET_BYTES = 48 * 2**20
 
 
-def capture_modules(kinds: dict[str, frozenset[str]], backward: bool) -> dict[str, frozenset]:
-    """The tree's hook kinds per module, without gradients when no backward pass is wanted."""
-    if backward:
-        return dict(kinds)
-    forward_only = {n: frozenset(k) - _GRADIENTS for n, k in kinds.items()}
-    return {n: k for n, k in forward_only.items() if k}
-
-
 def live_modules(kinds: dict[str, frozenset[str]], selected: str | None) -> dict[str, frozenset]:
     """What a live run (a video playing) captures: the selected module's output, the one
     tensor the activation view shows, when its output hook is on; nothing else."""
@@ -32,15 +24,18 @@ def live_modules(kinds: dict[str, frozenset[str]], selected: str | None) -> dict
     return {selected: frozenset(wanted)} if wanted else {}
 
 
-def preview_modules(tree, modules: dict, selected: str | None) -> frozenset[str]:
-    """The selected module, or every captured module when their previews are small."""
+def preview_modules(tree, modules: dict, selected: str | None,
+                    gradients: bool = True) -> frozenset[str]:
+    """The selected module, or every captured module when their previews are small (counting
+    the kinds the run captures: no gradients when it computes none)."""
     chosen = {selected} if selected is not None else set()
     if tree is None:
         return frozenset(chosen)
     total = 0
     for name, kinds in modules.items():
         shape = tree.modules[name].output_shape if name in tree.modules else None
-        total += preview_bytes(shape) * len(kinds)
+        captured = kinds if gradients else frozenset(kinds) - _GRADIENTS
+        total += preview_bytes(shape) * len(captured)
     if total <= PREVIEW_BUDGET_BYTES:
         chosen |= set(modules)
     return frozenset(chosen)

@@ -269,7 +269,8 @@ class VideoPlayer(QObject):
         self.controls.counter.setText("")
         self._awaiting = None
         self._unrun = self._ran_live = self._waiting = False
-        self.runs.live = False  # what runs next (Run again) is a still image's full run
+        # What runs next (Run again) is a still image's full run.
+        self.runs.settings.update(quiet=True, live=False)
         self.index = -1
         self.controls.hide()
         self.status.show_stream(None)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
-from inspector.core.explain.catalog import METHODS
 from inspector.core.run.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.ui.compare import actions as compare_actions
 from inspector.ui.edits import window_edits
@@ -34,6 +33,7 @@ from inspector.ui.run.builder import RunBuilder
 from inspector.ui.run.frame_router import FrameRouter
 from inspector.ui.run.progress import RunProgress
 from inspector.ui.run.session_control import SessionControl
+from inspector.ui.run.settings import RunSettingsModel
 from inspector.ui.video import player as video_player
 from inspector.ui.window import menus
 from inspector.ui.window.app_settings import AppSettings
@@ -85,11 +85,14 @@ class MainWindow(QMainWindow):
         self.status = StatusPanel(self.statusBar())
         self.run_progress = RunProgress(self.status, self)
         self.sources = ImageSources(self, self.images, self.settings, self.reporter)
-        self.runs = RunBuilder(self.control, self.tree, self.images, None, self)
+        # What the next runs ask for: the widgets write it, the builder reads it.
+        self.run_settings = RunSettingsModel(parent=self)
+        self.run_settings.restore(self.settings)
+        self.run_settings.changed.connect(self._run_settings_changed)
+        self.runs = RunBuilder(self.control, self.run_settings, self)
         self.window_edits = window_edits.install(self)  # edits, history, the Edits dock
         self._default_state = self.saveState()  # after every dock is placed
-        self.menus = menus.build_menus(self, self.settings.value("backward", True))
-        self.runs.backward_action = self.backward_action
+        self.menus = menus.build_menus(self)
         self.compare = compare_actions.install(self)  # Compare ▸ Pin as A / Unpin A
         self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
                                   self.settings, self.images, self.control)
@@ -138,14 +141,14 @@ class MainWindow(QMainWindow):
         self.images.imageSelected.connect(lambda _entry: self.reporter.resolved())
         self.images.failed.connect(self.reporter.report)
         self.images.noted.connect(lambda note: self.reporter.info(note, 20000))
-        self.images.stretchChanged.connect(self.runs.rerun)
+        self.images.stretchChanged.connect(lambda on: self.run_settings.update(stretch=on))
         # Detection and segmentation models: boxes and masks on the image, a box clicked
         # makes it the target (core.tasks).
-        self.images.detectionChosen.connect(self.runs.set_target)
+        self.images.detectionChosen.connect(self._target_chosen)
         self.router.store.subscribe(self._predictions_stored, ("predictions",))
         self.tree.moduleSelected.connect(self._module_selected)
         self.tree.camLayerRequested.connect(self._cam_layer_requested)
-        self.tree.model.captureChanged.connect(self.runs.schedule)
+        self.tree.model.captureChanged.connect(self._capture_changed)
 
     def build_views(self) -> None:
         """Create the data views (this imports pyqtgraph: after the window is on screen)."""
@@ -170,14 +173,16 @@ class MainWindow(QMainWindow):
         if "activation" in self.views:
             self.edit_actions.attach_mosaic(self.views["activation"])
         if "predictions" in self.views:
-            self.views["predictions"].targetChosen.connect(self.runs.set_target)
+            self.views["predictions"].targetChosen.connect(self._target_chosen)
         if "cam" in self.views:
             cam = self.views["cam"]
-            cam.set_method(self.saved.cam_method(list(METHODS)))
-            self.runs.cam_view = cam
-            cam.methodChanged.connect(self._cam_method_changed)
-            cam.layerChanged.connect(self.runs.rerun)
-            cam.optionsChanged.connect(self.runs.schedule)  # a burst of spin box steps: one run
+            cam.set_method(self.run_settings.value.cam_method)
+            cam.methodChanged.connect(
+                lambda m: self.run_settings.update(cam_method=m, cam_layer=cam.layer))
+            cam.layerChanged.connect(lambda layer: self.run_settings.update(cam_layer=layer))
+            cam.optionsChanged.connect(
+                lambda: self.run_settings.update(attribution_options=cam.occlusion.options()))
+            self.run_settings.update(quiet=True, attribution_options=cam.occlusion.options())
         self.compare.views_ready()  # the divergence plot selects modules in the tree
         save_view.install_save_actions(self)  # File ▸ Save view as PNG / Save run as NPZ
         from inspector.ui.atlas import actions as atlas_actions
@@ -245,7 +250,7 @@ class MainWindow(QMainWindow):
     def _model_loaded(self, frame: ModelLoaded) -> None:
         self._model_generation += 1
         self.control.model_changed()
-        self.runs.model_changed(frame.cam_layer)
+        self.runs.model_changed(frame.tree, frame.cam_layer)
         self.model_name = frame.name
         self.overlay.hide()
         self.status.busy.hide()
@@ -255,12 +260,14 @@ class MainWindow(QMainWindow):
         message = " ".join([f"Loaded {frame.description}.", *notes])
         self.reporter.info(message, timeout_ms=20000 if notes else 6000)
         self.tree.set_tree(frame.tree, frame.name)
+        # The new model's modules (the run at the end of this load applies them).
+        self.run_settings.update(quiet=True, capture=self.tree.model.capture_modules())
         self.status.show_model(frame)
         menus.check_device(self.menus, self.control.model_spec_device())
         if self.control.model_spec is not None:
             self.recent.model_loaded(self.control.model_spec)
         self.setWindowTitle(f"{frame.name} — Network Inspector")
-        self._set_cam_layers(frame.tree)
+        self._set_cam_layers(frame.tree, quiet=True)
         selected = self.settings.value(f"module/{frame.name}", "")
         if not (selected and self.tree.select_module(selected)):
             self.tree.select_module(capture_choice.default_module(frame.tree))
@@ -268,11 +275,11 @@ class MainWindow(QMainWindow):
         self.window_edits.add_startup(specs)
         self.runs.rerun()
 
-    def _set_cam_layers(self, tree, choose: str | None = None) -> None:
+    def _set_cam_layers(self, tree, choose: str | None = None, quiet: bool = False) -> None:
         """The CAM view's layers: every one a CAM can read (token and channels-last layers
-        too, core.explain.cam.cam_layers), the model's default CAM layer (found on the worker, sent
-        in ModelLoaded) selected, or `choose`: the selection is the layer the map is
-        computed at."""
+        too, core.explain.cam.cam_layers), the model's default CAM layer (found on the worker,
+        sent in ModelLoaded) selected, or `choose`: the selection is the layer the map is
+        computed at (the run settings' cam_layer; `quiet`: the caller runs itself)."""
         cam = self.views.get("cam")
         if cam is None or tree is None:
             return
@@ -283,6 +290,7 @@ class MainWindow(QMainWindow):
             if wanted is not None and wanted not in layers:
                 layers.append(wanted)
         cam.set_layers(layers, choose or self.runs.default_cam_layer)
+        self.run_settings.update(quiet=quiet, cam_layer=cam.layer)
 
     def open_model_dialog(self) -> None:
         if not self.control.ready:
@@ -311,21 +319,25 @@ class MainWindow(QMainWindow):
                 self.views[key].set_module(name)
         if self.model_name:
             self.settings.set_value(f"module/{self.model_name}", name)
-        if not self.runs.previewed(name):
-            self.runs.schedule()  # its previews were not captured in the last run
-
-    def _cam_method_changed(self, method: str) -> None:
-        self.settings.set_value("cam_method", method)
-        self.runs.rerun()
+        self.run_settings.update(selected=name)  # run again when its previews are missing
 
     def _cam_layer_requested(self, name: str) -> None:
         self._set_cam_layers(self.tree.model.tree, choose=name)
-        self.runs.rerun()
 
-    def set_backward(self, on: bool) -> None:
-        """Run ▸ Compute gradients was toggled."""
-        self.settings.set_value("backward", on)
-        self.runs.rerun()
+    def _capture_changed(self) -> None:
+        self.run_settings.update(capture=self.tree.model.capture_modules())
+
+    def _target_chosen(self, target) -> None:
+        self.run_settings.update(target=target)
+
+    def _run_settings_changed(self, names, _quiet) -> None:
+        """What the window shows of a setting, and what it remembers, follows it."""
+        value = self.run_settings.value
+        if names & {"gradients", "cam_method"}:
+            self.run_settings.save(self.settings)
+        cam = self.views.get("cam")
+        if "cam_method" in names and cam is not None and cam.method != value.cam_method:
+            cam.set_method(value.cam_method)
 
     def _predictions_stored(self, frame) -> None:
         if self.control.shows(frame.run_id):

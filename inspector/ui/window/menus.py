@@ -11,6 +11,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
+from inspector.ui.run.settings import gradients_action
+
 SHORTCUTS_HTML = """<table cellpadding=3>
 <tr><td><b>Ctrl+O</b></td><td>Open images</td></tr>
 <tr><td><b>Ctrl+Shift+O</b></td><td>Open a model</td></tr>
@@ -54,9 +56,8 @@ def add_action(window: QMainWindow, menu, text: str, slot, shortcut=None, tip: s
     return action
 
 
-def build_menus(window, backward: bool) -> Menus:
-    """File, Edit, Run, Device, View and Help for `window` (a MainWindow); `backward`:
-    whether "Compute gradients" starts checked."""
+def build_menus(window) -> Menus:
+    """File, Edit, Run, Device, View and Help for `window` (a MainWindow)."""
     bar = window.menuBar()
     file = bar.addMenu("&File")
     add_action(window, file, "Open &images…", window.sources.open_images,
@@ -99,9 +100,8 @@ def build_menus(window, backward: bool) -> Menus:
     add_action(window, run, "&Next image", lambda: images.step(1), Qt.Key.Key_Right)
     add_action(window, run, "Show original / model &input", images.toggle_mode, "Ctrl+I")
     run.addSeparator()
-    backward_action = add_action(window, run, "Compute &gradients", window.set_backward)
-    backward_action.setCheckable(True)
-    backward_action.setChecked(backward)
+    backward_action = gradients_action(window.run_settings, window)
+    run.addAction(backward_action)
 
     device = bar.addMenu("&Device")
     device.addAction("(starting…)").setEnabled(False)

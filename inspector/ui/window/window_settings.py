@@ -6,8 +6,6 @@ from __future__ import annotations
 from PySide6.QtCore import QByteArray, QTimer
 from PySide6.QtWidgets import QMessageBox
 
-from inspector.core.explain.catalog import DEFAULT_CAM
-
 
 class WindowSettings:
     def __init__(self, window, settings, reporter) -> None:
@@ -31,9 +29,6 @@ class WindowSettings:
         self.settings.set_value("tree_header", self.window.tree.header_state())
         self.settings.set_value("tree_widths_by_user", self.window.tree.widths_set_by_user)
         self.settings.sync()
-
-    def cam_method(self, methods: list[str]) -> str:
-        return self.settings.value("cam_method", DEFAULT_CAM, choices=methods)
 
     def report_problems(self, _problem: str = "") -> None:
         """One report for the problems found while the window reads its settings (they come
@@ -65,14 +60,7 @@ class WindowSettings:
             QMessageBox.StandardButton.Cancel)
         if answer != QMessageBox.StandardButton.Reset:
             return
-        self.settings.reset()
+        window.run_settings.reset()  # the widgets follow, and a changed choice runs again
+        self.settings.reset()  # after: nothing of this session stays stored
         window.reset_layout()
-        changed = not window.backward_action.isChecked()
-        window.backward_action.setChecked(True)
-        cam = window.views.get("cam")
-        if cam is not None and cam.method != DEFAULT_CAM:
-            cam.set_method(DEFAULT_CAM)
-            changed = True
         self.reporter.info("Settings reset to their defaults")
-        if changed:
-            window.runs.rerun()
