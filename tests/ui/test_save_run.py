@@ -10,7 +10,7 @@ from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: 
 from view_frames import predictions, shown
 
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
-from inspector.ui.export.save_view import MIN_PNG_SIZE, install_save_actions, save_view_png
+from inspector.ui.export.save_view import MIN_PNG_SIZE, save_view_png
 from inspector.ui.views import PredictionsView
 from inspector.ui.views.predictions_view import BAR_COLOR
 
@@ -20,8 +20,11 @@ def test_the_file_menu_saves_each_view_as_png_and_says_what_it_could_not(
 ):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
-    actions = install_save_actions(window)
-    assert install_save_actions(window) is actions  # once
+    actions = window.save_actions  # installed once, when the views were built
+    window.build_views()  # again: nothing added twice
+    assert window.save_actions is actions
+    file_actions = window.menuBar().actions()[0].menu().actions()
+    assert sum(a.text() == actions.npz_action.text() for a in file_actions) == 1
     file_menu = window.menuBar().actions()[0].menu()
     assert actions.png_menu.menuAction() in file_menu.actions()
     assert actions.npz_action in file_menu.actions()
@@ -64,7 +67,7 @@ def test_save_run_as_npz_writes_what_analyse_writes_for_the_demo_model(
     wait_run(qtbot, window)
     request = window.control.last_request
     assert request.gradients and request.cams, "the demo run explains its top class"
-    actions = install_save_actions(window)
+    actions = window.save_actions
     path = tmp_path / "window.npz"
     assert actions.save_npz(str(path))
     qtbot.waitUntil(lambda: not actions.saver.busy, timeout=TIMEOUT)
@@ -111,7 +114,7 @@ def test_a_view_on_a_tab_behind_another_is_saved_as_it_looks_in_front(
     header and a squashed sliver of the mosaic."""
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
-    actions = install_save_actions(window)
+    actions = window.save_actions
     tabs = ("activation", "gradient", "input_stats", "divergence")
     for front in ("divergence", "activation"):
         window.docks[front].raise_()

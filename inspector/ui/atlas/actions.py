@@ -10,9 +10,9 @@ File ▸ New atlas… (and the dock's "New atlas…" button) opens atlas_dialog.
 the model loaded: the atlas command runs on a thread of its own (atlas_runner.AtlasRunner),
 and the atlas it writes opens in the dock. Closing the window cancels a run going on.
 
-Installed by one call from the main window once its views exist (`install`); it uses only
-the window's public parts: its docks, menus, tree, image pane, views, runs, router,
-reporter and settings.
+Installed by one call from the main window once its views exist (`install`), with the
+window's context (ui.window.context.WindowContext): its docks, File menu, tree, image pane,
+views, runs, session, reporter and remembered settings.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from inspector.ui.atlas.atlas_file import AtlasError, read_atlas
 from inspector.ui.atlas.dataset_dock import DatasetView
 from inspector.ui.atlas.dialog import AtlasDialog
 from inspector.ui.atlas.runner import AtlasResult, AtlasRunner
+from inspector.ui.window.context import WindowContext
 
 SETTINGS_KEY = "atlas_dir"  # the folder of the atlas opened last: where the dialog starts
 CLOSE_WAIT_S = 10.0  # the window closing: how long a cancelled atlas may take to stop
@@ -35,11 +36,12 @@ CLOSE_WAIT_S = 10.0  # the window closing: how long a cancelled atlas may take t
 class AtlasActions(QObject):
     """File ▸ Open atlas…, the Dataset dock's view, and its wiring to the window."""
 
-    def __init__(self, window) -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(self, ctx: WindowContext) -> None:
+        super().__init__(ctx.parent)
+        self.ctx = ctx
+        window = ctx.parent
         self.view = DatasetView()
-        self.dock = window.docks["dataset"]
+        self.dock = ctx.docks["dataset"]
         placeholder = self.dock.widget()
         self.dock.setWidget(self.view)
         if placeholder is not None:
@@ -48,7 +50,7 @@ class AtlasActions(QObject):
         self.open_action.setStatusTip("Open the folder written by `network-inspector atlas`: "
                                       "the images that excite each channel most")
         self.open_action.triggered.connect(self.open_dialog)
-        _insert_in_file_menu(window, self.open_action)
+        ctx.add_to_menu("File", self.open_action, after="Open &model…")
         self.runner = AtlasRunner(self)
         self.runner.finished.connect(self._atlas_finished)
         self.dialog: AtlasDialog | None = None
@@ -56,35 +58,35 @@ class AtlasActions(QObject):
         self.new_action.setStatusTip("Run `network-inspector atlas` with the model loaded: the "
                                      "images of a folder that excite each channel most")
         self.new_action.triggered.connect(self.new_dialog)
-        _insert_in_file_menu(window, self.new_action, after="Open &atlas…")
+        ctx.add_to_menu("File", self.new_action, after="Open &atlas…")
         self.view.layout().insertWidget(0, self._buttons())
 
         self.view.imageRequested.connect(self.open_image)
-        self.view.failed.connect(window.reporter.report)
-        window.tree.moduleSelected.connect(self.view.show_module)
-        activation = window.views.get("activation")
+        self.view.failed.connect(ctx.reporter.report)
+        ctx.tree.moduleSelected.connect(self.view.show_module)
+        activation = ctx.views.get("activation")
         if activation is not None:
             activation.panel.mosaic_view.channelClicked.connect(
                 lambda channel: self.channel_clicked(activation.module, channel))
-        window.router.modelLoaded.connect(self._model_loaded)
-        window.closed.connect(self.view.stop)
-        window.closed.connect(self._window_closed)
-        self.view.set_loaded_model(window.model_name)
-        self.view.show_module(window.tree.current_module())
+        ctx.control.router.modelLoaded.connect(self._model_loaded)
+        ctx.closed.connect(self.view.stop)
+        ctx.closed.connect(self._window_closed)
+        self.view.set_loaded_model(ctx.model_name())
+        self.view.show_module(ctx.tree.current_module())
 
     def open_dialog(self) -> None:
-        start = str(self.window.settings.value(SETTINGS_KEY, str(Path.home())))
-        folder = QFileDialog.getExistingDirectory(self.window, "Open an atlas folder", start)
+        start = str(self.ctx.app_settings.value(SETTINGS_KEY, str(Path.home())))
+        folder = QFileDialog.getExistingDirectory(self.ctx.parent, "Open an atlas folder", start)
         if folder:
             self.open(folder)
 
     def new_dialog(self) -> AtlasDialog | None:
         """File ▸ New atlas…: the atlas command's options for the model loaded (one dialog;
         asked again, it comes to the front)."""
-        control = self.window.control
+        control = self.ctx.control
         loaded = control.loaded
         if loaded is None or control.model_spec is None:
-            self.window.reporter.report("Load a model first: an atlas is made with the model "
+            self.ctx.reporter.report("Load a model first: an atlas is made with the model "
                                         "loaded.")
             return None
         if self.dialog is None:
@@ -93,10 +95,10 @@ class AtlasActions(QObject):
 
             device = str(loaded.device)
             devices = [device, *(d for d in available_devices() if d != device)]
-            start = str(self.window.settings.value(SETTINGS_KEY, str(Path.home())))
+            start = str(self.ctx.app_settings.value(SETTINGS_KEY, str(Path.home())))
             self.dialog = AtlasDialog(
-                self.window, self.runner, spec_label(control.model_spec), control.model_spec,
-                loaded.seed, devices, layers=self.window.tree.current_module() or "",
+                self.ctx.parent, self.runner, spec_label(control.model_spec), control.model_spec,
+                loaded.seed, devices, layers=self.ctx.tree.current_module() or "",
                 start_dir=start)
             self.dialog.opened.connect(self.open)
             self.dialog.finished.connect(self._dialog_closed)
@@ -113,10 +115,10 @@ class AtlasActions(QObject):
     def _atlas_finished(self, result: AtlasResult) -> None:
         """The atlas's end in the window's status bar: the command's own sentence."""
         if result.status == "failed" or (result.status == "ok" and result.code):
-            self.window.reporter.report(f"Atlas: {result.message}" if result.message
+            self.ctx.reporter.report(f"Atlas: {result.message}" if result.message
                                         else "The atlas failed.", "\n".join(result.messages))
         elif result.status == "cancelled":
-            self.window.reporter.info(f"Atlas: {result.message}")
+            self.ctx.reporter.info(f"Atlas: {result.message}")
 
     def _window_closed(self) -> None:
         # Its end, delivered later, must not report into a closed window.
@@ -143,15 +145,15 @@ class AtlasActions(QObject):
         try:
             atlas = read_atlas(where)
         except AtlasError as e:
-            self.window.reporter.report(str(e))
+            self.ctx.reporter.report(str(e))
             return False
-        self.window.settings.set_value(SETTINGS_KEY, str(atlas.folder))
+        self.ctx.app_settings.set_value(SETTINGS_KEY, str(atlas.folder))
         self.view.set_atlas(atlas)
-        self.view.show_module(self.window.tree.current_module())
+        self.view.show_module(self.ctx.tree.current_module())
         self._tree_counts()
         self.dock.show()
         self.dock.raise_()
-        self.window.reporter.info(f"Opened the atlas in {atlas.folder}: {atlas.describe()}.")
+        self.ctx.reporter.info(f"Opened the atlas in {atlas.folder}: {atlas.describe()}.")
         return True
 
     def channel_clicked(self, module: str | None, channel: int) -> None:
@@ -161,13 +163,13 @@ class AtlasActions(QObject):
 
     def open_image(self, path: str) -> None:
         """List the image in the image pane and run it (listed already: shown and run again)."""
-        images = self.window.images
+        images = self.ctx.images
         current = images.current()
         if current is not None and current.path is not None and Path(current.path) == Path(path):
-            self.window.runs.rerun()
+            self.ctx.runs.rerun()
         else:
             images.add_paths([path])
-        self.window.docks["images"].raise_()
+        self.ctx.docks["images"].raise_()
 
     def _model_loaded(self, frame) -> None:
         self.view.set_loaded_model(frame.name)
@@ -176,31 +178,15 @@ class AtlasActions(QObject):
     def _tree_counts(self) -> None:
         """The atlas's dead channels per layer in the module tree, for the model it was made
         with only: another model's counts would be read as this one's."""
-        atlas, model = self.view.atlas, self.window.model_name
+        atlas, model = self.view.atlas, self.ctx.model_name()
         if atlas is None or atlas.model != model:
-            self.window.tree.model.set_atlas({})
+            self.ctx.tree.model.set_atlas({})
             return
-        self.window.tree.model.set_atlas(
+        self.ctx.tree.model.set_atlas(
             {name: (len(layer.dead), layer.channels) for name, layer in atlas.layers.items()},
             f"{atlas.images:,} images, {atlas.folder}")
 
 
-def _insert_in_file_menu(window, action: QAction, after: str = "Open &model…") -> None:
-    """After the File menu item `after` (the other things that open), or at the end."""
-    bar_menus = [a.menu() for a in window.menuBar().actions() if a.menu() is not None]
-    file_menu = next((m for m in bar_menus if m.title() == "&File"), None)
-    if file_menu is None:
-        return
-    actions = file_menu.actions()
-    place = next((i for i, a in enumerate(actions) if a.text() == after), None)
-    if place is not None and place + 1 < len(actions):
-        file_menu.insertAction(actions[place + 1], action)
-    else:
-        file_menu.addAction(action)
-
-
-def install(window) -> AtlasActions:
-    """The Dataset dock in `window` (call once its views exist; a second call returns it)."""
-    if getattr(window, "atlas", None) is None:
-        window.atlas = AtlasActions(window)
-    return window.atlas
+def install(ctx: WindowContext) -> AtlasActions:
+    """The Dataset dock in the window (once its views exist)."""
+    return AtlasActions(ctx)

@@ -7,26 +7,30 @@ the new run in the run store, which keeps it whatever runs come after it. The vi
 the comparison from the store (`reference_run`); the divergence plot's clicks select a
 module in the tree.
 
-Installed by one call from the main window (`install`); it only uses the window's public
-parts: its router's store, its SessionControl, its reporter, its views and its tree.
+Installed by one call from the main window (`install`) with the window's context
+(ui.window.context.WindowContext): the run store, the session, the reporter, the views and
+the tree, and the menu bar, toolbars and status bar to place its parts in.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QToolBar
+from PySide6.QtWidgets import QLabel, QMenu, QToolBar
+
+from inspector.ui.window.context import WindowContext
 
 A_STYLE = "color: #2e7d32; font-weight: 600;"
 WARN_STYLE = "color: #ef6c00; font-weight: 600;"
 
 
 class CompareActions(QObject):
-    def __init__(self, window: QMainWindow) -> None:
-        super().__init__(window)
-        self.window = window
-        self.store = window.router.store
-        self.control = window.control
+    def __init__(self, ctx: WindowContext) -> None:
+        super().__init__(ctx.parent)
+        self.ctx = ctx
+        self.store = ctx.store
+        self.control = ctx.control
+        window = ctx.parent
         self.pin_action = QAction("Pin as &A", window)
         self.pin_action.setStatusTip(
             "Run the current image again and keep it as run A: the runs after it (another "
@@ -40,20 +44,15 @@ class CompareActions(QObject):
 
         self.menu = QMenu("&Compare", window)
         self.menu.addActions([self.pin_action, self.unpin_action])
-        bar = window.menuBar()
-        help_menu = next((a for a in bar.actions() if a.text().replace("&", "") == "Help"), None)
-        if help_menu is not None:
-            bar.insertMenu(help_menu, self.menu)
-        else:
-            bar.addMenu(self.menu)
+        ctx.add_menu(self.menu, before="Help")
         self.toolbar = QToolBar("Compare", window)
         self.toolbar.setObjectName("toolbar_compare")  # saveState/restoreState find it by name
         self.toolbar.addActions([self.pin_action, self.unpin_action])
-        window.addToolBar(self.toolbar)
+        ctx.add_toolbar(self.toolbar)
         self.label = QLabel()
         self.label.setContentsMargins(6, 0, 6, 0)
         self.label.hide()
-        window.statusBar().addPermanentWidget(self.label)
+        ctx.add_status_widget(self.label)
 
         # Told of runs starting and finishing (run A's label and status) and of a new model
         # (which empties the store, run A with it). Wants no data frames.
@@ -68,7 +67,7 @@ class CompareActions(QObject):
         run id, or None when there is nothing to run yet."""
         request = self.control.last_request
         if not self.control.ready or self.control.loaded is None or request is None:
-            self.window.reporter.info("Run an image first: the run shown is what gets pinned.")
+            self.ctx.reporter.info("Run an image first: the run shown is what gets pinned.")
             return None
         # A run compared with the unedited run stays so (A's before/after); one compared
         # with the previous run A is not compared with anything: it is the new A.
@@ -110,9 +109,9 @@ class CompareActions(QObject):
 
     def views_ready(self) -> None:
         """The window built its views: clicking a module in the divergence plot selects it."""
-        divergence = self.window.views.get("divergence")
+        divergence = self.ctx.views.get("divergence")
         if divergence is not None:
-            divergence.moduleClicked.connect(self.window.tree.select_module)
+            divergence.moduleClicked.connect(self.ctx.tree.select_module)
 
     def _run_changed(self, frame) -> None:
         if frame.run_id == self.store.pinned_run:
@@ -122,7 +121,7 @@ class CompareActions(QObject):
         """What the current run is compared with changed, though no frame arrived: every
         view shows the comparison afresh (or stops showing it)."""
         self.update()
-        for view in self.window.views.values():
+        for view in self.ctx.views.values():
             view.request_paint()
 
 
@@ -130,6 +129,6 @@ def _ignore(_frame) -> None:
     """The subscription wants no data frames (kinds=()): nothing to do with one."""
 
 
-def install(window: QMainWindow) -> CompareActions:
-    """Add Compare ▸ Pin as A / Unpin A, its toolbar and status to `window` (a MainWindow)."""
-    return CompareActions(window)
+def install(ctx: WindowContext) -> CompareActions:
+    """Add Compare ▸ Pin as A / Unpin A, its toolbar and status to the window."""
+    return CompareActions(ctx)

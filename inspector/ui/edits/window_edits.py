@@ -8,62 +8,58 @@ a rerun of its own: the load reruns): an occlusion box moves to the same part of
 in the new model input, an edit the new model cannot take (no such module, a channel it
 lacks) is dropped; the status bar and a note in the Edits dock say which edits were kept,
 changed or dropped, and why. It also adds the --edit specs the app was started with
-(`add_startup`). Installed by one call from the main window (`install`); it sets the
-window's `edits`, `history` and `edit_actions`, its "edits" dock and Edit ▸ Clear all edits
-(`clear_action`).
+(`add_startup`). Installed by one call from the main window (`install`) with the window's
+context (ui.window.context.WindowContext); the window keeps what it returns: the list
+(`edits`), the undo stack (`history`), where edits are made (`actions`), the "edits" dock
+and Edit ▸ Clear all edits (`clear_action`).
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QMainWindow
 
 from inspector.ui.edits.actions import EditActions
 from inspector.ui.edits.commands import EditHistory
 from inspector.ui.edits.dock import make_edits_dock
 from inspector.ui.edits.edit_list import EditList
+from inspector.ui.window.context import WindowContext
 
 
 class WindowEdits(QObject):
-    def __init__(self, window: QMainWindow) -> None:
-        super().__init__(window)
-        self.window = window
-        self.edits = window.edits = EditList(window)
-        self.history = window.history = EditHistory(self.edits, window)
-        self.actions = window.edit_actions = EditActions(
-            self.history, window.reporter, window.control, window.runs, window)
-        dock = make_edits_dock(window, self.history)
+    def __init__(self, ctx: WindowContext) -> None:
+        super().__init__(ctx.parent)
+        self.ctx = ctx
+        self.edits = EditList(ctx.parent)
+        self.history = EditHistory(self.edits, ctx.parent)
+        self.actions = EditActions(self.history, ctx.reporter, ctx.control, ctx.runs, ctx.parent)
+        dock = make_edits_dock(ctx.parent, self.history)
         self.view = dock.widget()
         self.clear_action = self.view.clear_action  # also in the Edit menu
-        window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
-        window.splitDockWidget(window.docks["tree"], dock, Qt.Orientation.Vertical)
-        window.docks["edits"] = dock
+        ctx.add_dock("edits", dock, under="tree")
         self.size_dock()
-        window.tree.menu_extensions.append(self.actions.add_module_actions)
-        window.images.occludeRequested.connect(self.actions.add_occlusion)
-        window.images.boxNote.connect(lambda text: window.reporter.info(text, 12000))
+        ctx.tree.menu_extensions.append(self.actions.add_module_actions)
+        ctx.images.occludeRequested.connect(self.actions.add_occlusion)
+        ctx.images.boxNote.connect(lambda text: ctx.reporter.info(text, 12000))
         self.edits.changed.connect(self._changed)
-        self.edits.added.connect(lambda edit, _row: window.tree.reveal(edit.module))
+        self.edits.added.connect(lambda edit, _row: ctx.tree.reveal(edit.module))
         self._quiet = False  # True while a model load drops edits (it reruns itself)
         self._preprocess = None  # the loaded model's: what the occlusion boxes were made for
         self._model = ""  # its name
 
     def size_dock(self) -> None:
         # A few rows under the tree; the tree keeps most of the height.
-        docks = self.window.docks
-        self.window.resizeDocks([docks["tree"], docks["edits"]], [700, 160],
-                                Qt.Orientation.Vertical)
+        self.ctx.resize_docks(["tree", "edits"], [700, 160], Qt.Orientation.Vertical)
 
     def _changed(self) -> None:
         from inspector.core.edits.interventions import Occlude
 
-        window = self.window
-        window.tree.model.set_edits({name: tuple(e.describe() for e in edits)
-                                     for name, edits in self.edits.by_module().items()})
-        window.images.set_occlusions(e.intervention.box for e in self.edits.enabled()
-                                     if isinstance(e.intervention, Occlude))
+        ctx = self.ctx
+        ctx.tree.model.set_edits({name: tuple(e.describe() for e in edits)
+                                  for name, edits in self.edits.by_module().items()})
+        ctx.images.set_occlusions(e.intervention.box for e in self.edits.enabled()
+                                  if isinstance(e.intervention, Occlude))
         # A model load that adjusts the edits (quiet) runs itself.
-        window.run_settings.update(quiet=self._quiet, edits=self.edits.interventions())
+        ctx.settings.update(quiet=self._quiet, edits=self.edits.interventions())
 
     def keep_for(self, tree) -> str:
         """A new model (`tree`, the window's `model_name`): each edit is checked against it
@@ -71,22 +67,22 @@ class WindowEdits(QObject):
         cannot take are dropped. Returns a sentence saying what became of the edits (also
         shown in the Edits dock), or "" when nothing is worth saying (no edits, or the same
         model again with every edit as it was)."""
-        window = self.window
-        loaded, session = window.control.loaded, window.control.session
+        ctx = self.ctx
+        loaded, session = ctx.control.loaded, ctx.control.session
         if loaded is None or getattr(session, "tree", None) is not tree:
             return ""  # a newer model is loaded already: its own ModelLoaded follows
         from inspector.core.edits.carry import carry_edits, describe, summary
 
         old, self._preprocess = self._preprocess, loaded.preprocess
-        model = window.model_name or loaded.name
+        model = ctx.model_name() or loaded.name
         switched = model != self._model
         self._model = model
-        window.images.set_preprocess(loaded.preprocess)
+        ctx.images.set_preprocess(loaded.preprocess)
         edits = list(self.edits)
         if not edits:
             return ""
         carried = carry_edits([e.intervention for e in edits], tree, loaded.preprocess, old,
-                              window.images.picture_size(), model)
+                              ctx.images.picture_size(), model)
         dropped = [e for e, c in zip(edits, carried, strict=True) if c.dropped]
         rewritten = [(e, c.after) for e, c in zip(edits, carried, strict=True)
                      if not c.dropped and c.after != e.intervention]
@@ -115,7 +111,7 @@ class WindowEdits(QObject):
         try:
             for spec in specs:
                 try:
-                    (edit,) = self.window.control.session.check_edits((parse_edit(spec),))
+                    (edit,) = self.ctx.control.session.check_edits((parse_edit(spec),))
                 except EditSpecError as e:
                     refused.append(str(e))
                     continue
@@ -123,9 +119,9 @@ class WindowEdits(QObject):
         finally:
             self._quiet = False
         if refused:
-            self.window.reporter.report(" ".join(f"Edit not added: {why}" for why in refused))
+            self.ctx.reporter.report(" ".join(f"Edit not added: {why}" for why in refused))
 
 
-def install(window: QMainWindow) -> WindowEdits:
+def install(ctx: WindowContext) -> WindowEdits:
     """The window's edits (see the module docstring)."""
-    return WindowEdits(window)
+    return WindowEdits(ctx)

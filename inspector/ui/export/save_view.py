@@ -87,8 +87,8 @@ def shown_size(view: QWidget) -> QSize:
     dock = view.parentWidget()
     if on_screen(view) or not isinstance(dock, QDockWidget):
         return view.size()
-    window = dock.parentWidget()
-    tabs = window.tabifiedDockWidgets(dock) if isinstance(window, QMainWindow) else []
+    main = dock.parentWidget()
+    tabs = main.tabifiedDockWidgets(dock) if isinstance(main, QMainWindow) else []
     front = next((d.widget() for d in tabs if d.widget() is not None and on_screen(d.widget())),
                  None)
     return front.size() if front is not None else view.size()
@@ -264,20 +264,21 @@ def ask_save_path(parent: QWidget, title: str, suggested: str, filter_text: str)
 class SaveActions(QObject):
     """The File menu's "Save view as PNG" submenu and "Save run as NPZ…" of a MainWindow."""
 
-    def __init__(self, window, ask: Callable[..., str] | None = None) -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(self, ctx, ask: Callable[..., str] | None = None) -> None:
+        super().__init__(ctx.parent)
+        self.ctx = ctx
+        window = ctx.parent
         # Looked up when called, so that a test can replace ask_save_path.
         self.ask = ask or (lambda *args: ask_save_path(*args))
-        self.saver = RunSaver(window.control, self)
-        self.saver.saved.connect(lambda path: window.reporter.info(f"Saved the run to {path}"))
-        self.saver.failed.connect(window.reporter.report)
+        self.saver = RunSaver(ctx.control, self)
+        self.saver.saved.connect(lambda path: ctx.reporter.info(f"Saved the run to {path}"))
+        self.saver.failed.connect(ctx.reporter.report)
         self.png_menu = QMenu("Save view as &PNG", window)
         self.png_actions: dict[str, QAction] = {}
         from inspector.ui.window.docks import DOCKS
 
         for key in SAVABLE_VIEWS:
-            if key in window.views:
+            if key in ctx.views:
                 action = self.png_menu.addAction(f"{DOCKS[key][0]}\u2026")
                 action.triggered.connect(lambda _=False, k=key: self.save_png(k))
                 self.png_actions[key] = action
@@ -287,50 +288,40 @@ class SaveActions(QObject):
         self.npz_action.triggered.connect(lambda: self.save_npz())
 
     def save_png(self, key: str, path: str | None = None) -> Path | None:
-        view = self.window.views[key]
+        view = self.ctx.views[key]
         try:
             check_savable(view)  # before the dialog: with nothing to save, no dialog
         except NothingToSave as e:
-            self.window.reporter.report(str(e))
+            self.ctx.reporter.report(str(e))
             return None
         if path is None:
-            path = self.ask(self.window, "Save view as PNG", f"{key}.png", "PNG images (*.png)")
+            path = self.ask(self.ctx.parent, "Save view as PNG", f"{key}.png", "PNG images (*.png)")
             if not path:
                 return None
         try:
             saved = save_view_png(view, path)
         except (NothingToSave, OSError) as e:
-            self.window.reporter.report(str(e))
+            self.ctx.reporter.report(str(e))
             return None
-        self.window.reporter.info(f"Saved {saved}")
+        self.ctx.reporter.info(f"Saved {saved}")
         return saved
 
     def save_npz(self, path: str | None = None) -> bool:
         if path is None:
-            request = self.window.control.last_request
+            request = self.ctx.control.last_request
             name = Path(str(request.label or "run")).stem if request is not None else "run"
-            path = self.ask(self.window, "Save run as NPZ", f"{name}.npz", "NumPy arrays (*.npz)")
+            path = self.ask(self.ctx.parent, "Save run as NPZ", f"{name}.npz", "NumPy arrays (*.npz)")
             if not path:
                 return False
         return self.saver.save(path)
 
 
-def install_save_actions(window) -> SaveActions:
-    """Add the save actions to `window`'s File menu, above Quit (call after build_views;
-    once: a second call returns the actions already there)."""
-    if getattr(window, "save_actions", None) is not None:
-        return window.save_actions
-    actions = SaveActions(window)
-    menus = [a for a in window.menuBar().actions() if a.menu() is not None]
-    file_menu = next((a.menu() for a in menus if a.text() == "&File"), menus[0].menu())
-    quit_action = next((a for a in file_menu.actions() if a.text() == "&Quit"), None)
-    if quit_action is None:
-        file_menu.addSeparator()
-        file_menu.addMenu(actions.png_menu)
-        file_menu.addAction(actions.npz_action)
-    else:
-        file_menu.insertMenu(quit_action, actions.png_menu)
-        file_menu.insertAction(quit_action, actions.npz_action)
-        file_menu.insertSeparator(quit_action)
-    window.save_actions = actions
+def install_save_actions(ctx) -> SaveActions:
+    """The save actions in the window's File menu, above Quit (once the views exist; ctx:
+    ui.window.context.WindowContext)."""
+    actions = SaveActions(ctx)
+    separator = QAction(ctx.parent)
+    separator.setSeparator(True)
+    for item in (actions.png_menu, actions.npz_action, separator):
+        ctx.add_to_menu("File", item, before="&Quit")
     return actions

@@ -420,8 +420,8 @@ class VideoPlayer(QObject):
         self.status.show_stream(self.counts, "camera" if self._camera is not None else "video")
 
 
-def install(window) -> VideoPlayer:
-    """The window's video player: under the image pane, fed by its video entries."""
-    return VideoPlayer(window.images, window.runs, window.control, window.status,
-                       window.reporter, window)
+def install(ctx) -> VideoPlayer:
+    """The window's video player (ctx: ui.window.context.WindowContext): under the image
+    pane, fed by its video entries."""
+    return VideoPlayer(ctx.images, ctx.runs, ctx.control, ctx.status, ctx.reporter, ctx.parent)
 

@@ -37,6 +37,7 @@ from inspector.ui.run.settings import RunSettingsModel
 from inspector.ui.video import player as video_player
 from inspector.ui.window import menus
 from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.context import WindowContext
 from inspector.ui.window.docks import (
     DEFAULT_SIZE,
     DOCKS,
@@ -66,6 +67,8 @@ class MainWindow(QMainWindow):
         self.reporter = ErrorReporter(self.statusBar(), self)
         self.saved = WindowSettings(self, self.settings, self.reporter)
         self.views: dict[str, QWidget] = {}
+        self.save_actions = None  # File ▸ Save view as PNG / NPZ, once the views exist
+        self.atlas = None  # File ▸ Open atlas and the Dataset dock, once the views exist
         self.model_name = ""
         self.last_run: RunFinished | None = None  # the last of our runs that finished
         self._startup_model: dict = {}
@@ -90,13 +93,22 @@ class MainWindow(QMainWindow):
         self.run_settings.restore(self.settings)
         self.run_settings.changed.connect(self._run_settings_changed)
         self.runs = RunBuilder(self.control, self.run_settings, self)
-        self.window_edits = window_edits.install(self)  # edits, history, the Edits dock
+        # What the add-ons (edits, compare, video, atlas, saving) may use of the window.
+        self.context = WindowContext(
+            parent=self, store=self.router.store, settings=self.run_settings,
+            control=self.control, runs=self.runs, reporter=self.reporter, status=self.status,
+            app_settings=self.settings, tree=self.tree, images=self.images, views=self.views,
+            docks=self.docks, closed=self.closed, model_name=lambda: self.model_name)
+        self.window_edits = window_edits.install(self.context)  # edits, undo, the Edits dock
+        self.edits = self.window_edits.edits
+        self.history = self.window_edits.history
+        self.edit_actions = self.window_edits.actions
         self._default_state = self.saveState()  # after every dock is placed
         self.menus = menus.build_menus(self)
-        self.compare = compare_actions.install(self)  # Compare ▸ Pin as A / Unpin A
+        self.compare = compare_actions.install(self.context)  # Compare ▸ Pin as A / Unpin A
         self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
                                   self.settings, self.images, self.control)
-        self.video = video_player.install(self)  # videos and File ▸ Camera, live
+        self.video = video_player.install(self.context)  # videos and File ▸ Camera, live
         self.overlay = LoadingOverlay(self, self.tree.view)
         self.overlay.say("Starting…")
         self._connect()
@@ -184,10 +196,12 @@ class MainWindow(QMainWindow):
                 lambda: self.run_settings.update(attribution_options=cam.occlusion.options()))
             self.run_settings.update(quiet=True, attribution_options=cam.occlusion.options())
         self.compare.views_ready()  # the divergence plot selects modules in the tree
-        save_view.install_save_actions(self)  # File ▸ Save view as PNG / Save run as NPZ
-        from inspector.ui.atlas import actions as atlas_actions
+        # File ▸ Save view as PNG / Save run as NPZ; File ▸ Open atlas and the Dataset dock.
+        if self.save_actions is None:  # once, also when build_views is called again
+            self.save_actions = save_view.install_save_actions(self.context)
+            from inspector.ui.atlas import actions as atlas_actions
 
-        atlas_actions.install(self)  # File ▸ Open atlas and the Dataset dock (a channel atlas)
+            self.atlas = atlas_actions.install(self.context)
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)
