@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench package clean
+.PHONY: run test lint bench package screenshots clean
 
 $(STAMP): pyproject.toml setup.py inspector/core/stats/_cstats.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ bench: $(BENCH_STAMP)
 
 package: $(STAMP)
 	bash packaging/build.sh
+
+# The README's pictures of the window (offscreen); tests/e2e/test_screenshots.py checks them.
+screenshots: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
