@@ -8,7 +8,7 @@ JSON line in FILE: {"event": name, "t": time.time(), ...}.
 
 Events: window_shown (with torch_imported: whether torch was already imported), views_ready,
 engine_ready, model_loaded, torchvision_ready, first_frames, first_run_finished (with the
-panes' screen regions, MainWindow.dock_regions).
+panes' screen regions, dock_regions below).
 """
 
 from __future__ import annotations
@@ -83,12 +83,26 @@ class Probe:
         if "first_run_finished" in self.seen:
             return
         store = window.router.store
-        self.record("first_run_finished", regions=window.dock_regions(),
+        self.record("first_run_finished", regions=dock_regions(window),
                     edits=[e.intervention.describe() for e in window.edits.enabled()],
                     edited=store.edited(), reference_run=store.reference_run)
         if self.exit_after_first_run:
             self.poll.stop()
             QTimer.singleShot(0, window.close)
+
+
+def dock_regions(window) -> dict[str, list[int]]:
+    """Where each visible pane's content is on the screen: [x, y, width, height]: the
+    tree's rows, the image, each view."""
+    parts = {key: dock.widget() for key, dock in window.docks.items()}
+    parts["tree"] = window.tree.view.viewport()
+    parts["images"] = window.images.canvas
+    regions = {}
+    for key, widget in parts.items():
+        if widget is not None and widget.isVisible():
+            top_left = widget.mapToGlobal(widget.rect().topLeft())
+            regions[key] = [top_left.x(), top_left.y(), widget.width(), widget.height()]
+    return regions
 
 
 def main() -> int:
@@ -112,3 +126,4 @@ def main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+

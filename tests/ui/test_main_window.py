@@ -229,7 +229,7 @@ def test_the_model_dialog_loads_a_checkpoint(make_window, qtbot, tmp_path, monke
         return model_dialog.ModelDialog.DialogCode.Accepted
 
     monkeypatch.setattr(model_dialog.ModelDialog, "exec", fill_and_accept)
-    window.open_model_dialog()
+    window.model_loads.open_dialog()
     qtbot.waitUntil(lambda: window.model_name == "mobilenet_v3_small", timeout=TIMEOUT)
     # A random-init checkpoint: its file is named, its weights are not called trained.
     assert window.status.weights.text() == "weights from small.pth"
@@ -282,7 +282,7 @@ def test_a_text_file_opened_as_a_checkpoint_is_a_sentence_and_the_model_stays(
 
     monkeypatch.setattr(model_dialog.ModelDialog, "exec", fill_and_accept)
     errors = window.reporter.count
-    window.open_model_dialog()
+    window.model_loads.open_dialog()
     qtbot.waitUntil(lambda: window.reporter.count > errors and not window.control.loading,
                     timeout=TIMEOUT)
     message = window.reporter.last_message

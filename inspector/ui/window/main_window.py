@@ -49,6 +49,7 @@ from inspector.ui.window.docks import (
 from inspector.ui.window.errors import ErrorReporter
 from inspector.ui.window.gc_freeze import StartupFreezer
 from inspector.ui.window.gui_thread_gc import GuiThreadCollector
+from inspector.ui.window.model_loads import ModelLoads
 from inspector.ui.window.recent_files import RecentFiles
 from inspector.ui.window.status_panel import LoadingOverlay, StatusPanel
 from inspector.ui.window.window_settings import WindowSettings
@@ -71,7 +72,6 @@ class MainWindow(QMainWindow):
         self.atlas = None  # File ▸ Open atlas and the Dataset dock, once the views exist
         self.model_name = ""
         self.last_run: RunFinished | None = None  # the last of our runs that finished
-        self._startup_model: dict = {}
         self._startup_edits: tuple[str, ...] = ()  # --edit specs, added once a model is loaded
         self._gc_freezer = StartupFreezer()
         self._gc_collector = GuiThreadCollector(self)
@@ -104,13 +104,17 @@ class MainWindow(QMainWindow):
         self.history = self.window_edits.history
         self.edit_actions = self.window_edits.actions
         self._default_state = self.saveState()  # after every dock is placed
+        self.overlay = LoadingOverlay(self, self.tree.view)
+        self.overlay.say("Starting…")
+        # The engine starting and model loads, as the overlay and the status bar say them.
+        self.model_loads = ModelLoads(self, self.control, self.reporter, self.status,
+                                      self.overlay, self.settings, lambda: self.model_name)
         self.menus = menus.build_menus(self)
+        self.model_loads.attach_menus(self.menus)
         self.compare = compare_actions.install(self.context)  # Compare ▸ Pin as A / Unpin A
         self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
                                   self.settings, self.images, self.control)
         self.video = video_player.install(self.context)  # videos and File ▸ Camera, live
-        self.overlay = LoadingOverlay(self, self.tree.view)
-        self.overlay.say("Starting…")
         self._connect()
         self._restored = self.saved.restore()
 
@@ -127,11 +131,6 @@ class MainWindow(QMainWindow):
         """Run ▸ Compute gradients."""
         return self.menus.backward
 
-    @property
-    def rerun_action(self):
-        """Run ▸ Run again (F5)."""
-        return self.menus.rerun
-
     def _connect(self) -> None:
         r, c = self.router, self.control
         r.add_flush(self.tree.flush)
@@ -143,12 +142,6 @@ class MainWindow(QMainWindow):
         r.progress.connect(self.run_progress.update)
         self.run_progress.follow(c)  # each run, with the unedited run before it
         r.listenerFailed.connect(self.reporter.report)
-        c.engineReady.connect(self._engine_ready)
-        c.engineFailed.connect(self._engine_failed)
-        c.modelLoading.connect(self._model_loading)
-        c.modelLoadDone.connect(self._model_load_done)
-        c.modelLoadCancelled.connect(self._model_load_cancelled)
-        c.catalogReady.connect(self._update_actions)
         self.images.imageSelected.connect(self.runs.show)
         self.images.imageSelected.connect(lambda _entry: self.reporter.resolved())
         self.images.failed.connect(self.reporter.report)
@@ -211,56 +204,13 @@ class MainWindow(QMainWindow):
         """List `images`, start the engine (or use `session`) and load `model` (ModelSpec
         fields as a dict; the demo model when None); `edits` (specs as `analyse --edit`
         reads them) go into the Edits dock once the model is loaded."""
-        self._startup_model = dict(model or {})
         self._startup_edits = tuple(edits)
         if images:
             self.images.add_paths(list(images))
-        self.overlay.say("Loading PyTorch…")
-        self.status.busy.show()
         self._gc_collector.start()  # before any thread of the engine allocates
-        self.control.start(session)
-
-    def _engine_ready(self) -> None:
-        from inspector.core.models.devices import available_devices
-
-        devices = available_devices()
-        menus.fill_device_menu(self.menus, devices, self._device_chosen)
-        self._update_actions()
-        fields = dict(self._startup_model)
-        last_device = self.settings.value("device", "")
-        if "device" not in fields and last_device and last_device in devices:
-            fields["device"] = last_device  # the device the user chose last time
-        try:
-            spec = self.control.make_spec(**fields)
-        except TypeError as e:
-            self.reporter.report(f"Bad model arguments: {e}", popup=True)
-            spec = self.control.make_spec()
-        self.control.load_model(spec)
-
-    def _engine_failed(self, message: str, details: str) -> None:
-        self.status.busy.hide()
-        self.overlay.say("PyTorch could not be loaded: see the details in the status bar.")
-        self.reporter.report(message, details, popup=True)
-
-    def _update_actions(self) -> None:
-        self.menus.open_model.setEnabled(self.control.ready)
+        self.model_loads.start(model, session)
 
     # -- model -------------------------------------------------------------------------------
-    def _model_loading(self, label: str) -> None:
-        self.status.busy.show()
-        self.reporter.info(f"Loading {label}… (Esc cancels)", 0)
-        if not self.model_name:
-            self.overlay.say(f"Loading {label}…\nEsc cancels")
-
-    def _model_load_cancelled(self, label: str) -> None:
-        kept = f"{self.model_name} stays loaded" if self.model_name else "no model is loaded"
-        self.reporter.info(f"Loading {label} was cancelled: {kept}.", 10000)
-
-    def _model_load_done(self, ok: bool) -> None:
-        self.status.busy.hide()
-        if not ok and not self.model_name:
-            self.overlay.say("No model loaded. Open one with File ▸ Open model (Ctrl+Shift+O).")
-
     def _model_loaded(self, frame: ModelLoaded) -> None:
         self._model_generation += 1
         self.control.model_changed()
@@ -305,26 +255,6 @@ class MainWindow(QMainWindow):
                 layers.append(wanted)
         cam.set_layers(layers, choose or self.runs.default_cam_layer)
         self.run_settings.update(quiet=quiet, cam_layer=cam.layer)
-
-    def open_model_dialog(self) -> None:
-        if not self.control.ready:
-            self.reporter.info("The engine is still starting…")
-            return
-        from inspector.core.models.devices import available_devices
-        from inspector.ui.open_model.dialog import ModelDialog
-
-        dialog = ModelDialog(self, catalog=self.control.catalog, devices=available_devices(),
-                             device=self.control.model_spec_device(), settings=self.settings)
-        if dialog.exec() == ModelDialog.DialogCode.Accepted:
-            self.control.load_model(dialog.spec())
-        dialog.deleteLater()
-
-    def _device_chosen(self, device: str | None) -> None:
-        import dataclasses
-
-        spec = self.control.model_spec or self.control.make_spec()
-        self.settings.set_value("device", device or "")
-        self.control.load_model(dataclasses.replace(spec, device=device))
 
     # -- runs ----------------------------------------------------------------------------------
     def _module_selected(self, name: str) -> None:
@@ -390,19 +320,6 @@ class MainWindow(QMainWindow):
         self.status.show_frames(self.router.frames_shown, self.router.frames_dropped)
 
     # -- window ----------------------------------------------------------------------------------
-    def dock_regions(self) -> dict[str, list[int]]:
-        """Where each visible pane's content is on the screen: [x, y, width, height]: the
-        tree's rows, the image, each view."""
-        parts = {key: dock.widget() for key, dock in self.docks.items()}
-        parts["tree"] = self.tree.view.viewport()
-        parts["images"] = self.images.canvas
-        regions = {}
-        for key, widget in parts.items():
-            if widget is not None and widget.isVisible():
-                top_left = widget.mapToGlobal(widget.rect().topLeft())
-                regions[key] = [top_left.x(), top_left.y(), widget.width(), widget.height()]
-        return regions
-
     def reset_layout(self) -> None:
         for dock in self.docks.values():
             dock.setFloating(False)

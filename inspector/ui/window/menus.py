@@ -63,7 +63,7 @@ def build_menus(window) -> Menus:
     add_action(window, file, "Open &images…", window.sources.open_images,
                QKeySequence.StandardKey.Open)
     add_action(window, file, "Open &folder…", window.sources.open_folder)
-    open_model = add_action(window, file, "Open &model…", window.open_model_dialog,
+    open_model = add_action(window, file, "Open &model…", window.model_loads.open_dialog,
                             "Ctrl+Shift+O")
     open_model.setEnabled(False)
     add_action(window, file, "&Paste image", window.sources.paste,
