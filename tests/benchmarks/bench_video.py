@@ -247,7 +247,7 @@ def bench_window(name: str, clip: Path, seconds: float, plain_fps: float) -> str
             app.processEvents()
             time.sleep(0.001)
         elapsed = time.perf_counter() - t0
-        shown, run, dropped = player.frames_shown, player.frames_run, player.frames_dropped
+        shown, run, dropped = player.counts.shown, player.counts.run, player.counts.dropped
         router = window.router
         to_views = router.runs_finished - router.runs_skipped
         timer.stop()

@@ -115,17 +115,17 @@ def test_a_clip_through_qt_multimedia_runs_like_camera_frames(mm, make_window, q
     player.open_camera(stream)
     assert player.controls.isVisible() and not player.controls.slider.isEnabled()
     ended = mm.QMediaPlayer.MediaStatus.EndOfMedia
-    qtbot.waitUntil(lambda: player.frames_run >= 3 or stream.player.mediaStatus() == ended,
+    qtbot.waitUntil(lambda: player.counts.run >= 3 or stream.player.mediaStatus() == ended,
                     timeout=TIMEOUT)
     assert window.reporter.count == 0, window.reporter.last_message
-    assert player.frames_run >= 1
+    assert player.counts.run >= 1
     # Qt Multimedia's frames, emitted on the GUI thread, in the format the player reads.
     assert images and {image.format() for image in images} == {QImage.Format.Format_RGB888}
     assert threads == {True}  # Qt Multimedia decodes on a thread of its own
     assert player.frame_entry.size == (64, 64)  # the clip's frame size
     assert video_tests._frame_label(window) == "Camera (clip.mp4)"
-    assert player.frames_shown >= player.frames_run
-    assert f"{player.frames_run} run" in window.status.stream.text()
+    assert player.counts.shown >= player.counts.run
+    assert f"{player.counts.run} run" in window.status.stream.text()
     video_tests.wait_run(qtbot, window)
     run = window.last_run
     assert run.status == "ok", window.reporter.last_message
@@ -254,18 +254,18 @@ def test_camera_frames_take_the_video_path(make_window, qtbot):
         camera.frame.emit(image)
     # The first frame runs; the others come while it is busy (the model sleeps 0.5 s):
     # each replaced before it ran is dropped, the newest waits as the frame shown...
-    assert window.video.frames_run == 1 and window.video.frames_dropped == 4
+    assert window.video.counts.run == 1 and window.video.counts.dropped == 4
     assert "4 dropped" in window.status.stream.text()
     assert video_tests._frame_label(window) == "Camera (test camera)"
     # the newest is shown
     assert np.array_equal(video_tests._shown_pixels(window), frame_pixels(5, 64))
     # ... and runs as soon as the first run has reached the views: they show its results.
     first = window.control.current_run
-    qtbot.waitUntil(lambda: window.video.frames_run == 2, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: window.video.counts.run == 2, timeout=TIMEOUT)
     assert window.control.current_run > first
     video_tests.wait_run(qtbot, window)  # the views have the newest frame's run
     assert window.last_run.status == "ok", window.reporter.last_message
-    assert window.video.frames_dropped == 4
+    assert window.video.counts.dropped == 4
     window.video.toggle()
     assert camera.paused
     camera.failed.emit("The camera stopped: unplugged")

@@ -248,7 +248,7 @@ def test_the_boxes_follow_the_frames_of_a_playing_video(window_with, qtbot, tmp_
     qtbot.waitUntil(lambda: not window.video.playing and window.video.index == FRAMES - 1,
                     timeout=TIMEOUT)
     while_playing = {run for run, playing in drawn if playing}
-    assert len(while_playing) >= 2, (drawn, window.video.frames_run)
+    assert len(while_playing) >= 2, (drawn, window.video.counts.run)
     wait_run(qtbot, window, timeout=TIMEOUT)
     assert drawn[-1][0] == window.control.current_run  # the paused frame's boxes are drawn
 

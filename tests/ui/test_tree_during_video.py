@@ -43,8 +43,9 @@ def test_the_tree_keeps_the_last_full_runs_statistics_while_a_video_plays(
     clip = write_clip(tmp_path / "long.mp4", frames=150)  # 15 s: still playing when checked
 
     window.images.add_paths([clip])
-    qtbot.waitUntil(lambda: player.frames_run >= 2, timeout=TIMEOUT)
-    player.pause()  # the frame shown runs in full
+    qtbot.waitUntil(lambda: player.counts.run >= 2, timeout=TIMEOUT)
+    if player.playing:  # the frame shown runs in full
+        player.toggle()
     paused = player.index
     wait_run(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
@@ -83,7 +84,8 @@ def test_the_tree_keeps_the_last_full_runs_statistics_while_a_video_plays(
              for r in done if r in store.runs()}
     assert len(means) >= 2  # the frames differ: so do their statistics
 
-    player.pause()  # the frame shown runs in full: every row is current again
+    if player.playing:  # the frame shown runs in full: every row is current again
+        player.toggle()
     wait_run(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
     again = window.last_run.run_id

@@ -115,16 +115,16 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     # While it plays, each frame is a live run with a core left to the UI and the decoder.
     from inspector.core.run.runtime import stream_threads
 
-    qtbot.waitUntil(lambda: player.frames_run >= 1, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: player.counts.run >= 1, timeout=TIMEOUT)
     assert window.control.last_request.threads == stream_threads()
     # Played to the end: every frame shown once, then paused on the last.
     qtbot.waitUntil(lambda: not player.playing and player.index == FRAMES - 1, timeout=TIMEOUT)
-    dropped = player.frames_dropped
-    assert player.frames_shown == FRAMES
-    assert player.frames_run >= 1 and dropped >= 1  # the model is slower than the video
+    dropped = player.counts.dropped
+    assert player.counts.shown == FRAMES
+    assert player.counts.run >= 1 and dropped >= 1  # the model is slower than the video
     # Each frame shown was run or dropped (replaced before the model was free), never
     # queued; the last one, if playing ended before it ran, runs when playing stops on it.
-    assert player.frames_run + dropped == FRAMES
+    assert player.counts.run + dropped == FRAMES
     assert _frame_label(window) == f"clip.mp4 · frame {FRAMES - 1}"
     # The frames' model input was made on the decoding thread, for the model loaded.
     entry = player.frame_entry
@@ -133,7 +133,7 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     stream = window.status.stream
     assert stream.isVisible()
     assert f"{dropped} dropped" in stream.text()
-    assert f"{player.frames_run} run" in stream.text()
+    assert f"{player.counts.run} run" in stream.text()
     # The views show a frame's run: the activation mosaic and the predictions are live.
     wait_run(qtbot, window)
     assert window.last_run.status == "ok", window.reporter.last_message
@@ -150,7 +150,8 @@ def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot
     frames = _decoded(clip)
     window.images.add_paths([clip])
     qtbot.waitUntil(lambda: player.index >= 3, timeout=TIMEOUT)
-    player.pause()
+    if player.playing:
+        player.toggle()
     assert not player.playing
     here = player.index
 
@@ -192,7 +193,7 @@ def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_windo
     layer = window.runs.default_cam_layer
     assert selected and layer
     window.images.add_paths([clip])
-    qtbot.waitUntil(lambda: player.frames_run >= 3, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: player.counts.run >= 3, timeout=TIMEOUT)
     assert player.controls.live.isVisible()
     # Small runs: the router hands each to the views at a stream's pace, not every 0.2 s.
     assert window.router.min_interval_s == STREAM_DELIVERY_INTERVAL_S
@@ -213,7 +214,8 @@ def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_windo
     assert window.router.store.get(("tensor", selected, OUTPUT, 0, ""), shown) is not None
     # Pausing runs the frame shown again, with everything.
     before = len(submitted)
-    player.pause()
+    if player.playing:
+        player.toggle()
     assert not player.controls.live.isVisible()
     assert window.router.min_interval_s == MIN_DELIVERY_INTERVAL_S
     assert len(submitted) == before + 1
@@ -271,13 +273,13 @@ def test_a_frame_waiting_for_the_model_is_dropped_when_a_step_replaces_it(make_w
     player = window.video
     window.images.add_paths([clip])
     # Playing, a frame comes while the first run is busy: it waits for the model...
-    qtbot.waitUntil(lambda: player.frames_shown >= 2 and player._waiting, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: player.counts.shown >= 2 and player._waiting, timeout=TIMEOUT)
     player.step(1)  # ... and the user steps on: the frame stepped to runs instead
     qtbot.waitUntil(lambda: player._awaiting is None and not player.playing, timeout=TIMEOUT)
     wait_run(qtbot, window)
     # Every frame shown was run or dropped; none is left waiting.
-    assert player.frames_run + player.frames_dropped == player.frames_shown
-    assert player.frames_dropped >= 1 and not player._waiting
+    assert player.counts.run + player.counts.dropped == player.counts.shown
+    assert player.counts.dropped >= 1 and not player._waiting
 
 
 def test_without_a_model_nothing_runs_and_nothing_counts_as_dropped(qtbot, tmp_path, clip):
@@ -292,9 +294,9 @@ def test_without_a_model_nothing_runs_and_nothing_counts_as_dropped(qtbot, tmp_p
     window.start([], {"name": None, "factory": f"{broken}:build"}, session=Session())
     qtbot.waitUntil(lambda: window.reporter.count > 0, timeout=TIMEOUT)
     window.images.add_paths([clip])
-    qtbot.waitUntil(lambda: window.video.frames_shown >= 5, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: window.video.counts.shown >= 5, timeout=TIMEOUT)
     # Frames the model could never run were not dropped by a busy model.
-    assert window.video.frames_run == 0 and window.video.frames_dropped == 0
+    assert window.video.counts.run == 0 and window.video.counts.dropped == 0
     assert "0 run · 0 dropped" in window.status.stream.text()
 
 
@@ -332,9 +334,9 @@ def test_a_video_has_one_set_of_frame_counts_and_one_frame_numbering(make_window
     # One label counts the frames, and its figures are the player's one count.
     counting = [t for t in _status_texts(window) if "shown" in t or "dropped" in t]
     assert counting == [stream.text()]
-    assert (f"{player.frames_shown} shown · {player.frames_run} run · "
-            f"{player.frames_dropped} dropped") in stream.text()
-    assert player.frames_shown == FRAMES == player.frames_run + player.frames_dropped
+    assert (f"{player.counts.shown} shown · {player.counts.run} run · "
+            f"{player.counts.dropped} dropped") in stream.text()
+    assert player.counts.shown == FRAMES == player.counts.run + player.counts.dropped
     window.statusBar().grab().save("/tmp/videoatlas-status.png")
 
 
@@ -343,7 +345,8 @@ def test_the_rate_is_measured_while_playing_only(make_window, qtbot, clip):
     player, stream = window.video, window.status.stream
     window.images.add_paths([clip])
     qtbot.waitUntil(lambda: player.index >= 1, timeout=TIMEOUT)
-    player.pause()
+    if player.playing:
+        player.toggle()
     wait_run(qtbot, window)
     assert player.counts.rate() is None and "fps" not in stream.text()
     # Paused, a step shows and runs a frame, but no rate is made of one interval.
