@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QGuiApplication, QImage
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QInputDialog
+from PySide6.QtWidgets import QApplication, QInputDialog
 from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
 from inspector.ui.edits.actions import NumbersError, parse_numbers
@@ -199,7 +199,7 @@ def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_resto
     channel = int(np.argmax(view.panel.data.mean(axis=(1, 2))))
 
     right_click_tile(view.panel, channel)
-    menu = window.edit_actions.menu
+    menu = QApplication.activePopupWidget()  # the channel's context menu, shown
     assert menu is not None and menu.isVisible()
     action(menu, "Zero this channel").trigger()
     menu.close()

@@ -68,7 +68,6 @@ class EditActions(QObject):
         self.control = control
         self.runs = runs
         self.window = window
-        self.menu: QMenu | None = None  # the context menu shown last (tests trigger its actions)
         self._mosaic_view = None
 
     # -- the activation mosaic -------------------------------------------------------------------
@@ -91,8 +90,7 @@ class EditActions(QObject):
             self.reporter.info(f"{frame.module} returns several tensors: its channels cannot "
                                "be edited (edit a module that returns one tensor)")
             return
-        self.menu = self.channel_menu(*hit)
-        self.menu.popup(event.screenPos().toPoint())
+        self.channel_menu(*hit).popup(event.screenPos().toPoint())
 
     def channel_under(self, scene_pos) -> tuple[str, int] | None:
         """(module, channel) of the mosaic tile at `scene_pos`, or None."""
