@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.py inspector/core/stats/_cstats.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	# torch/torchvision first, exactly as served from this machine's disk
+	# torch and torchvision first, at the versions the tests run on; any build where those are missing
 	$(PY) -m pip install "torch==2.14.1" "torchvision==0.29.1" || $(PY) -m pip install torch torchvision
 	$(PY) -m pip install -e ".[dev]"
 	touch $(STAMP)

@@ -31,7 +31,7 @@ RANDOM_WEIGHTS_NOTE = (
 
 USAGE = """\
 usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device DEV]
-                         [--seed N] [--trust-remote-code] [--reset-settings]
+                         [--seed N] [--trust-remote-code] [--edit SPEC ...] [--reset-settings]
        network-inspector analyse --model NAME --out DIR [options] IMAGE_OR_FOLDER ...
        network-inspector atlas --model NAME --layers L1,L2 --out DIR [options] FOLDER_OR_VIDEO ...
        network-inspector models

@@ -14,7 +14,7 @@ local shard. `--resume` and the final merge therefore do not care which engine r
 
 Without an address Ray is started on this machine without its dashboard and stopped at the
 end. Ray's servers listen on the network (also this local one); a Ray cluster belongs on a
-trusted network only (see the README).
+trusted network only (see docs/atlas-and-ray.md).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def connect(address: str | None, verbose: bool = False) -> bool:
     else:
         # No dashboard (a web UI that can submit jobs). Ray itself cannot be bound to
         # localhost: it turns 127.0.0.1 into the machine's address, and its gRPC servers
-        # listen on every interface (measured with Ray 2.60), see the README.
+        # listen on every interface (measured with Ray 2.60), see docs/atlas-and-ray.md.
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, **quiet)
     return True
 

@@ -3,7 +3,7 @@
 Why: torch computes each reduction in its own pass over memory. For the six numbers a hook
 needs (sum, sum of squares, sum of |x|, non-zeros, min, max) that is five or six passes
 plus a temporary; over resnet50's 158 leaf outputs at batch 1 (32 M values) about as long
-as the forward itself. The kernel reads each value once (numbers in the README).
+as the forward itself. The kernel reads each value once (its figures: tests/benchmarks/README.md).
 
 The kernel is C compiled when the package is built (setup.py), not at run time: there is
 no JIT and no cache on disk, so no state of a cache can take a process down, and every
