@@ -28,8 +28,6 @@ class HookError(RuntimeError):
 
     def __init__(self, module: str, kind: str, error: BaseException) -> None:
         self.module = module
-        self.kind = kind
-        self.error = error
         where = module or "(the model itself)"
         super().__init__(f"{kind} hook on module '{where}' failed: {type(error).__name__}: {error}")
 

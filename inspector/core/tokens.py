@@ -43,14 +43,6 @@ class Layout:
     extra: int = 0  # TOKENS: leading tokens dropped (class, registers)
     seq_first: bool = False  # TOKENS: (N, B, D) rather than (B, N, D)
 
-    def describe(self) -> str:
-        h, w = self.grid
-        if self.kind == TOKENS:
-            first = "sequence-first " if self.seq_first else ""
-            dropped = f", {self.extra} extra token(s) dropped" if self.extra else ""
-            return f"{first}tokens as a {h} x {w} grid{dropped}"
-        return f"{'channels-last' if self.kind == NHWC else 'channels-first'} {h} x {w}"
-
 
 def _mismatch(grid: tuple[int, int], input_hw: tuple[int, int] | None) -> float | None:
     """How far the grid's strides over the input are from equal (0 = equal); None: too far."""

@@ -47,10 +47,6 @@ class Attribution:
     scores: torch.Tensor  # (B,) the explained score at the input
     delta: torch.Tensor | None = None  # Integrated Gradients: sum(attr) - (f(x) - f(baseline))
 
-    def map(self, reduce: str = "abs_max") -> np.ndarray:
-        """(B, H, W) float32 in [0, 1] for display: see attribution_map."""
-        return attribution_map(self.attributions, reduce)
-
 
 def attribution_map(attributions: torch.Tensor, reduce: str = "abs_max") -> np.ndarray:
     """Collapse the channels of (B, C, H, W) attributions and scale each image to [0, 1].

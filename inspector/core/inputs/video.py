@@ -74,10 +74,6 @@ class VideoInfo:
     fps: float
     size: tuple[int, int]  # width, height
 
-    @property
-    def duration(self) -> float:
-        return self.frame_count / self.fps
-
 
 @dataclass(frozen=True)
 class VideoFrame:

@@ -193,23 +193,3 @@ class ModelLoaded:
     notes: tuple[str, ...] = ()  # what the user should know: random weights, a slower path
     cam_layer: str | None = None  # where a CAM is computed unless the user names a layer
     source: str = ""  # the file or folder the weights came from ("" for random weights)
-
-
-# Never dropped by the channel: a few per run, and the UI needs every one (progress frames
-# are rate-limited by the session).
-CONTROL_FRAMES = (
-    RunStarted, RunFinished, ErrorFrame, ModelLoaded, PredictionFrame, CamFrame, ProgressFrame,
-    DivergenceFrame,
-)
-Frame = (
-    RunStarted
-    | ActivationFrame
-    | GradientFrame
-    | PredictionFrame
-    | CamFrame
-    | RunFinished
-    | ErrorFrame
-    | ModelLoaded
-    | ProgressFrame
-    | DivergenceFrame
-)
