@@ -25,7 +25,7 @@ from inspector.core.stats.tensor_stats import tensor_stats
 def kernel(monkeypatch):
     # Without the compiled kernel nothing is handed over and these tests would check
     # nothing.
-    assert fused_stats.available(), fused_stats.failure()
+    assert fused_stats.available(), fused_stats.fallback_note()
     # Hand over everything eligible however far behind the thread is (at SCHED_IDLE it
     # may get no core at all while the tests keep both busy): counts are then exact.
     monkeypatch.setattr(deferred_stats, "BACKLOG", 1 << 30)
