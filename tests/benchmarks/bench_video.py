@@ -62,8 +62,9 @@ from inspector.core.inputs.video import ReadAhead, VideoReader
 from inspector.core.models.base import ModelSpec
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.kinds import DEFAULT_KINDS
-from inspector.core.run.runtime import configure_threads, stream_threads
+from inspector.core.run.runtime import stream_threads
 from inspector.core.run.session import Session
+from tests.benchmarks.threads import configure_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the clip writer
 from video_clip import write_clip  # noqa: E402
