@@ -175,13 +175,3 @@ def image_size(value: object) -> tuple[int, int] | None:
             if found is not None:
                 return found
     return None
-
-
-def is_spatial(
-    shape: tuple[int, ...] | None, input_hw: tuple[int, int] | None, min_cells: int = 2
-) -> bool:
-    """A shape a CAM can be computed on: spatial, with at least min_cells grid cells."""
-    if not shape:
-        return False
-    layout = detect_layout(shape, input_hw)
-    return layout is not None and layout.grid[0] * layout.grid[1] >= min_cells
