@@ -67,7 +67,7 @@ from inspector.core.run.session import Session
 from tests.benchmarks.threads import configure_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the clip writer
-from video_clip import write_clip  # noqa: E402
+from video_clip import next_frame, write_clip  # noqa: E402
 
 MODELS = {
     "demo": ModelSpec(name="demo_shapes", device="cpu"),
@@ -133,12 +133,9 @@ def _decoded(clip: Path, frames: int, run, prepare=None) -> float:
         done = 0
         t0 = time.perf_counter()
         while done < frames:
-            frame = ahead.take()
+            frame = next_frame(ahead, timeout=5)
             if frame is None:
-                if ahead.error is not None:
-                    raise ahead.error
-                ahead.wait(5)
-                continue
+                raise ahead.error or RuntimeError(f"{clip} ended after {done} frames")
             run(frame)
             done += 1
         return (time.perf_counter() - t0) / frames
@@ -267,7 +264,7 @@ def bench_window(name: str, clip: Path, seconds: float, plain_fps: float) -> str
 
 def player_fps(clip: Path) -> float:
     with VideoReader(clip) as reader:
-        return reader.fps
+        return reader.info.fps
 
 
 def main(argv: list[str] | None = None) -> int:

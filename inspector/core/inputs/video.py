@@ -46,14 +46,6 @@ def is_video(path: str | os.PathLike[str]) -> bool:
     return Path(path).suffix.lower() in VIDEO_EXTENSIONS
 
 
-def pyav_available() -> bool:
-    try:
-        _import_av()
-    except ImportError:
-        return False
-    return True
-
-
 def _import_av():
     import av  # noqa: PLC0415 - optional: only when a video is opened
 
@@ -143,10 +135,6 @@ class VideoReader:
     @property
     def frame_count(self) -> int:
         return self.info.frame_count
-
-    @property
-    def fps(self) -> float:
-        return self.info.fps
 
     def next_frame(self) -> VideoFrame | None:
         """The next frame in order, or None after the last."""
@@ -341,13 +329,6 @@ class ReadAhead:
             self._cond.notify_all()  # room to decode another
             return frame
 
-    def wait(self, timeout: float) -> bool:
-        """Block until a frame is ready, the video ended or failed (tests, benchmarks)."""
-        with self._cond:
-            return self._cond.wait_for(
-                lambda: self._frames or self.ended or self.error is not None or self._stop,
-                timeout)
-
     def seek(self, index: int) -> None:
         with self._cond:
             self._frames.clear()
@@ -362,9 +343,6 @@ class ReadAhead:
             self._cond.notify_all()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout)
-
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
 
     # -- the decoding thread ----------------------------------------------------------------------
     def _run(self) -> None:
