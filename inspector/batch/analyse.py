@@ -334,7 +334,7 @@ class Analysis:
         return loaded.seed if self.seed_given or not loaded.pretrained else None
 
     def _load(self):
-        from inspector.core.explain.cam import resolve_target
+        from inspector.core.explain.cam.targets import resolve_target
         from inspector.core.run.capture_spec import CaptureSpec
         from inspector.core.run.loading import model_notes
         from inspector.core.run.session import Session
@@ -399,7 +399,8 @@ class Analysis:
         """--emit-script: the standalone script of these runs (core.script.export), before any
         image is read; False (said on stderr) when it cannot be written."""
         from inspector.core.run.request import RunRequest
-        from inspector.core.script.export import ScriptExportError, script_for
+        from inspector.core.script.code import ScriptExportError
+        from inspector.core.script.export import script_for
 
         request = RunRequest(image=None, capture=self.capture, target=self.target,
                              interventions=self.edits, stretch=self.stretch)

@@ -60,13 +60,13 @@ def _capture(model, x):
 
 
 def _lean_cam(model, x):
-    from inspector.core.explain.cam import compute_cams
+    from inspector.core.explain.cam.compute import compute_cams
 
     compute_cams(model, x, ["gradcam", "scorecam"], "conv")
 
 
 def _cam_default_layer(model, x):
-    from inspector.core.explain.cam import compute_cams
+    from inspector.core.explain.cam.compute import compute_cams
 
     compute_cams(model, x, ["gradcam"])  # builds the tree: the probe runs first
 

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from inspector.core.explain.cam import Target, class_scores, logits_of, normalize_maps
+from inspector.core.explain.cam.methods import normalize_maps
+from inspector.core.explain.cam.targets import Target, class_scores, logits_of
 from inspector.core.explain.catalog import (
     ATTRIBUTION_METHODS,
     AttributionOptions,

@@ -113,9 +113,9 @@ class PredictionFrame:
     top: tuple[Prediction, ...]
     target: int | None  # the class whose score was back-propagated, if any
     # Detection models (core.tasks): `top` lists detections (index: the rank by score) and
-    # target is the detection explained; `detections` are all of them (core.tasks.Detection,
-    # boxes in model-input pixels). Segmentation models: `mask`, the (H, W) class per
-    # model-input pixel, and `top` the classes present.
+    # target is the detection explained; `detections` are all of them
+    # (core.tasks.detection.Detection, boxes in model-input pixels). Segmentation models:
+    # `mask`, the (H, W) class per model-input pixel, and `top` the classes present.
     task: str = "classification"
     detections: tuple = ()
     mask: np.ndarray | None = None

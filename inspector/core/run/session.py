@@ -60,7 +60,7 @@ class RunOutcome:
     logits: torch.Tensor | None = None
     target: int | None = None  # the class, detection (rank by score) or segmentation class
     cams: dict[tuple[str, str], Any] = field(default_factory=dict)
-    # Detection models: core.tasks.Detection per box (model-input pixels), by score.
+    # Detection models: core.tasks.detection.Detection per box (model-input pixels), by score.
     detections: tuple = ()
     mask: np.ndarray | None = None  # segmentation models: (H, W) class per model-input pixel
     # method -> signed (C, H, W) float32 attribution at the model input, as core.explain.attributions gives
