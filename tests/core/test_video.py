@@ -14,7 +14,7 @@ import torch
 from task_models import small_cnn_factory
 
 from inspector import cli
-from inspector.core.inputs import video
+from inspector.core.inputs import read_ahead, video
 from inspector.core.inputs.preprocess import Preprocess
 
 av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
@@ -68,7 +68,7 @@ def test_the_reader_counts_every_frame_and_seeks_to_the_one_asked(tmp_path, suff
     assert (info.frame_count, info.fps, info.size) == (FRAMES, pytest.approx(FPS), (64, 64))
 
 
-def _taken(ahead: video.ReadAhead, count: int) -> list[video.VideoFrame]:
+def _taken(ahead: read_ahead.ReadAhead, count: int) -> list[video.VideoFrame]:
     """The next `count` frames ahead gives (fewer when the video ends first)."""
     frames = []
     while len(frames) < count and (frame := next_frame(ahead)) is not None:
@@ -77,7 +77,7 @@ def _taken(ahead: video.ReadAhead, count: int) -> list[video.VideoFrame]:
 
 
 def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):
-    ahead = video.ReadAhead(clip, ahead=3)
+    ahead = read_ahead.ReadAhead(clip, ahead=3)
     try:
         taken = [f.index for f in _taken(ahead, 4)]
         ahead.seek(21)
@@ -90,14 +90,14 @@ def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):
 
 
 def test_read_ahead_scales_a_copy_to_show_on_its_thread(clip):
-    ahead = video.ReadAhead(clip, display_max=32)
+    ahead = read_ahead.ReadAhead(clip, display_max=32)
     try:
         frame = next_frame(ahead)
         assert frame.image.size == (64, 64)  # what the model runs
         assert frame.display.size == (32, 32)  # what the window shows
     finally:
         ahead.close()
-    ahead = video.ReadAhead(clip, display_max=64)  # not larger: no copy
+    ahead = read_ahead.ReadAhead(clip, display_max=64)  # not larger: no copy
     try:
         assert next_frame(ahead).display is None
     finally:
@@ -112,7 +112,7 @@ def test_read_ahead_makes_the_model_input_on_its_thread_and_runs_take_it(clip, f
     session = Session()
     try:
         loaded = session.load_model(ModelSpec(name=None, factory=factory)).result(120)
-        ahead = video.ReadAhead(clip)
+        ahead = read_ahead.ReadAhead(clip)
         ahead.prepare = loaded.preprocess.prepare
         try:
             frame = next_frame(ahead)
@@ -138,7 +138,7 @@ def test_read_ahead_makes_the_model_input_on_its_thread_and_runs_take_it(clip, f
 
 
 def test_a_prepare_that_fails_leaves_the_frames_to_the_run(clip):
-    ahead = video.ReadAhead(clip)
+    ahead = read_ahead.ReadAhead(clip)
     ahead.prepare = lambda image: 1 / 0
     try:
         frames = _taken(ahead, 3)
@@ -151,7 +151,7 @@ def test_a_prepare_that_fails_leaves_the_frames_to_the_run(clip):
 def test_read_ahead_reports_a_file_that_is_not_a_video(tmp_path):
     bad = tmp_path / "notes.mp4"
     bad.write_text("not a video")
-    ahead = video.ReadAhead(bad)
+    ahead = read_ahead.ReadAhead(bad)
     try:
         assert next_frame(ahead) is None
         assert isinstance(ahead.error, video.VideoLoadError)
