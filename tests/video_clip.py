@@ -54,8 +54,8 @@ def write_clip(path: Path, size: int = 64, frames: int = FRAMES, fps: int = FPS,
 
 
 def next_frame(ahead, timeout: float = 10.0):
-    """The next frame `ahead` (a core.inputs.read_ahead.ReadAhead) decodes, polling take() as
-    the video player does; None once the video ended or failed (read `ahead.error`)."""
+    """The next frame `ahead` (a core.inputs.video.ReadAhead) decodes, polling take() as the
+    video player does; None once the video ended or failed (read `ahead.error`)."""
     deadline = time.monotonic() + timeout
     while True:
         done = ahead.ended or ahead.error is not None  # read first: set after the last frame

@@ -2,8 +2,8 @@
 
 When a video plays faster than the model runs, the views update once per finished run: the
 frames run per second are what the user sees move. This measures them headless, on the path
-the window's frames take: core.inputs.read_ahead.ReadAhead decodes on its own thread (4 frames
-ahead), and each frame, as a PIL image, goes through Session.run with the request the window makes
+the window's frames take: core.inputs.video.ReadAhead decodes on its own thread (4 frames ahead),
+and each frame, as a PIL image, goes through Session.run with the request the window makes
 of a frame while the video plays (`live`: ui.run.builder, ui.run.capture_choice), and with its
 default request for a still image (every leaf's input, output and output gradient with
 statistics, the previews the window captures, a backward, Grad-CAM at the default layer),
@@ -58,8 +58,8 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 import torch
 
 from inspector.core.explain.catalog import DEFAULT_CAM
-from inspector.core.inputs.read_ahead import ReadAhead
-from inspector.core.inputs.video import VideoReader
+from inspector.core.inputs.video import ReadAhead
+from inspector.core.inputs.video_reader import VideoReader
 from inspector.core.models.base import ModelSpec
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.kinds import DEFAULT_KINDS

@@ -1,5 +1,6 @@
-"""Video files: core.inputs.video's reader (frame count, seeks, every Nth frame, read-ahead thread),
-`analyse --every N` over a video the test writes, and the message when PyAV is missing."""
+"""Video files: core.inputs.video_reader (frame count, seeks, every Nth frame), core.inputs.video
+(the first frame, the read-ahead thread), `analyse --every N` over a video the test writes,
+and the message when PyAV is missing."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 from task_models import small_cnn_factory
 
 from inspector import cli
-from inspector.core.inputs import read_ahead, video
+from inspector.core.inputs import video, video_reader
 from inspector.core.inputs.preprocess import Preprocess
 
 av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
@@ -37,7 +38,7 @@ def factory(tmp_path: Path) -> str:
 
 
 def _all_frames(path: Path) -> list[np.ndarray]:
-    with video.VideoReader(path) as reader:
+    with video_reader.VideoReader(path) as reader:
         return [np.asarray(f.image) for f in reader.frames()]
 
 
@@ -53,7 +54,7 @@ def test_the_reader_counts_every_frame_and_seeks_to_the_one_asked(tmp_path, suff
     frames = _all_frames(path)
     assert len(frames) == FRAMES
     assert not np.array_equal(frames[0], frames[1])  # the shapes move
-    with video.VideoReader(path) as reader:
+    with video_reader.VideoReader(path) as reader:
         assert reader.frame_count == FRAMES
         assert reader.info.fps == pytest.approx(FPS)
         assert reader.info.size == (64, 64)
@@ -68,7 +69,7 @@ def test_the_reader_counts_every_frame_and_seeks_to_the_one_asked(tmp_path, suff
     assert (info.frame_count, info.fps, info.size) == (FRAMES, pytest.approx(FPS), (64, 64))
 
 
-def _taken(ahead: read_ahead.ReadAhead, count: int) -> list[video.VideoFrame]:
+def _taken(ahead: video.ReadAhead, count: int) -> list[video_reader.VideoFrame]:
     """The next `count` frames ahead gives (fewer when the video ends first)."""
     frames = []
     while len(frames) < count and (frame := next_frame(ahead)) is not None:
@@ -77,7 +78,7 @@ def _taken(ahead: read_ahead.ReadAhead, count: int) -> list[video.VideoFrame]:
 
 
 def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):
-    ahead = read_ahead.ReadAhead(clip, ahead=3)
+    ahead = video.ReadAhead(clip, ahead=3)
     try:
         taken = [f.index for f in _taken(ahead, 4)]
         ahead.seek(21)
@@ -90,14 +91,14 @@ def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):
 
 
 def test_read_ahead_scales_a_copy_to_show_on_its_thread(clip):
-    ahead = read_ahead.ReadAhead(clip, display_max=32)
+    ahead = video.ReadAhead(clip, display_max=32)
     try:
         frame = next_frame(ahead)
         assert frame.image.size == (64, 64)  # what the model runs
         assert frame.display.size == (32, 32)  # what the window shows
     finally:
         ahead.close()
-    ahead = read_ahead.ReadAhead(clip, display_max=64)  # not larger: no copy
+    ahead = video.ReadAhead(clip, display_max=64)  # not larger: no copy
     try:
         assert next_frame(ahead).display is None
     finally:
@@ -112,7 +113,7 @@ def test_read_ahead_makes_the_model_input_on_its_thread_and_runs_take_it(clip, f
     session = Session()
     try:
         loaded = session.load_model(ModelSpec(name=None, factory=factory)).result(120)
-        ahead = read_ahead.ReadAhead(clip)
+        ahead = video.ReadAhead(clip)
         ahead.prepare = loaded.preprocess.prepare
         try:
             frame = next_frame(ahead)
@@ -138,7 +139,7 @@ def test_read_ahead_makes_the_model_input_on_its_thread_and_runs_take_it(clip, f
 
 
 def test_a_prepare_that_fails_leaves_the_frames_to_the_run(clip):
-    ahead = read_ahead.ReadAhead(clip)
+    ahead = video.ReadAhead(clip)
     ahead.prepare = lambda image: 1 / 0
     try:
         frames = _taken(ahead, 3)
@@ -151,10 +152,10 @@ def test_a_prepare_that_fails_leaves_the_frames_to_the_run(clip):
 def test_read_ahead_reports_a_file_that_is_not_a_video(tmp_path):
     bad = tmp_path / "notes.mp4"
     bad.write_text("not a video")
-    ahead = read_ahead.ReadAhead(bad)
+    ahead = video.ReadAhead(bad)
     try:
         assert next_frame(ahead) is None
-        assert isinstance(ahead.error, video.VideoLoadError)
+        assert isinstance(ahead.error, video_reader.VideoLoadError)
         assert str(ahead.error).startswith(f"{bad}: ")
         assert ahead.error.reason == "Invalid data found when processing input"
     finally:
@@ -239,9 +240,9 @@ def _without_pyav(monkeypatch):
 
 def test_without_pyav_the_reader_says_what_to_install(clip, monkeypatch):
     _without_pyav(monkeypatch)
-    with pytest.raises(video.VideoLoadError) as caught:
-        video.VideoReader(clip)
-    assert str(caught.value) == f"{clip}: {video.MISSING_PYAV}"
+    with pytest.raises(video_reader.VideoLoadError) as caught:
+        video_reader.VideoReader(clip)
+    assert str(caught.value) == f"{clip}: {video_reader.MISSING_PYAV}"
     assert "pip install 'network-inspector[video]'" in str(caught.value)
 
 
