@@ -66,11 +66,6 @@ def icon_svg() -> Path:
     return icons_dir() / f"{ICON_NAME}.svg"
 
 
-def demo_dir() -> Path:
-    """The bundled demo model's folder (weights, config, sample images)."""
-    return resources_dir() / "demo"
-
-
 def is_frozen() -> bool:
     """True inside a PyInstaller (or similar) bundle."""
     return bool(getattr(sys, "frozen", False))

@@ -1,7 +1,9 @@
-"""A short video for the tests, written with PyAV: shapes that move, so frames differ."""
+"""A short video for the tests, written with PyAV: shapes that move, so frames differ; and
+the next frame a ReadAhead decodes, waited for as the player waits for it."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -49,3 +51,17 @@ def write_clip(path: Path, size: int = 64, frames: int = FRAMES, fps: int = FPS,
         for packet in stream.encode():
             container.mux(packet)
     return path
+
+
+def next_frame(ahead, timeout: float = 10.0):
+    """The next frame `ahead` (a core.inputs.video.ReadAhead) decodes, polling take() as the
+    video player does; None once the video ended or failed (read `ahead.error`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = ahead.ended or ahead.error is not None  # read first: set after the last frame
+        frame = ahead.take()
+        if frame is not None or done:
+            return frame
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no frame decoded in {timeout} s")
+        time.sleep(0.0002)

@@ -12,7 +12,9 @@
     ray_engine       the atlas's statistics on Ray Data (an optional extra); Ray start/join
     writers          atlas.json, the crops, the per-class Grad-CAM maps
     atlas            `network-inspector atlas`: options, checks, the engines, the files
-    analyse          `network-inspector analyse`: options, checks, shards, summary.json
+    analyse          `network-inspector analyse`: options, the run, summary.json
+    analyse_options  analyse's options checked against the loaded model; --emit-script
+    analyse_shards   analyse's shards: read back when finished, else run by the engine
     analyse_image    one image's runs on the Session and its summary/compare entries
     analyse_writers  one image's NPZ, PNG figures and TensorBoard records; the run's JSON
     analyse_ray      analyse's shards on Ray actors that each hold a Session

@@ -42,15 +42,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inspector.batch.analyse_image import ImageJob, analyse_image, compared_of, entry_of
+from inspector.batch.analyse_image import ImageJob, compared_of, entry_of
+from inspector.batch.analyse_shards import run_shards
 from inspector.batch.analyse_writers import (
     comparison_document,
     edits_of,
     summary_document,
     write_json,
 )
-from inspector.batch.inputs import Source, VideoFrames, list_sources, shard_count, shard_range
-from inspector.batch.names import input_names, unknown_modules
+from inspector.batch.inputs import Source, list_sources
 from inspector.core.edits.interventions import Intervention
 from inspector.core.explain.catalog import AttributionOptions, attribution_method, cam_method
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
@@ -153,7 +153,7 @@ class Analysis:
 
     def _run(self, inputs: list[str], t0: float) -> int:
         from inspector.batch.out_dir import remove_partial, write_failure
-        from inspector.batch.shards import JobMismatch, ShardStore
+        from inspector.batch.shards import JobMismatch
         from inspector.core.inputs.images import ImageLoadError
 
         missed: list[ImageLoadError] = []
@@ -176,19 +176,11 @@ class Analysis:
             session, loaded, refused = self._load()
             if session is None:
                 return refused
-            self.out.mkdir(parents=True, exist_ok=True)
-            store = ShardStore(self.out)
             try:
-                done, note = store.prepare(self._key(loaded, sources), self.resume,
-                                           drawn_seed=not self.seed_given)
+                store, done = self._shard_store(loaded, sources)
             except JobMismatch as e:
                 self.warn(str(e))
                 return 2
-            if note:
-                self.warn(note)
-            if not done:  # a fresh run: an earlier run's summary must not pass for this one's
-                for name in ("summary.json", "compare.json"):
-                    (self.out / name).unlink(missing_ok=True)
             started = True
             for err in missed:
                 self.warn(f"skipped {err}")
@@ -196,7 +188,7 @@ class Analysis:
                 if self.compare:
                     comparisons.append(compared_of(Source(err.path), error=str(err)))
             tb = self._tensorboard()
-            self._shards(session, loaded, sources, store, done, tb, finished, partial)
+            run_shards(self, session, loaded, sources, store, done, tb, finished, partial)
         except Exception as e:
             unwritable = write_failure(e, self.out)
             if unwritable is None and (not started or self.engine != "ray"):
@@ -216,17 +208,9 @@ class Analysis:
             comparisons.extend(partial["compared"])
             try:
                 # Not after a failed write: the disk that refused it would refuse these too.
-                if started and unwritable is None:
-                    write_json(self.out, "summary.json", summary_document(self, loaded, entries))
-                    if self.compare:
-                        write_json(self.out, "compare.json",
-                                   comparison_document(self, loaded, comparisons))
-                if tb is not None:
-                    tb.close()  # TensorBoard's writer thread reports its failures here
-            except Exception as e:
-                if write_failure(e, self.out) is None:
-                    raise
-                unwritable = unwritable or write_failure(e, self.out)
+                failure = self._close_files(loaded, entries, comparisons, tb,
+                                            write=started and unwritable is None)
+                unwritable = unwritable or failure
             finally:
                 if session is not None:
                     session.close()
@@ -242,63 +226,42 @@ class Analysis:
         )
         return 1 if failed or stopped else 0
 
-    def _shards(self, session, loaded, sources: list[Source], store, done: set[int], tb,
-                finished: dict[int, dict], partial: dict[str, list]) -> None:
-        """Every shard: a finished one read back, the others run (each image's files written,
-        then the shard's record) by the engine. `finished` (shard -> its record) and
-        `partial` (the local engine's shard in progress) describe an interrupted run."""
-        from tqdm import tqdm
+    def _shard_store(self, loaded, sources: list[Source]):
+        """(DIR/shards for this job, the shards an earlier run of it finished: resume);
+        shards.JobMismatch when DIR holds another job's."""
+        from inspector.batch.shards import ShardStore
 
-        names = input_names(sources)
-        n = len(sources)
-        for shard in sorted(done):
-            finished[shard] = store.load_json(shard)
-        todo = [s for s in range(shard_count(n, self.shard_size)) if s not in done]
-        bar = tqdm(total=sum(len(shard_range(s, n, self.shard_size)) for s in todo),
-                   unit="img", desc="analysing", file=sys.stderr, disable=not self.progress,
-                   dynamic_ncols=True)
+        self.out.mkdir(parents=True, exist_ok=True)
+        store = ShardStore(self.out)
+        done, note = store.prepare(self._key(loaded, sources), self.resume,
+                                   drawn_seed=not self.seed_given)
+        if note:
+            self.warn(note)
+        if not done:  # a fresh run: an earlier run's summary must not pass for this one's
+            for name in ("summary.json", "compare.json"):
+                (self.out / name).unlink(missing_ok=True)
+        return store, done
 
-        def save(shard: int, record: dict) -> None:
-            store.save_json(shard, record)
-            finished[shard] = record
+    def _close_files(self, loaded, entries: list[dict], comparisons: list[dict], tb,
+                     write: bool):
+        """summary.json and compare.json (with `write`) and the TensorBoard log closed; the
+        failure to write into DIR (an out_dir.OutDirError) when there is one, else None."""
+        from inspector.batch.out_dir import write_failure
 
         try:
-            if self.engine == "ray" and todo:
-                from inspector.batch.analyse_ray import run_ray_shards, write_shard_files
-
-                def on_shard(result: dict) -> None:
-                    write_shard_files(self.out, result, tb)
-                    for entry in result["images"]:
-                        if entry["error"]:
-                            bar.write(f"skipped {entry['error']}", file=sys.stderr)
-                    save(result["shard"], {"images": result["images"],
-                                           "compared": result["compared"]})
-                    bar.update(len(result["images"]))
-
-                work = {s: [(sources[i], names[i], i) for i in shard_range(s, n, self.shard_size)]
-                        for s in todo}
-                # self.spec holds the seed this process's model was built with (_fix_seed).
-                run_ray_shards(self.spec, self.job, self.every, work, self.ray_address,
-                               self.workers, self.spec.device, tb is not None, on_shard,
-                               self.verbose)
-                return
-            with VideoFrames(self.every) as videos:
-                for shard in todo:
-                    for i in shard_range(shard, n, self.shard_size):
-                        entry, compared = analyse_image(session, loaded, self.job, sources[i],
-                                                        names[i], self.out, i, tb, videos)
-                        if entry["error"]:
-                            bar.write(f"skipped {entry['error']}", file=sys.stderr)
-                        partial["images"].append(entry)
-                        if compared is not None:
-                            partial["compared"].append(compared)
-                        bar.update(1)
-                    save(shard, {"images": list(partial["images"]),
-                                 "compared": list(partial["compared"])})
-                    for kept in partial.values():
-                        kept.clear()
-        finally:
-            bar.close()
+            if write:
+                write_json(self.out, "summary.json", summary_document(self, loaded, entries))
+                if self.compare:
+                    write_json(self.out, "compare.json",
+                               comparison_document(self, loaded, comparisons))
+            if tb is not None:
+                tb.close()  # TensorBoard's writer thread reports its failures here
+        except Exception as e:
+            failure = write_failure(e, self.out)
+            if failure is None:
+                raise
+            return failure
+        return None
 
     def _key(self, loaded, sources: list[Source]):
         """What a resumed run must agree on (shards.JobKey)."""
@@ -334,7 +297,9 @@ class Analysis:
         return loaded.seed if self.seed_given or not loaded.pretrained else None
 
     def _load(self):
-        from inspector.core.explain.cam import resolve_target
+        """The Session with the model loaded, the options that need the model checked, and
+        the ImageJob every image runs: (session, loaded, 0), or (None, None, exit status)."""
+        from inspector.batch.analyse_options import check_options, write_script
         from inspector.core.run.capture_spec import CaptureSpec
         from inspector.core.run.loading import model_notes
         from inspector.core.run.session import Session
@@ -352,26 +317,8 @@ class Analysis:
         for note in model_notes(loaded):  # what the window's status bar says too
             if not note.startswith("No pretrained weights"):  # said just above
                 self.warn(f"note: {note}")
-        tree = session.tree
         try:
-            task_target = str(self.target_text or "").lower().startswith(("det:", "seg:"))
-            if loaded.task == "classification" and not task_target:
-                self.target = resolve_target(self.target_text, loaded.categories)
-            else:  # det:K, seg:CLASS (core.tasks)
-                from inspector.core.tasks import parse_target
-
-                self.target = parse_target(str(self.target_text), loaded.task,
-                                           loaded.categories, loaded.model)
-            if self.methods:
-                self.cam_layer = self.cam_layer or session.default_cam_layer()
-                if self.cam_layer is None:
-                    raise ValueError(f"{loaded.name} has no layer a CAM can be computed from: "
-                                     f"name one with --cam-layer, or --cam none")
-            layers = self.layers or ([self.cam_layer] if self.cam_layer else [])
-            unknown = [n for n in [*layers, self.cam_layer] if n and n not in tree.modules]
-            if unknown:
-                raise ValueError(unknown_modules(unknown, tree))
-            self.edits = session.check_edits(self.edits)
+            self.target, self.cam_layer, layers, self.edits = check_options(self, session, loaded)
         except ValueError as e:  # options that cannot work with this model: exit status 2
             self.warn(str(e))
             session.close()
@@ -382,7 +329,7 @@ class Analysis:
             full=frozenset(layers),
             stats=False,
         )
-        if self.emit_script is not None and not self._write_script(loaded):
+        if self.emit_script is not None and not write_script(self, loaded):
             session.close()
             return None, None, 2
         self.job = ImageJob(
@@ -394,25 +341,6 @@ class Analysis:
             edits=self.edits, compare=self.compare, topk=self.topk, stretch=self.stretch,
         )
         return session, loaded, 0
-
-    def _write_script(self, loaded) -> bool:
-        """--emit-script: the standalone script of these runs (core.script.export), before any
-        image is read; False (said on stderr) when it cannot be written."""
-        from inspector.core.run.request import RunRequest
-        from inspector.core.script.export import ScriptExportError, script_for
-
-        request = RunRequest(image=None, capture=self.capture, target=self.target,
-                             interventions=self.edits, stretch=self.stretch)
-        try:
-            text = script_for(loaded, request)
-            self.emit_script.write_text(text, encoding="utf-8")
-        except ScriptExportError as e:
-            self.warn(f"cannot write the run as a script: {e}")
-            return False
-        except OSError as e:
-            self.warn(f"cannot write {self.emit_script}: {e.strerror or e}")
-            return False
-        return True
 
     def _tensorboard(self):
         if not self.want_tensorboard:

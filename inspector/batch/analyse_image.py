@@ -81,7 +81,7 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         image = (load_image(source.path, stretch=job.stretch) if source.frame is None
                  else videos.read(source))
         x = loaded.preprocess(image)
-    except ImageLoadError as e:  # core.inputs.video.VideoLoadError too
+    except ImageLoadError as e:  # core.inputs.video_reader.VideoLoadError too
         entry["error"] = str(e)
         return
     except Exception as e:  # an image Pillow reads but the preprocessing cannot use

@@ -199,7 +199,8 @@ def _setup(opts: AtlasOptions, sources: list[Source]):
     from inspector.batch.names import unknown_modules
     from inspector.batch.probe import plan_layers
     from inspector.batch.shards import JobKey, JobMismatch, ShardStore
-    from inspector.core.explain.cam import compute_cams, default_target_layer
+    from inspector.core.explain.cam.compute import compute_cams
+    from inspector.core.explain.cam.layer import default_target_layer
     from inspector.core.models.files import ModelLoadError
     from inspector.core.models.load import load_model, probe_tree
     from inspector.core.run.runtime import apply_thread_setting

@@ -54,7 +54,8 @@ def list_sources(inputs: Sequence[str], every: int = 1,
     0, every, 2 * every, ... of each video named, in the order given. A missing path, or a
     video that cannot be opened (PyAV missing among the reasons), goes to `on_missing`."""
     from inspector.core.inputs.images import expand_paths
-    from inspector.core.inputs.video import VideoLoadError, VideoReader, is_video
+    from inspector.core.inputs.video import is_video
+    from inspector.core.inputs.video_reader import VideoLoadError, VideoReader
 
     if every < 1:
         raise ValueError(f"--every must be 1 or more, not {every}")
@@ -89,8 +90,8 @@ class VideoFrames:
         self._iters: dict[Path, Iterator] = {}
 
     def read(self, source: Source):
-        """The PIL image of a video frame; core.inputs.video.VideoLoadError when it cannot be had."""
-        from inspector.core.inputs.video import VideoLoadError, VideoReader
+        """The PIL image of a video frame; core.inputs.video_reader.VideoLoadError when it cannot be had."""
+        from inspector.core.inputs.video_reader import VideoLoadError, VideoReader
 
         reader = self._readers.get(source.path)
         if reader is None:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from inspector.core.explain.cam import compute_cams, logits_of, normalize_maps
+from inspector.core.explain.cam.compute import compute_cams
+from inspector.core.explain.cam.methods import normalize_maps
+from inspector.core.explain.cam.targets import logits_of
 from inspector.core.hookset import tensor_leaves
 from inspector.core.tokens import NHWC, TOKENS, detect_layout
 

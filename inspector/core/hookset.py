@@ -28,8 +28,6 @@ class HookError(RuntimeError):
 
     def __init__(self, module: str, kind: str, error: BaseException) -> None:
         self.module = module
-        self.kind = kind
-        self.error = error
         where = module or "(the model itself)"
         super().__init__(f"{kind} hook on module '{where}' failed: {type(error).__name__}: {error}")
 
@@ -184,7 +182,8 @@ class HookSet:
 
 
 def remaining_hooks(model: nn.Module) -> list[str]:
-    """Modules that still have hooks of any kind: should be empty after every run."""
+    """Modules that still have hooks of any kind ("name._forward_hooks"): empty after every
+    run. The tests' check, and a debugging aid for a script that hooks the model too."""
     out = []
     for name, m in model.named_modules():
         for attr in (

@@ -43,14 +43,6 @@ class Layout:
     extra: int = 0  # TOKENS: leading tokens dropped (class, registers)
     seq_first: bool = False  # TOKENS: (N, B, D) rather than (B, N, D)
 
-    def describe(self) -> str:
-        h, w = self.grid
-        if self.kind == TOKENS:
-            first = "sequence-first " if self.seq_first else ""
-            dropped = f", {self.extra} extra token(s) dropped" if self.extra else ""
-            return f"{first}tokens as a {h} x {w} grid{dropped}"
-        return f"{'channels-last' if self.kind == NHWC else 'channels-first'} {h} x {w}"
-
 
 def _mismatch(grid: tuple[int, int], input_hw: tuple[int, int] | None) -> float | None:
     """How far the grid's strides over the input are from equal (0 = equal); None: too far."""
@@ -183,13 +175,3 @@ def image_size(value: object) -> tuple[int, int] | None:
             if found is not None:
                 return found
     return None
-
-
-def is_spatial(
-    shape: tuple[int, ...] | None, input_hw: tuple[int, int] | None, min_cells: int = 2
-) -> bool:
-    """A shape a CAM can be computed on: spatial, with at least min_cells grid cells."""
-    if not shape:
-        return False
-    layout = detect_layout(shape, input_hw)
-    return layout is not None and layout.grid[0] * layout.grid[1] >= min_cells

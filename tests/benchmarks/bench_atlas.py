@@ -42,7 +42,8 @@ from inspector.batch.local import run_local
 from inspector.batch.probe import plan_layers
 from inspector.batch.shards import JobKey, ShardStore
 from inspector.batch.writers import entries_of
-from inspector.core.explain.cam import compute_cams, default_target_layer
+from inspector.core.explain.cam.compute import compute_cams
+from inspector.core.explain.cam.layer import default_target_layer
 from inspector.core.models.base import ModelSpec
 from inspector.core.models.load import load_model
 from inspector.core.models.tree import build_tree

@@ -41,7 +41,7 @@ def _sync(device: torch.device) -> None:
 
 
 def build_variants(model, x, layer: str):
-    from inspector.core.explain.cam import cam_from_capture, compute_cams
+    from inspector.core.explain.cam.compute import cam_from_capture, compute_cams
     from inspector.core.run.capture import Capture
     from inspector.core.run.capture_spec import CaptureSpec
 

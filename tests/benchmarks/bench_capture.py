@@ -28,14 +28,14 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 import torch
 import torchvision
 
-from benchmarks.load import busy_core
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec, leaf_names
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
-from inspector.core.run.runtime import configure_threads
 from inspector.core.stats import deferred as deferred_stats
 from inspector.core.stats import fused as fused_stats
 from inspector.core.stats import tensor_stats as _stats
+from tests.benchmarks.load import busy_core
+from tests.benchmarks.threads import configure_threads
 
 
 def _time(fn) -> float:
@@ -266,7 +266,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     threads = configure_threads(args.threads)
     models = args.models.split(",")
-    print(f"fused statistics kernel: {fused_stats.available() or fused_stats.failure()}")
+    print(f"fused statistics kernel: {fused_stats.available() or fused_stats.fallback_note()}")
     print(
         f"torch {torch.__version__}, {threads} intra-op threads, "
         f"OMP_WAIT_POLICY={__import__('os').environ.get('OMP_WAIT_POLICY')}, "

@@ -39,8 +39,8 @@ from inspector.core.models.base import ModelSpec
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.frames import RunFinished
 from inspector.core.run.kinds import DEFAULT_KINDS
-from inspector.core.run.runtime import configure_threads
 from inspector.core.run.session import Session
+from tests.benchmarks.threads import configure_threads
 
 MODELS = {
     # name: (model spec, the conv whose channels the edit zeroes)

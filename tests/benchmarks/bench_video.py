@@ -58,15 +58,17 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 import torch
 
 from inspector.core.explain.catalog import DEFAULT_CAM
-from inspector.core.inputs.video import ReadAhead, VideoReader
+from inspector.core.inputs.video import ReadAhead
+from inspector.core.inputs.video_reader import VideoReader
 from inspector.core.models.base import ModelSpec
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.kinds import DEFAULT_KINDS
-from inspector.core.run.runtime import configure_threads, stream_threads
+from inspector.core.run.runtime import stream_threads
 from inspector.core.run.session import Session
+from tests.benchmarks.threads import configure_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the clip writer
-from video_clip import write_clip  # noqa: E402
+from video_clip import next_frame, write_clip  # noqa: E402
 
 MODELS = {
     "demo": ModelSpec(name="demo_shapes", device="cpu"),
@@ -132,12 +134,9 @@ def _decoded(clip: Path, frames: int, run, prepare=None) -> float:
         done = 0
         t0 = time.perf_counter()
         while done < frames:
-            frame = ahead.take()
+            frame = next_frame(ahead, timeout=5)
             if frame is None:
-                if ahead.error is not None:
-                    raise ahead.error
-                ahead.wait(5)
-                continue
+                raise ahead.error or RuntimeError(f"{clip} ended after {done} frames")
             run(frame)
             done += 1
         return (time.perf_counter() - t0) / frames
@@ -266,7 +265,7 @@ def bench_window(name: str, clip: Path, seconds: float, plain_fps: float) -> str
 
 def player_fps(clip: Path) -> float:
     with VideoReader(clip) as reader:
-        return reader.fps
+        return reader.info.fps
 
 
 def main(argv: list[str] | None = None) -> int:

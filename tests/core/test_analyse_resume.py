@@ -27,11 +27,11 @@ EDIT = "stage2.0.conv:zero=1,2,3"
 CHILD = """
 import sys, time
 from pathlib import Path
-import inspector.batch.analyse as analyse
+import inspector.batch.analyse_shards as shards
 from inspector.cli import main
 
 marker, stop_after, argv = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-real = analyse.analyse_image
+real = shards.analyse_image
 
 def analyse_image(*args, **kwargs):
     result = real(*args, **kwargs)
@@ -40,7 +40,7 @@ def analyse_image(*args, **kwargs):
         time.sleep(3600)
     return result
 
-analyse.analyse_image = analyse_image
+shards.analyse_image = analyse_image
 sys.exit(main(argv))
 """
 
@@ -121,17 +121,17 @@ def test_resume_refuses_another_jobs_shards_and_a_fresh_run_drops_the_old_summar
 
     # A fresh run of the same job that is stopped before its end leaves no summary.json of
     # the earlier run behind.
-    import inspector.batch.analyse as analyse
+    import inspector.batch.analyse_shards as shards
 
     def stop(*a, **k):
         raise KeyboardInterrupt
 
-    original = analyse.analyse_image
-    analyse.analyse_image = stop
+    original = shards.analyse_image
+    shards.analyse_image = stop
     try:
         assert cli.main([*args, str(folder)]) == 130
     finally:
-        analyse.analyse_image = original
+        shards.analyse_image = original
     # What the stopped run did (nothing), not the earlier run's five images.
     assert json.loads((out / "summary.json").read_text())["images"] == []
 

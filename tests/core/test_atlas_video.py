@@ -163,12 +163,12 @@ def test_every_below_1_is_refused(inputs, tmp_path, capsys):
 
 
 def test_without_pyav_the_video_is_failed_with_the_install_line(inputs, tmp_path, monkeypatch):
-    import inspector.core.inputs.video as video
+    import inspector.core.inputs.video_reader as video_reader
 
     def no_av():
         raise ImportError("No module named 'av'")
 
-    monkeypatch.setattr(video, "_import_av", no_av)
+    monkeypatch.setattr(video_reader, "_import_av", no_av)
     out = tmp_path / "out"
     assert cli.main(_argv(out, inputs)) == 1
     doc = json.loads((out / "atlas.json").read_text())

@@ -9,14 +9,9 @@ import torch.nn.functional as F
 import torchvision
 from torch import nn
 
-from inspector.core.explain.cam import (
-    METHODS,
-    cam_from_capture,
-    compute_cams,
-    method_name,
-    normalize_maps,
-    resolve_target,
-)
+from inspector.core.explain.cam.compute import cam_from_capture, compute_cams
+from inspector.core.explain.cam.methods import METHODS, method_name, normalize_maps
+from inspector.core.explain.cam.targets import resolve_target
 from inspector.core.hookset import remaining_hooks
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec

@@ -36,7 +36,9 @@ def test_newest_frame_per_key_replaces_older_run_when_full():
     ch.put(frame(2, "b", value=2))  # full: replaces run 1's "b", not the oldest ("a")
     got = ch.drain()
     assert [(f.run_id, f.module) for f in got] == [(1, "a"), (1, "c"), (2, "b")]
-    assert ch.dropped == 1 and ch.dropped_for(1) == 1
+    assert ch.dropped == 1
+    ch.put(RunFinished(1, "ok"))
+    assert ch.drain()[-1].frames_dropped == 1  # run 1's drop, told with its end
 
 
 def test_oldest_evicted_when_no_same_key():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from inspector.core.compare.divergence import KEPT_RUNS, KeptOutputs, divergence, rel_l2_cosine
+from inspector.core.compare.divergence import KEPT_RUNS, KeptOutputs, _from_sums, _sums
 from inspector.core.edits.interventions import ScaleChannels, ZeroChannels
 from inspector.core.hookset import remaining_hooks
 from inspector.core.run.capture_spec import CaptureSpec
@@ -17,6 +17,12 @@ from inspector.core.run.frames import DivergenceFrame
 from inspector.core.run.session import Session
 
 # -- the measures -------------------------------------------------------------------------------
+
+
+def rel_l2_cosine(a, b):
+    """||b - a|| / ||a|| and cos(a, b): the sums an OutputRecorder's hook takes, read as it
+    reads them when the run ends."""
+    return _from_sums(*_sums(a, b).tolist())
 
 
 def test_rel_l2_and_cosine_of_known_pairs():
@@ -42,16 +48,6 @@ def test_all_zero_outputs():
     assert math.isinf(rel) and math.isnan(cos)
     rel, cos = rel_l2_cosine(torch.ones(1, 4), z)
     assert rel == 1.0 and math.isnan(cos)
-    with pytest.raises(ValueError, match="shapes differ"):
-        rel_l2_cosine(z, torch.zeros(1, 5))
-
-
-def test_divergence_follows_the_later_run_and_leaves_out_what_does_not_match():
-    a = {"conv": torch.ones(1, 2, 3, 3), "fc": torch.ones(1, 4), "gone": torch.ones(1)}
-    b = {"fc": 2 * torch.ones(1, 4), "new": torch.ones(1), "conv": torch.ones(1, 2, 4, 4)}
-    modules, rel, cos = divergence(a, b)
-    assert modules == ("fc",)
-    assert rel == pytest.approx([1.0]) and cos == pytest.approx([1.0])
 
 
 def test_a_kept_output_modified_in_place_is_dropped_not_shown_wrong():

@@ -173,7 +173,8 @@ def test_a_det_target_on_a_classifier_is_one_line():
 
 def test_copy_as_python_refuses_a_detection_model_in_words(session):
     from inspector.core.run.request import RunRequest
-    from inspector.core.script.export import ScriptExportError, script_for
+    from inspector.core.script.code import ScriptExportError
+    from inspector.core.script.export import script_for
 
     with pytest.raises(ScriptExportError, match="is a detection model"):
         script_for(session.loaded, RunRequest(image=None, target=DetectionTarget(0)))

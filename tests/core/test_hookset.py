@@ -60,13 +60,13 @@ def _capture(model, x):
 
 
 def _lean_cam(model, x):
-    from inspector.core.explain.cam import compute_cams
+    from inspector.core.explain.cam.compute import compute_cams
 
     compute_cams(model, x, ["gradcam", "scorecam"], "conv")
 
 
 def _cam_default_layer(model, x):
-    from inspector.core.explain.cam import compute_cams
+    from inspector.core.explain.cam.compute import compute_cams
 
     compute_cams(model, x, ["gradcam"])  # builds the tree: the probe runs first
 
@@ -87,12 +87,6 @@ def _attribution(method):
     return run
 
 
-def _demo_grad_cam(model, x):
-    from inspector.demo.evaluate import grad_cam
-
-    grad_cam(model, x, torch.tensor([0]), layer="conv")
-
-
 def _demo_accuracy(model, x):
     from inspector.demo.evaluate import accuracy
 
@@ -109,7 +103,6 @@ USERS = {
     "gxi": _attribution("gxi"),
     "smoothgrad": _attribution("smoothgrad"),
     "ig": _attribution("ig"),
-    "demo grad_cam": _demo_grad_cam,
     "demo accuracy": _demo_accuracy,
 }
 

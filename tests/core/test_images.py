@@ -28,7 +28,7 @@ from inspector.core.inputs.images import (
     expand_paths,
     load_image,
 )
-from inspector.core.inputs.preprocess import Preprocess, preprocess_batch
+from inspector.core.inputs.preprocess import Preprocess
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -558,14 +558,10 @@ def _interior(pre: Preprocess, size: tuple[int, int], margin: int) -> np.ndarray
     return y_ok[:, None] & x_ok[None, :]
 
 
-def test_preprocess_batch():
+def test_images_of_any_size_preprocess_to_one_shape_a_batch_stacks():
     pre = Preprocess((32, 32), 40, IMAGENET_MEAN, IMAGENET_STD)
     imgs = [noise(50, 40, seed=1), noise(33, 70, seed=2)]
-    batch = preprocess_batch(imgs, pre)
-    assert batch.shape == (2, 3, 32, 32)
-    assert torch.equal(batch[1], pre(imgs[1]))
-    with pytest.raises(ValueError):
-        preprocess_batch([], pre)
+    assert [tuple(pre(img).shape) for img in imgs] == [(3, 32, 32)] * 2
 
 
 def test_preprocess_converts_other_modes_and_validates():

@@ -71,7 +71,7 @@ def _env() -> dict:
 def test_the_wheel_carries_the_compiled_kernel_and_the_demo(installed, tmp_path):
     code = (
         "import inspector, inspector.resources as r; from inspector.core.stats import fused as f;"
-        "print(inspector.__file__); print(f.available(), f.failure());"
+        "print(inspector.__file__); print(f.available(), f.fallback_note());"
         "print((r.resources_dir() / 'demo' / 'shapes_cnn.safetensors').is_file())"
     )
     out = subprocess.run(

@@ -348,7 +348,8 @@ def test_the_cli_without_the_extra_says_what_to_install(monkeypatch, tmp_path, c
 
 def test_copy_as_python_refuses_a_hub_model_in_one_sentence(tmp_path):
     from inspector.core.run.request import RunRequest
-    from inspector.core.script.export import ScriptExportError, script_for
+    from inspector.core.script.code import ScriptExportError
+    from inspector.core.script.export import script_for
 
     path = tmp_path / "r18.pth"
     torch.save(timm.create_model("resnet18").state_dict(), path)
@@ -376,7 +377,7 @@ TRANSFORMER = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads":
 
 @pytest.mark.parametrize("family", sorted(HF_FAMILIES))
 def test_other_hf_families_run_with_cams_at_their_default_layer(session, tmp_path, family):
-    from inspector.core.explain.cam import compute_cams
+    from inspector.core.explain.cam.compute import compute_cams
 
     config_name, model_name, options, layer = HF_FAMILIES[family]
     if "patch_size" in options:

@@ -211,7 +211,7 @@ def test_a_second_claim_in_the_same_process_is_refused(tmp_path: Path):
 
 
 def test_the_lock_goes_after_ctrl_c_and_after_a_failure(tmp_path: Path, capsys, monkeypatch):
-    import inspector.batch.analyse as analyse
+    import inspector.batch.analyse_shards as analyse_shards
     import inspector.batch.atlas as atlas
 
     folder = draw_folder(tmp_path / "images", count=3)
@@ -227,11 +227,11 @@ def test_the_lock_goes_after_ctrl_c_and_after_a_failure(tmp_path: Path, capsys, 
         held.append((out / LOCK_NAME).exists() or (tmp_path / "atlas" / LOCK_NAME).exists())
         raise RuntimeError("a model that fails")
 
-    monkeypatch.setattr(analyse, "analyse_image", interrupt)
+    monkeypatch.setattr(analyse_shards, "analyse_image", interrupt)
     assert cli.main([*ANALYSE, "--no-tensorboard", "--out", str(out), str(folder)]) == 130
     assert not (out / LOCK_NAME).exists() and _parts(out) == []
 
-    monkeypatch.setattr(analyse, "analyse_image", fail)
+    monkeypatch.setattr(analyse_shards, "analyse_image", fail)
     with pytest.raises(RuntimeError, match="a model that fails"):
         cli.main([*ANALYSE, "--no-tensorboard", "--out", str(out), str(folder)])
     assert not (out / LOCK_NAME).exists()

@@ -22,7 +22,6 @@ def plain(monkeypatch):
 
 def test_a_checkout_uses_its_resources_folder():
     assert resources.resources_dir() == CHECKOUT.resolve()
-    assert resources.demo_dir() == CHECKOUT.resolve() / "demo"
 
 
 def test_the_environment_variable_wins_even_when_the_folder_is_missing(monkeypatch, tmp_path):

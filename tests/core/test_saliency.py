@@ -12,8 +12,8 @@ from inspector.core.explain.attributions import (
     attribution_map,
     gradient_x_input,
     integrated_gradients,
+    saliency,
     smoothgrad,
-    vanilla_gradient,
 )
 from inspector.core.explain.catalog import AttributionOptions
 
@@ -29,6 +29,17 @@ def small_cnn(seed: int = 0) -> nn.Module:
 def linear_model(bias: bool) -> nn.Module:
     torch.manual_seed(1)
     return nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, 3, bias=bias)).eval()
+
+
+def input_gradient(model: nn.Module, x: torch.Tensor, target: int | None = None) -> torch.Tensor:
+    """d score / d x by plain autograd, the reference the gradient methods are checked against:
+    the score of `target` in every image, or of each image's top-1 class."""
+    xin = x.clone().requires_grad_(True)
+    logits = model(xin)
+    rows = torch.arange(len(x))
+    idx = logits.argmax(dim=1) if target is None else torch.full_like(rows, target)
+    (grad,) = torch.autograd.grad(logits[rows, idx].sum(), xin)
+    return grad
 
 
 class BatchRecorder(nn.Module):
@@ -70,12 +81,12 @@ def test_integrated_gradients_memory_is_bounded_by_the_internal_batch():
     torch.testing.assert_close(small.attributions, big.attributions, atol=1e-6, rtol=1e-5)
 
 
-def test_vanilla_gradient_of_a_linear_model_is_its_weight_row():
+def test_the_input_gradient_of_a_linear_model_is_its_weight_row():
     model = linear_model(bias=True)
     x = torch.randn(2, 3, 4, 4)
-    result = vanilla_gradient(model, x, target=1)
+    result = gradient_x_input(model, x, target=1)
     weight = model[1].weight[1].detach().reshape(3, 4, 4)
-    torch.testing.assert_close(result.attributions, weight.expand(2, 3, 4, 4))
+    torch.testing.assert_close(result.attributions, weight.expand(2, 3, 4, 4) * x)
     assert result.targets == [1, 1]
     assert all(p.grad is None for p in model.parameters())  # only the input's gradient
 
@@ -95,14 +106,14 @@ def test_smoothgrad():
     # A linear model's gradient does not depend on the input: noise changes nothing.
     torch.testing.assert_close(
         smoothgrad(linear, x, target=0, samples=7, sigma=0.5, batch_size=3).attributions,
-        vanilla_gradient(linear, x, target=0).attributions,
+        input_gradient(linear, x, target=0),
     )
     cnn = small_cnn()
     xs = torch.randn(1, 3, 16, 16)
-    # No noise: the vanilla gradient; same seed: the same result; noise: a different one.
+    # No noise: the plain input gradient; same seed: the same result; noise: a different one.
     torch.testing.assert_close(
         smoothgrad(cnn, xs, samples=3, sigma=0.0).attributions,
-        vanilla_gradient(cnn, xs).attributions, atol=1e-6, rtol=1e-5,
+        input_gradient(cnn, xs), atol=1e-6, rtol=1e-5,
     )
     a = smoothgrad(cnn, xs, samples=5, sigma=0.2, seed=3).attributions
     b = smoothgrad(cnn, xs, samples=5, sigma=0.2, seed=3).attributions
@@ -126,7 +137,7 @@ def test_class_is_fixed_on_the_clean_input():
 def test_attribution_map_and_train_flag_restored():
     model = small_cnn().train()
     x = torch.randn(2, 3, 16, 16)
-    result = vanilla_gradient(model, x)
+    result = saliency(model, x)
     assert all(m.training for m in model.modules())
     for reduce in ("abs_max", "abs_sum", "sum"):
         m = attribution_map(result.attributions, reduce)

@@ -25,7 +25,8 @@ from inspector.core.run.frames import ActivationFrame, GradientFrame
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.request import RunRequest
 from inspector.core.run.session import Session
-from inspector.core.script.export import ScriptExportError, script_for
+from inspector.core.script.code import ScriptExportError
+from inspector.core.script.export import script_for
 
 FACTORY = '''
 import torch

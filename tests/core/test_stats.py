@@ -17,7 +17,7 @@ from inspector.core.stats import tensor_stats as S
 
 
 def fused(x, abs_mean=True):
-    assert fused_stats.available(), fused_stats.failure()
+    assert fused_stats.available(), fused_stats.fallback_note()
     out = S.array_stats(x.detach().numpy())  # abs_mean: always computed here
     assert out is not None, "the fused path declined a finite float32 CPU tensor"
     return out
@@ -71,8 +71,8 @@ def check(st, x, rel=1e-5):
 
 def test_the_fused_kernel_is_available_in_this_environment():
     # Built by the install (setup.py): if this fails, every CPU run pays for the slow path.
-    assert fused_stats.available(), fused_stats.failure()
-    assert fused_stats.failure() is None and fused_stats.fallback_note() is None
+    assert fused_stats.available(), fused_stats.fallback_note()
+    assert fused_stats.fallback_note() is None
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
@@ -249,11 +249,12 @@ def test_without_abs_mean_the_fused_path_still_gives_it():
 
 
 def test_the_kernel_can_be_turned_off():
-    out = _run(STATS_SCRIPT + "print(f.failure())", INSPECTOR_FUSED_STATS="0")
+    out = _run(STATS_SCRIPT + "print(f.fallback_note())", INSPECTOR_FUSED_STATS="0")
     assert out.returncode == 0, out.stderr
     first, why = out.stdout.splitlines()
     assert first.split() == ["False", "True", "False"]
-    assert why == "turned off by INSPECTOR_FUSED_STATS=0"
+    assert why == ("Statistics use torch reductions (slower on the CPU): "
+                   "turned off by INSPECTOR_FUSED_STATS=0.")
 
 
 def test_two_threads_at_once_get_their_own_right_answers():
@@ -261,7 +262,7 @@ def test_two_threads_at_once_get_their_own_right_answers():
     # without the GIL on both threads.
     import threading
 
-    assert fused_stats.available(), fused_stats.failure()
+    assert fused_stats.available(), fused_stats.fallback_note()
     torch.manual_seed(0)
     tensors = [torch.randn(1, 64, 56, 56) * (i + 1) + i for i in range(2)]
     expected = [torch_path(t) for t in tensors]
@@ -289,7 +290,7 @@ def test_two_threads_at_once_get_their_own_right_answers():
 def test_previews_average_whole_cells_on_both_paths(monkeypatch, shape, size, out):
     # The compiled pool and torch's avg_pool2d (without the kernel, and off the CPU) must
     # give the same picture: same cells, edge cells clipped, aspect kept.
-    assert fused_stats.available(), fused_stats.failure()
+    assert fused_stats.available(), fused_stats.fallback_note()
     torch.manual_seed(0)
     x = torch.randn(shape) * 3 + 1
     fast = S.preview(x, 64, size)

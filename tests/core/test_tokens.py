@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 import torchvision
+from torch import nn
 
-from inspector.core.explain.cam import default_target_layer
+from inspector.core.explain.cam.layer import cam_layers, default_target_layer
 from inspector.core.models.tree import build_tree
 from inspector.core.tokens import (
     NCHW,
     NHWC,
     TOKENS,
     detect_layout,
-    is_spatial,
     spatialize,
     to_spatial,
     token_grid,
@@ -55,8 +55,11 @@ def test_non_spatial_shapes_are_refused(shape):
 
 
 def test_one_cell_grids_are_not_cam_layers():
-    assert not is_spatial((1, 2048, 1, 1), (224, 224))  # resnet's avgpool
-    assert is_spatial((1, 2048, 7, 7), (224, 224))
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=4), nn.Conv2d(8, 8, 3, stride=4),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2)).eval()
+    tree = build_tree(model, torch.zeros(1, 3, 48, 48))
+    assert [tree[n].output_shape for n in ("1", "2")] == [(1, 8, 3, 3), (1, 8, 1, 1)]
+    assert cam_layers(tree) == ["0", "1"]  # not the 1 x 1 pool, nor the flat outputs
 
 
 def test_sequence_first_tokens():

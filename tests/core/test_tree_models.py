@@ -10,8 +10,9 @@ import torchvision
 from safetensors.torch import save_file
 from torch import nn
 
+from inspector.core.models import load as model_table
 from inspector.core.models import tree as T
-from inspector.core.models.base import ModelSpec
+from inspector.core.models.base import DEFAULT_PREPROCESS, Family, LoadedModel, ModelSpec
 from inspector.core.models.devices import pick_device
 from inspector.core.models.files import CheckpointMismatch, ModelLoadError
 from inspector.core.models.load import list_models, load_model
@@ -158,3 +159,20 @@ def test_unknown_model_and_device():
         pick_device("cuda:7" if torch.cuda.is_available() else "cuda")
     assert pick_device("cpu").type == "cpu"
     assert "resnet18" in list_models() and "demo_shapes" in list_models()
+
+
+def test_a_program_registers_its_own_family_and_its_name_wins(monkeypatch):
+    model_table.families()  # the entry points' families are found first
+    monkeypatch.setattr(model_table, "_registered", list(model_table._registered))  # undone after
+
+    def load(spec, device):
+        return LoadedModel(nn.Sequential(nn.Flatten(), nn.Linear(3 * 224 * 224, 2)), spec.name,
+                           "mine", True, ["a", "b"], DEFAULT_PREPROCESS, device)
+
+    for description in ("first", "second"):  # the same name again replaces the family
+        model_table.register_family(Family(name="mine", claims=lambda s: s.name == "resnet18",
+                                           load=load, names=lambda d=description: [d]))
+    loaded = load_model(ModelSpec(name="resnet18", device="cpu"))
+    assert (loaded.family, loaded.categories) == ("mine", ["a", "b"])  # not torchvision's
+    assert [f.name for f in model_table.families()].count("mine") == 1
+    assert "second" in list_models() and "first" not in list_models()

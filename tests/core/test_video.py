@@ -1,5 +1,6 @@
-"""Video files: core.inputs.video's reader (frame count, seeks, every Nth frame, read-ahead thread),
-`analyse --every N` over a video the test writes, and the message when PyAV is missing."""
+"""Video files: core.inputs.video_reader (frame count, seeks, every Nth frame), core.inputs.video
+(the first frame, the read-ahead thread), `analyse --every N` over a video the test writes,
+and the message when PyAV is missing."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ import torch
 from task_models import small_cnn_factory
 
 from inspector import cli
-from inspector.core.inputs import video
+from inspector.core.inputs import video, video_reader
 from inspector.core.inputs.preprocess import Preprocess
 
 av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
 
-from video_clip import FPS, FRAMES, write_clip  # noqa: E402
+from video_clip import FPS, FRAMES, next_frame, write_clip  # noqa: E402
 
 FACTORY = small_cnn_factory(classes=("left", "middle", "right"))
 
@@ -37,7 +38,7 @@ def factory(tmp_path: Path) -> str:
 
 
 def _all_frames(path: Path) -> list[np.ndarray]:
-    with video.VideoReader(path) as reader:
+    with video_reader.VideoReader(path) as reader:
         return [np.asarray(f.image) for f in reader.frames()]
 
 
@@ -53,9 +54,9 @@ def test_the_reader_counts_every_frame_and_seeks_to_the_one_asked(tmp_path, suff
     frames = _all_frames(path)
     assert len(frames) == FRAMES
     assert not np.array_equal(frames[0], frames[1])  # the shapes move
-    with video.VideoReader(path) as reader:
+    with video_reader.VideoReader(path) as reader:
         assert reader.frame_count == FRAMES
-        assert reader.fps == pytest.approx(FPS)
+        assert reader.info.fps == pytest.approx(FPS)
         assert reader.info.size == (64, 64)
         # Backwards, forwards past a key frame, twice the same, the ends.
         for i in (17, 3, 29, 29, 0, 12, 13, 25):
@@ -68,16 +69,11 @@ def test_the_reader_counts_every_frame_and_seeks_to_the_one_asked(tmp_path, suff
     assert (info.frame_count, info.fps, info.size) == (FRAMES, pytest.approx(FPS), (64, 64))
 
 
-def _taken(ahead: video.ReadAhead, count: int) -> list[video.VideoFrame]:
+def _taken(ahead: video.ReadAhead, count: int) -> list[video_reader.VideoFrame]:
     """The next `count` frames ahead gives (fewer when the video ends first)."""
     frames = []
-    while len(frames) < count:
-        assert ahead.wait(10)
-        frame = ahead.take()
-        if frame is not None:
-            frames.append(frame)
-        elif ahead.ended:
-            break
+    while len(frames) < count and (frame := next_frame(ahead)) is not None:
+        frames.append(frame)
     return frames
 
 
@@ -91,22 +87,20 @@ def test_read_ahead_gives_frames_in_order_and_restarts_at_a_seek(clip):
         assert taken == [0, 1, 2, 3, *range(21, 29)]
     finally:
         ahead.close()
-    assert not ahead.is_alive()
+    assert not ahead._thread.is_alive()  # close() stopped and joined the decoder
 
 
 def test_read_ahead_scales_a_copy_to_show_on_its_thread(clip):
     ahead = video.ReadAhead(clip, display_max=32)
     try:
-        assert ahead.wait(10)
-        frame = ahead.take()
+        frame = next_frame(ahead)
         assert frame.image.size == (64, 64)  # what the model runs
         assert frame.display.size == (32, 32)  # what the window shows
     finally:
         ahead.close()
     ahead = video.ReadAhead(clip, display_max=64)  # not larger: no copy
     try:
-        assert ahead.wait(10)
-        assert ahead.take().display is None
+        assert next_frame(ahead).display is None
     finally:
         ahead.close()
 
@@ -122,8 +116,7 @@ def test_read_ahead_makes_the_model_input_on_its_thread_and_runs_take_it(clip, f
         ahead = video.ReadAhead(clip)
         ahead.prepare = loaded.preprocess.prepare
         try:
-            assert ahead.wait(10)
-            frame = ahead.take()
+            frame = next_frame(ahead)
         finally:
             ahead.close()
         prepared = frame.prepared
@@ -161,8 +154,8 @@ def test_read_ahead_reports_a_file_that_is_not_a_video(tmp_path):
     bad.write_text("not a video")
     ahead = video.ReadAhead(bad)
     try:
-        assert ahead.wait(10)
-        assert isinstance(ahead.error, video.VideoLoadError)
+        assert next_frame(ahead) is None
+        assert isinstance(ahead.error, video_reader.VideoLoadError)
         assert str(ahead.error).startswith(f"{bad}: ")
         assert ahead.error.reason == "Invalid data found when processing input"
     finally:
@@ -247,10 +240,9 @@ def _without_pyav(monkeypatch):
 
 def test_without_pyav_the_reader_says_what_to_install(clip, monkeypatch):
     _without_pyav(monkeypatch)
-    assert not video.pyav_available()
-    with pytest.raises(video.VideoLoadError) as caught:
-        video.VideoReader(clip)
-    assert str(caught.value) == f"{clip}: {video.MISSING_PYAV}"
+    with pytest.raises(video_reader.VideoLoadError) as caught:
+        video_reader.VideoReader(clip)
+    assert str(caught.value) == f"{clip}: {video_reader.MISSING_PYAV}"
     assert "pip install 'network-inspector[video]'" in str(caught.value)
 
 

@@ -15,8 +15,6 @@ Cheap on purpose, since the window compares every edited run with its unedited t
   was modified in place after all is dropped (left out of comparisons), never shown wrong.
 - A compared run measures in its hooks, against the kept output, so it keeps nothing of
   its own unless it also asks to; the four sums stay on the device until the run ends.
-
-Pure torch: `rel_l2_cosine` and `divergence` work on any two tensors or dicts of them.
 """
 
 from __future__ import annotations
@@ -60,30 +58,6 @@ def _from_sums(aa: float, bb: float, ab: float, dd: float) -> tuple[float, float
     rel = math.sqrt(dd / aa) if aa > 0 else math.inf
     cos = ab / math.sqrt(aa * bb) if aa > 0 and bb > 0 else math.nan
     return rel, max(-1.0, min(1.0, cos)) if math.isfinite(cos) else cos
-
-
-def rel_l2_cosine(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
-    """||b - a|| / ||a|| and cos(a, b) over the whole tensors (same shape)."""
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {tuple(a.shape)} and {tuple(b.shape)}")
-    return _from_sums(*_sums(a, b).tolist())
-
-
-def divergence(
-    reference: Mapping[str, torch.Tensor], outputs: Mapping[str, torch.Tensor]
-) -> tuple[tuple[str, ...], list[float], list[float]]:
-    """(modules, rel_l2, cosine) over the modules of `outputs` (in its order) that
-    `reference` also has, with the same shape."""
-    modules, rel, cos = [], [], []
-    for name, b in outputs.items():
-        a = reference.get(name)
-        if a is None or a.shape != b.shape:
-            continue
-        r, c = rel_l2_cosine(a, b)
-        modules.append(name)
-        rel.append(r)
-        cos.append(c)
-    return tuple(modules), rel, cos
 
 
 class KeptOutputs:

@@ -1,7 +1,7 @@
 """Input attributions: how much each input pixel matters to a class score.
 
 Saliency, the absolute input gradient (Simonyan et al. 2014, as Captum's `Saliency` with
-abs=True), the signed vanilla gradient, Gradient x Input (Shrikumar et al. 2016),
+abs=True), Gradient x Input (Shrikumar et al. 2016),
 SmoothGrad (Smilkov et al. 2017), Integrated Gradients (Sundararajan et al. 2017), and
 occlusion sensitivity (Zeiler & Fergus 2014; core.explain.occlusion), which needs no gradient.
 `attribute(model, x, target, method, options)` runs any of those named in
@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from inspector.core.explain.cam import Target, class_scores, logits_of, normalize_maps
+from inspector.core.explain.cam.methods import normalize_maps
+from inspector.core.explain.cam.targets import Target, class_scores, logits_of
 from inspector.core.explain.catalog import (
     ATTRIBUTION_METHODS,
     AttributionOptions,
@@ -46,10 +47,6 @@ class Attribution:
     targets: list[int] | None  # the class explained per image; None for a score function
     scores: torch.Tensor  # (B,) the explained score at the input
     delta: torch.Tensor | None = None  # Integrated Gradients: sum(attr) - (f(x) - f(baseline))
-
-    def map(self, reduce: str = "abs_max") -> np.ndarray:
-        """(B, H, W) float32 in [0, 1] for display: see attribution_map."""
-        return attribution_map(self.attributions, reduce)
 
 
 def attribution_map(attributions: torch.Tensor, reduce: str = "abs_max") -> np.ndarray:
@@ -101,13 +98,6 @@ def _input_grad(model: nn.Module, x: torch.Tensor, target):
 def _rows(fixed, i: int, n: int):
     """The target for n rows that all belong to image i."""
     return fixed if callable(fixed) else [fixed[i]] * n
-
-
-def vanilla_gradient(model: nn.Module, x: torch.Tensor, target: Target = None) -> Attribution:
-    """The gradient of the class score with respect to the input."""
-    with _eval(model):
-        grad, scores, idx = _input_grad(model, x, target)
-    return Attribution("gradient", grad.cpu(), idx, scores.cpu())
 
 
 def saliency(model: nn.Module, x: torch.Tensor, target: Target = None) -> Attribution:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from inspector.core.explain.cam import Target, class_scores, logits_of
+from inspector.core.explain.cam.targets import Target, class_scores, logits_of
 from inspector.core.hookset import ModelState
 
 Progress = Callable[[int, int], None]

@@ -166,9 +166,6 @@ class TensorBoardLog:
         if v.size:
             self._writer.add_histogram(tag, v, step)
 
-    def scalar(self, tag: str, value: float, step: int) -> None:
-        self._writer.add_scalar(tag, value, step)
-
     def text(self, tag: str, text: str, step: int = 0) -> None:
         self._writer.add_text(tag, text, step)
 

@@ -220,15 +220,6 @@ class PreparedImage:
         return self.image.size
 
 
-def preprocess_batch(images: Sequence[Image.Image], pre: Preprocess) -> torch.Tensor:
-    """(B, 3, H, W) for a non-empty sequence of images."""
-    import torch
-
-    if not images:
-        raise ValueError("no images to preprocess")
-    return torch.stack([pre(img) for img in images])
-
-
 def pixel_box(box: Sequence[float], width: int, height: int
               ) -> tuple[tuple[int, int, int, int] | None, bool]:
     """The whole pixels of a width x height picture that a box in continuous coordinates

@@ -112,7 +112,6 @@ class MissingExtra(ModelLoadError):
 
     def __init__(self, module: str, extra: str) -> None:
         super().__init__(f"{module} is not installed: pip install 'network-inspector[{extra}]'")
-        self.module, self.extra = module, extra
 
 
 def has_module(module: str) -> bool:

@@ -293,9 +293,10 @@ def _state_dict_in(obj: Any, path: Path) -> dict[str, torch.Tensor]:
 
 
 class CheckpointMismatch(ModelLoadError):
-    def __init__(self, path, arch: str, missing, unexpected, wrong_shape) -> None:
-        self.missing, self.unexpected, self.wrong_shape = missing, unexpected, wrong_shape
+    """A state dict that does not fit the model: the message names the missing, unexpected
+    and wrongly shaped keys."""
 
+    def __init__(self, path, arch: str, missing, unexpected, wrong_shape) -> None:
         def shape(w):
             return f"{w[0]} (file {list(w[1])}, model {list(w[2])})"
 

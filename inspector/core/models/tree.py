@@ -92,9 +92,6 @@ class ModuleTree:
     def __len__(self) -> int:
         return len(self.modules)
 
-    def leaves(self) -> list[str]:
-        return [n for n, m in self.modules.items() if n and m.is_leaf]
-
     def with_spatial_output(self) -> list[str]:
         """Modules whose output is (B, C, H, W) with H, W > 1, in output order: CAM targets."""
         names = self.order or list(self.modules)

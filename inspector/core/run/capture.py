@@ -90,7 +90,6 @@ class Capture:
         self._counts: dict[str, list[int]] = {}
         self.error_module: str | None = None  # innermost module running when a run failed
         self.stats_dropped = 0  # frames dropped: statistics an in-place op invalidated
-        self.stats_handed_over = 0  # statistics computed off the hook (deferred_stats)
         self._hooks = HookSet()
         self._state = ModelState(model)  # training and inplace flags, put back on exit
         self._call_stack: defaultdict[str, list[int]] = defaultdict(list)
@@ -155,7 +154,6 @@ class Capture:
             except Exception:  # noqa: BLE001 - the run's own error is the one to report
                 deferred.abandon()
         self.stats_dropped += deferred.dropped
-        self.stats_handed_over += deferred.handed_over
 
     def _failing_module(self, tb) -> str | None:
         """The innermost module of the model whose code was running when the run raised.

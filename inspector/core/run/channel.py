@@ -148,7 +148,10 @@ class FrameChannel:
             return out
 
     def get(self, timeout: float | None = None):
-        """Take the oldest frame, waiting up to timeout seconds; None on time-out or close."""
+        """Take the oldest frame, waiting up to timeout seconds; None on time-out or close.
+
+        How a script reads the frames of the runs it submits (Session.submit) without polling;
+        the window drains at display rate instead."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._pending or self._closed, timeout):
                 return None
@@ -163,7 +166,3 @@ class FrameChannel:
     def dropped(self) -> int:
         with self._cond:
             return self._dropped_total
-
-    def dropped_for(self, run_id: int) -> int:
-        with self._cond:
-            return self._dropped_by_run.get(run_id, 0)

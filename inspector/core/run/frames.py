@@ -113,9 +113,9 @@ class PredictionFrame:
     top: tuple[Prediction, ...]
     target: int | None  # the class whose score was back-propagated, if any
     # Detection models (core.tasks): `top` lists detections (index: the rank by score) and
-    # target is the detection explained; `detections` are all of them (core.tasks.Detection,
-    # boxes in model-input pixels). Segmentation models: `mask`, the (H, W) class per
-    # model-input pixel, and `top` the classes present.
+    # target is the detection explained; `detections` are all of them
+    # (core.tasks.detection.Detection, boxes in model-input pixels). Segmentation models:
+    # `mask`, the (H, W) class per model-input pixel, and `top` the classes present.
     task: str = "classification"
     detections: tuple = ()
     mask: np.ndarray | None = None
@@ -193,23 +193,3 @@ class ModelLoaded:
     notes: tuple[str, ...] = ()  # what the user should know: random weights, a slower path
     cam_layer: str | None = None  # where a CAM is computed unless the user names a layer
     source: str = ""  # the file or folder the weights came from ("" for random weights)
-
-
-# Never dropped by the channel: a few per run, and the UI needs every one (progress frames
-# are rate-limited by the session).
-CONTROL_FRAMES = (
-    RunStarted, RunFinished, ErrorFrame, ModelLoaded, PredictionFrame, CamFrame, ProgressFrame,
-    DivergenceFrame,
-)
-Frame = (
-    RunStarted
-    | ActivationFrame
-    | GradientFrame
-    | PredictionFrame
-    | CamFrame
-    | RunFinished
-    | ErrorFrame
-    | ModelLoaded
-    | ProgressFrame
-    | DivergenceFrame
-)

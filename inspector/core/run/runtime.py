@@ -74,17 +74,6 @@ def intra_op_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def configure_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads from the argument or INSPECTOR_THREADS; return the count.
-
-    For a program that decides itself (a benchmark); the Session uses apply_thread_setting."""
-    if threads is None:
-        threads = threads_from_env()
-    if threads is not None and threads > 0:
-        torch.set_num_threads(threads)
-    return torch.get_num_threads()
-
-
 def apply_thread_setting() -> int | None:
     """Apply INSPECTOR_THREADS once per process; the count set, or None when nothing was."""
     global _applied

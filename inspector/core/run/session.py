@@ -60,7 +60,7 @@ class RunOutcome:
     logits: torch.Tensor | None = None
     target: int | None = None  # the class, detection (rank by score) or segmentation class
     cams: dict[tuple[str, str], Any] = field(default_factory=dict)
-    # Detection models: core.tasks.Detection per box (model-input pixels), by score.
+    # Detection models: core.tasks.detection.Detection per box (model-input pixels), by score.
     detections: tuple = ()
     mask: np.ndarray | None = None  # segmentation models: (H, W) class per model-input pixel
     # method -> signed (C, H, W) float32 attribution at the model input, as core.explain.attributions gives
@@ -74,6 +74,13 @@ class RunOutcome:
 
 
 class Session:
+    """A model on a worker thread, and the runs of it that the caller submits.
+
+    The scripting API, what a script calls (the window and the CLI call the same): load_model
+    and cancel_load; submit (frames on `channel`) or run (wait for the RunOutcome), cancel and
+    check_edits; kept_runs, kept_outputs, forget_outputs and the keep_runs bound of the runs
+    kept for comparisons; close."""
+
     def __init__(self, channel: FrameChannel | None = None, capacity: int = 4096) -> None:
         apply_thread_setting()  # INSPECTOR_THREADS, before the worker thread first runs torch
         self.channel = channel or FrameChannel(capacity)
@@ -225,7 +232,8 @@ class Session:
 
     @property
     def keep_runs(self) -> int:
-        """How many runs' outputs are kept at once (core.compare.divergence.KEPT_RUNS unless set)."""
+        """How many runs' outputs are kept at once (core.compare.divergence.KEPT_RUNS unless
+        set); the window keeps the default, a script comparing more runs raises it."""
         return self._kept.limit
 
     @keep_runs.setter
@@ -239,7 +247,8 @@ class Session:
 
     def kept_outputs(self, run_id: int) -> dict[str, torch.Tensor] | None:
         """A kept run's outputs (module -> float32 CPU tensor, forward order; read them, do
-        not modify them), or None when that run's are not kept."""
+        not modify them), or None when that run's are not kept. For scripts: the window
+        reads comparisons as DivergenceFrames."""
         return self._kept.outputs(run_id)
 
     def forget_outputs(self, run_id: int | None = None) -> None:
@@ -247,6 +256,8 @@ class Session:
         self._kept.forget(run_id)
 
     def close(self, timeout: float = 2.0) -> bool:
+        """Cancel every run, stop the worker (waiting up to `timeout` seconds) and close the
+        channel; False when the worker had not stopped in time."""
         stopped = self.worker.close(timeout)
         self.channel.close()
         return stopped

@@ -27,18 +27,15 @@ late (from a cancelled run) and is dropped, unless it belongs to the baseline or
 new model empties the store, but for run A when the new model has the same modules (other
 weights: A/B across weights files). Subscribers are told about the frames they want, each
 RunStarted and RunFinished (so every view learns of a failed run exactly once) and each
-clearing. Notifications wait in the subscription until `notify` delivers them: at once, or,
-when `deferred`, when the frame router hands them out (one subscriber per display tick).
+clearing (core.run.subscriptions: how they are queued and delivered).
 
 No Qt and no torch: the store is plain Python, tested on its own.
 """
 
 from __future__ import annotations
 
-import inspect
-import weakref
-from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +49,10 @@ from inspector.core.run.frames import (
     TensorFrame,
 )
 
-Key = tuple
-Listener = Callable[[Any], None]
+# Subscription: the window imports it from here (ui/views/base.py, ui/run/frame_router.py)
+# until those imports name core.run.subscriptions.
+from inspector.core.run.subscriptions import Key, Subscribers, Subscription, what_of  # noqa: F401
+
 PartKey = tuple[str, int, str]  # (kind, call, path) of one module's tensor
 
 
@@ -79,58 +78,6 @@ def _architecture(tree: Any) -> tuple | None:
     return tuple((name, getattr(info, "type_name", "")) for name, info in modules.items())
 
 
-def what_of(key: Key) -> str:
-    """What a key holds, as subscriptions name it: a tensor kind, "cam" or "predictions"."""
-    return key[2] if key[0] == "tensor" else key[0]
-
-
-def _held(callback: Callable | None) -> Callable[[], Callable | None] | None:
-    """A reference to `callback`; to a bound method, a weak one: a subscription must not
-    keep its view alive (a view and the store it subscribes to would form a cycle, which
-    Python frees at a time of its own choosing, in the middle of another widget's paint)."""
-    if callback is None:
-        return None
-    if inspect.ismethod(callback):
-        return weakref.WeakMethod(callback)
-    return lambda: callback
-
-
-class Subscription:
-    """What one view shows and how it is told. `on_frame(frame)` for each stored frame whose
-    key it `wants`; `on_run(frame)` for each RunStarted and RunFinished; `on_clear()` when
-    the store is emptied (a new model). `modules` narrows tensor frames to those modules
-    (None: every module) and can be changed at any time. Bound methods are held weakly:
-    once their object is gone, the subscription ends."""
-
-    def __init__(self, on_frame: Listener, kinds: frozenset[str] | None = None,
-                 modules: set[str] | None = None, on_run: Listener | None = None,
-                 on_clear: Callable[[], None] | None = None) -> None:
-        self.kinds = kinds  # tensor kinds, "cam", "predictions"; None: all
-        self.modules = modules
-        self._listeners = {"frame": _held(on_frame), "run": _held(on_run),
-                           "clear": _held(on_clear)}
-        self.active = True
-        self.pending: deque[tuple[str, tuple]] = deque()  # (what, args) not delivered yet
-
-    def wants(self, key: Key) -> bool:
-        if self.kinds is not None and what_of(key) not in self.kinds:
-            return False
-        return key[0] != "tensor" or self.modules is None or key[1] in self.modules
-
-    def listens(self, what: str) -> bool:
-        """Has a listener for "frame", "run" or "clear" notifications."""
-        return self._listeners[what] is not None
-
-    def listener(self, what: str) -> Callable | None:
-        """The listener for `what`; None when its object is gone (or there is none)."""
-        ref = self._listeners[what]
-        return ref() if ref is not None else None
-
-    def cancel(self) -> None:
-        self.active = False
-        self.pending.clear()
-
-
 @dataclass
 class _Run:
     frames: dict[Key, Any] = field(default_factory=dict)
@@ -142,8 +89,11 @@ class _Run:
     baseline: int | None = None  # an edited run's unedited run (the baseline when it started)
 
 
-class RunStore:
+class RunStore(Subscribers):
+    """The runs, and (as Subscribers) the views told about them: see the module docstring."""
+
     def __init__(self, keep_runs: int = 4) -> None:
+        super().__init__()
         self.keep_runs = keep_runs  # besides the pinned run
         self._runs: dict[int, _Run] = {}
         self.current_run: int | None = None  # the newest run seen
@@ -156,12 +106,6 @@ class RunStore:
         # loaded tree's (name, type) per module.
         self._carried: int | None = None
         self._architecture: tuple | None = None
-        self._subs: list[Subscription] = []
-        # True: put() only queues notifications, and notify() delivers them.
-        self.deferred = False
-        # Called as on_error(callback, exception) when a subscriber raises (inside the
-        # except block, so the traceback is at hand); None: the exception propagates.
-        self.on_error: Callable[[Callable, Exception], None] | None = None
 
     # -- writing (the frame router) -----------------------------------------------------------
     def put(self, frame: Any) -> None:
@@ -284,39 +228,6 @@ class RunStore:
         if reference is None:
             return None
         return ("A", "B") if reference == self.pinned_run else ("before", "after")
-
-    def notify(self, subscriptions: Iterable[Subscription] | None = None) -> None:
-        """Deliver what is pending, in order: to `subscriptions`, or to every subscriber."""
-        for sub in list(self._subs if subscriptions is None else subscriptions):
-            while sub.active and sub.pending:
-                what, args = sub.pending.popleft()
-                callback = sub.listener(what)
-                if callback is None:  # the view is gone
-                    self.unsubscribe(sub)
-                    break
-                try:
-                    callback(*args)
-                except Exception as e:
-                    if self.on_error is None:
-                        raise
-                    self.on_error(callback, e)
-
-    # -- subscribing (the views) ----------------------------------------------------------------
-    def subscribe(self, on_frame: Listener, kinds: Iterable[str] | None = None,
-                  modules: Iterable[str] | None = None, on_run: Listener | None = None,
-                  on_clear: Callable[[], None] | None = None) -> Subscription:
-        sub = Subscription(on_frame, None if kinds is None else frozenset(kinds),
-                           None if modules is None else set(modules), on_run, on_clear)
-        self._subs.append(sub)
-        return sub
-
-    def unsubscribe(self, sub: Subscription) -> None:
-        sub.cancel()
-        self._subs = [s for s in self._subs if s is not sub]
-
-    @property
-    def subscriptions(self) -> list[Subscription]:
-        return list(self._subs)
 
     # -- reading (the views) ------------------------------------------------------------------
     def runs(self) -> list[int]:
@@ -455,8 +366,3 @@ class RunStore:
             run.modules.setdefault(frame.module, {})[key[2:]] = frame
             if frame.kind in ("input", "output"):
                 run.order.setdefault(frame.module, len(run.order))
-
-    def _queue(self, wanted: Callable[[Subscription], bool], what: str, args: tuple) -> None:
-        for sub in self._subs:
-            if sub.active and wanted(sub):
-                sub.pending.append((what, args))

@@ -61,11 +61,6 @@ class InferenceWorker:
                 self._current.cancel.set()
 
     @property
-    def busy(self) -> bool:
-        with self._lock:
-            return self._current is not None or bool(self._pending)
-
-    @property
     def native_id(self) -> int | None:
         """The OS thread id (for lowering the worker's priority below the UI's)."""
         return self._thread.native_id

@@ -5,6 +5,11 @@ torch, torchvision, numpy and Pillow. The image blocks restate core.inputs.image
 core.inputs.preprocess step for step (tests/core/test_script_export.py holds them to the engine's
 numbers); a change there needs the same change here. `$name` fields are filled with
 string.Template.
+
+One file on purpose, though it is over 400 lines: its blocks are one program, in the order
+the script has them (header, weights, image, capture, run, main), and each uses names the
+others define (`run` calls `preprocess` and `capture_output`, `main` calls `run`). Read top
+to bottom, this file is the generated script; split, that program would be in pieces.
 """
 
 from __future__ import annotations

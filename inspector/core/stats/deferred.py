@@ -159,7 +159,6 @@ class Deferred:
         self.memory = memory
         self.sink = sink
         self.dropped = 0  # frames whose statistics failed the version check
-        self.handed_over = 0
         self._owner = threading.get_ident()
         self._pending: deque[_Item] = deque()
         self._watched: list[tuple[Any, weakref.ref, int]] = []
@@ -187,7 +186,6 @@ class Deferred:
         _count_waiting(1)
         _queue.put(item)
         _ensure_thread()
-        self.handed_over += 1
         return True
 
     def poll(self) -> None:

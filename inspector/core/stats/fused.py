@@ -10,7 +10,7 @@ no JIT and no cache on disk, so no state of a cache can take a process down, and
 form the app ships in (a `make` checkout, `pip install .`, a script importing the engine,
 the frozen app) has it from the first tensor. Where it was not built (no C compiler at
 install time, or a source tree used without installing) or INSPECTOR_FUSED_STATS=0 is set,
-`available()` is False, `failure()` says why, and callers use torch reductions.
+`available()` is False, `fallback_note()` says why, and callers use torch reductions.
 
 Numerics: each row is reduced around a shift (its first value), in float32 blocks of 1024
 added into float64, and rows are merged with Chan's formula; min and max skip NaN, so a
@@ -38,11 +38,6 @@ else:
 def available() -> bool:
     """True when the compiled kernel is loaded."""
     return _kernel is not None
-
-
-def failure() -> str | None:
-    """Why the kernel is not used, or None."""
-    return _failure
 
 
 def fallback_note() -> str | None:

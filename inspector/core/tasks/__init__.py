@@ -105,7 +105,7 @@ def read_output(task: str, output, target, categories: Sequence[str], topk: int,
 def parse_target(text: str, task: str, categories: Sequence[str], model: nn.Module):
     """`det:K` or `seg:CLASS` (a name or an index) as a run's target, checked against the
     model; ValueError with one line for one that cannot work. "top1" or "" -> None."""
-    from inspector.core.explain.cam import resolve_target
+    from inspector.core.explain.cam.targets import resolve_target
 
     text = text.strip()
     kind, sep, rest = text.partition(":")
@@ -183,7 +183,6 @@ __all__ = [
     "CLASSIFICATION",
     "DETECTION",
     "SEGMENTATION",
-    "Detection",
     "TaskOutput",
     "default_cam_layer",
     "example_input",

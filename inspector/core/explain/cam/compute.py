@@ -18,7 +18,7 @@ the original picture.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -98,8 +98,6 @@ class CamResult:
     targets: list[int] | None  # the class explained per image; None for a score function
     layer: str
     layout: Layout | None = None
-    activation: torch.Tensor | None = field(default=None, repr=False)  # (B, K, h, w)
-    gradient: torch.Tensor | None = field(default=None, repr=False)
 
 
 class _LayerTap:
@@ -136,7 +134,6 @@ def compute_cams(
     categories: Sequence[str] = (),
     progress: Progress | None = None,
     score_batch_size: int = 32,
-    keep_tensors: bool = False,
 ) -> CamResult:
     """CAMs of a batch x (B, 3, H, W) for the given methods at `layer` (default: see
     default_target_layer; builds the module tree when none is given).
@@ -184,8 +181,6 @@ def compute_cams(
         targets=idx,
         layer=layer,
         layout=layout,
-        activation=a.cpu() if keep_tensors else None,
-        gradient=g.cpu() if keep_tensors and g is not None else None,
     )
 
 
