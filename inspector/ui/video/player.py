@@ -66,7 +66,7 @@ class VideoPlayer(QObject):
         self._playing = False
         self.counts = StreamCounts()  # shown, run, dropped and the rate: the one count
         self._ahead: ReadAhead | None = None
-        self._info = None  # core.inputs.video.VideoInfo: the listing's, then the exact one (_tick)
+        self._info = None  # core.inputs.video_reader.VideoInfo: the listing's, then the exact one (_tick)
         self._camera = None  # camera.CameraStream while the camera streams
         self._awaiting: int | None = None  # a frame asked for by a step or seek
         self._unrun = False  # the frame shown was not run (yet)

@@ -247,7 +247,7 @@ class MainWindow(QMainWindow):
         cam = self.views.get("cam")
         if cam is None or tree is None:
             return
-        from inspector.core.explain.cam import cam_layers
+        from inspector.core.explain.cam.layer import cam_layers
 
         layers = cam_layers(tree)
         for wanted in (self.runs.default_cam_layer, choose):
