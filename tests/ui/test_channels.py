@@ -11,7 +11,8 @@ from view_frames import act, grad, make_stats, shown, started
 
 from inspector.core.run.frames import RunStarted
 from inspector.ui.export.save_view import NothingToSave, save_view_png
-from inspector.ui.views import ActivationView, colormaps
+from inspector.ui.views import colormaps
+from inspector.ui.views.activation_view import ActivationView
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_MAX, SORT_MEAN
 from inspector.ui.views.clipboard import copy_action
 from inspector.ui.views.gradient_view import GradientView

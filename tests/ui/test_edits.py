@@ -19,8 +19,7 @@ from inspector.ui.edits.actions import NumbersError, parse_numbers
 from inspector.ui.edits.commands import EditHistory
 from inspector.ui.edits.edit_list import EditList
 from inspector.ui.image.canvas import ImageCanvas
-from inspector.ui.module_tree.cells import EDIT_GLYPH
-from inspector.ui.module_tree.model import COL_MEAN, COL_NAME
+from inspector.ui.module_tree.cells import COL_MEAN, COL_NAME, EDIT_GLYPH
 
 PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
 

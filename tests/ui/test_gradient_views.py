@@ -19,10 +19,8 @@ from view_frames import (
 )
 
 from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
-from inspector.ui.views import (
-    GradientView,
-    InputStatsView,
-)
+from inspector.ui.views.gradient_view import GradientView
+from inspector.ui.views.input_stats_view import InputStatsView
 from inspector.ui.views.mosaic import SHARED, grid_shape
 
 # -- GradientView -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
 from inspector.ui.open_model import dialog as model_dialog
-from inspector.ui.views import ActivationView
+from inspector.ui.views.activation_view import ActivationView
 from inspector.ui.views.tensor_panel import TOKENS
 from inspector.ui.views.token_page import TOKEN_GRID_FEATURE, TOKEN_GRID_MEAN
 

@@ -15,11 +15,8 @@ from view_frames import (
 )
 
 from inspector.core.run.store import RunStore
-from inspector.ui.views import (
-    CamView,
-    PredictionsView,
-)
-from inspector.ui.views.cam_view import heat_rgb
+from inspector.ui.views.cam_view import CamView, heat_rgb
+from inspector.ui.views.predictions_view import PredictionsView
 
 # -- PredictionsView ----------------------------------------------------------------------------
 

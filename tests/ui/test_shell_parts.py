@@ -61,7 +61,7 @@ def tree():
 
 
 def test_tree_model_rows_shapes_hazards_and_default_kinds(qtbot, tree):
-    from inspector.ui.module_tree.model import COL_NAME, COL_SHAPE, COL_TYPE, COLUMN_OF_KIND
+    from inspector.ui.module_tree.cells import COL_NAME, COL_SHAPE, COL_TYPE, COLUMN_OF_KIND
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
@@ -100,7 +100,7 @@ def test_tree_columns_fit_resnet18_and_common_types_and_tooltips_hold_the_rest(q
     import torchvision
 
     from inspector.core.models.tree import build_tree
-    from inspector.ui.module_tree.model import COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.cells import COL_NAME, COL_TYPE
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
@@ -123,7 +123,7 @@ def test_tree_columns_fit_resnet18_and_common_types_and_tooltips_hold_the_rest(q
 
 
 def test_tree_checkbox_and_subtree_actions_change_the_capture(qtbot, tree):
-    from inspector.ui.module_tree.model import COLUMN_OF_KIND
+    from inspector.ui.module_tree.cells import COLUMN_OF_KIND
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
@@ -143,7 +143,7 @@ def test_tree_checkbox_and_subtree_actions_change_the_capture(qtbot, tree):
 
 
 def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
-    from inspector.ui.module_tree.model import COL_HEALTH, COL_MEAN, COL_ZEROS
+    from inspector.ui.module_tree.cells import COL_HEALTH, COL_MEAN, COL_ZEROS
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()

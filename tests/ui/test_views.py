@@ -22,9 +22,7 @@ from view_frames import (  # noqa: E402
 
 from inspector.core.run.frames import ModelLoaded, RunFinished
 from inspector.core.run.kinds import INPUT  # noqa: E402
-from inspector.ui.views import (  # noqa: E402
-    ActivationView,
-)
+from inspector.ui.views.activation_view import ActivationView  # noqa: E402
 from inspector.ui.views.mosaic import GAP, PER_CHANNEL, SHARED, Mosaic, grid_shape  # noqa: E402
 from inspector.ui.views.tensor_panel import (  # noqa: E402
     MESSAGE,

@@ -12,13 +12,11 @@ from inspector.core.run.frames import RunFinished
 from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.store import RunStore
 from inspector.ui.run.frame_router import FrameRouter
-from inspector.ui.views import (
-    ActivationView,
-    CamView,
-    GradientView,
-    InputStatsView,
-    PredictionsView,
-)
+from inspector.ui.views.activation_view import ActivationView
+from inspector.ui.views.cam_view import CamView
+from inspector.ui.views.gradient_view import GradientView
+from inspector.ui.views.input_stats_view import InputStatsView
+from inspector.ui.views.predictions_view import PredictionsView
 from inspector.ui.views.tensor_panel import MESSAGE, MOSAIC, VECTOR
 
 VIEWS = (ActivationView, GradientView, InputStatsView, PredictionsView, CamView)
@@ -138,7 +136,7 @@ def test_the_module_tree_reads_statistics_of_its_own_modules_from_the_store(qtbo
     from torch import nn
 
     from inspector.core.models.tree import build_tree
-    from inspector.ui.module_tree.model import COL_MEAN
+    from inspector.ui.module_tree.cells import COL_MEAN
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     store = RunStore()

@@ -151,7 +151,8 @@ def test_module_and_type_columns_fit_each_model_until_the_user_sizes_them(window
     user dragged keeps its width when another model loads."""
     from PySide6.QtGui import QFontMetrics
 
-    from inspector.ui.module_tree.widget import CELL_PADDING, COL_HEALTH, COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.cells import COL_HEALTH, COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.widget import CELL_PADDING
 
     window = window_at(DEFAULT_SIZE)
     tree = window.tree
