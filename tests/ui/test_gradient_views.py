@@ -32,15 +32,15 @@ def test_gradient_levels_are_symmetric_about_zero(qtbot):
     data = (RNG.normal(size=(4, 5, 5)) + 0.7).astype(np.float32)
     view.store.put(grad(1, "conv", data))
     panel = view.panel
-    lo, hi = panel.mosaic_item.levels
+    lo, hi = panel.mosaic_view.item.levels
     assert lo == -hi == -1.0
     rc = grid_shape(4, 5, 5)
     for k in range(4):
         a = np.abs(data[k]).max()
-        np.testing.assert_allclose(tile(panel.mosaic_item.image, k, rc, 5, 5), data[k] / a,
+        np.testing.assert_allclose(tile(panel.mosaic_view.item.image, k, rc, 5, 5), data[k] / a,
                                    rtol=1e-6)
     panel.norm_combo.setCurrentIndex(panel.norm_combo.findData(SHARED))
-    lo, hi = panel.mosaic_item.levels
+    lo, hi = panel.mosaic_view.item.levels
     assert hi == -lo == pytest.approx(np.abs(data).max())
     assert panel.cmap_combo.currentText() == "blue-white-red"
 
@@ -51,9 +51,9 @@ def test_gradient_kind_toggle_switches_between_output_and_input_gradients(qtbot)
     out, inp = np.full(3, 1.0), np.full(5, -2.0)
     view.store.put(grad(1, "fc", out, kind=GRAD_OUTPUT))
     view.store.put(grad(1, "fc", inp, kind=GRAD_INPUT))
-    np.testing.assert_array_equal(view.panel.vector_bars.opts["height"], out)
+    np.testing.assert_array_equal(view.panel.vector_page.bars.opts["height"], out)
     view.kind_combo.setCurrentIndex(view.kind_combo.findData(GRAD_INPUT))
-    np.testing.assert_array_equal(view.panel.vector_bars.opts["height"], inp)
+    np.testing.assert_array_equal(view.panel.vector_page.bars.opts["height"], inp)
     assert "gradient of the input" in view.header.text()
 
 

@@ -75,7 +75,7 @@ def test_selecting_a_module_reads_its_newest_frames_from_the_store(qtbot):
         view.set_module("fc")
         assert view.current_frame().module == "fc" and view.current_frame().run_id == 1
         assert view.panel.mode == VECTOR
-    np.testing.assert_array_equal(activation.panel.vector_bars.opts["height"], np.arange(4.0))
+    np.testing.assert_array_equal(activation.panel.vector_page.bars.opts["height"], np.arange(4.0))
     assert "fc" in gradient.header.text()
     activation.set_module("missing")
     assert activation.current_frame() is None and activation.panel.mode == MESSAGE

@@ -85,10 +85,6 @@ class TensorPanel(QWidget):
         self.channel_bar.stepRequested.connect(self.step)
         self.channel_bar.channelChosen.connect(self.zoom)
         self.channel_bar.orderChanged.connect(self._controls_changed)
-        bar = self.channel_bar  # its parts, by the names the tests know them by
-        self.prev_button, self.next_button = bar.prev_button, bar.next_button
-        self.page_label, self.sort_combo, self.jump_spin = (bar.page_label, bar.sort_combo,
-                                                            bar.jump_spin)
         layout.addWidget(self.channel_bar)
         self.pages = QStackedWidget()
         layout.addWidget(self.pages, 1)
@@ -152,9 +148,8 @@ class TensorPanel(QWidget):
         view.channelClicked.connect(self._mosaic_clicked)
         view.hovered.connect(self._mosaic_hovered)
         self.mosaic_view = view
-        # The names the tests and the benchmark know the parts by.
-        self.mosaic, self.mosaic_item, self.mosaic_box = view.mosaic, view.item, view.box
-        self.mosaic_bar = view.bar
+        # The edit actions (ui.edits.actions) read the mosaic's tiles and image item here.
+        self.mosaic, self.mosaic_item = view.mosaic, view.item
         self._pages[MOSAIC] = view
 
     def _ensure_page(self, mode: str) -> None:
@@ -172,16 +167,12 @@ class TensorPanel(QWidget):
         page = ZoomPage(colormaps.get(self._cmap))
         page.view.scene().sigMouseMoved.connect(self._zoom_hover)
         self.zoom_page = page
-        # The names the tests know the parts by.
-        self.zoom_plot, self.zoom_item, self.zoom_hist = page.plot, page.item, page.hist
         self._pages[ZOOM] = page.view
 
     def _build_vector_page(self) -> None:
         page = VectorPage()
         page.plot.scene().sigMouseMoved.connect(self._vector_hover)
         self.vector_page = page
-        # The names the tests know the parts by.
-        self.vector_plot, self.vector_bars, self.vector_line = page.plot, page.bars, page.line
         self._pages[VECTOR] = page.plot
 
     def _build_token_page(self) -> None:
@@ -276,8 +267,8 @@ class TensorPanel(QWidget):
     def _apply_colormap(self) -> None:
         table = colormaps.lut(self._cmap)
         cmap = colormaps.get(self._cmap)
-        self.mosaic_item.setLookupTable(table)
-        self.mosaic_bar.setColorMap(cmap)
+        self.mosaic_view.item.setLookupTable(table)
+        self.mosaic_view.bar.setColorMap(cmap)
         if self.tokens is not None:
             self.tokens.item.setLookupTable(table)
             self.tokens.bar.setColorMap(cmap)
@@ -316,12 +307,13 @@ class TensorPanel(QWidget):
         page_data = data[start:start + len(channels)] if pages.natural() else data[channels]
         self.mosaic_view.show_page(page_data, channels, self.normalisation, self.diverging,
                                    count=data.shape[0])
+        axis = self.mosaic_view.bar.axis
         if self.normalisation == SHARED:
-            self.mosaic_bar.axis.setLabel("value")
+            axis.setLabel("value")
         elif self.diverging:
-            self.mosaic_bar.axis.setLabel("\u00f7 each channel's max |value|")
+            axis.setLabel("\u00f7 each channel's max |value|")
         else:
-            self.mosaic_bar.axis.setLabel("each channel: min \u2192 max")
+            axis.setLabel("each channel: min \u2192 max")
         self._set_mode(MOSAIC)
 
     def _draw_zoom(self, channel: np.ndarray) -> None:
@@ -400,10 +392,6 @@ class TensorPanel(QWidget):
         self._apply_colormap()
 
     # -- hover and click --------------------------------------------------------------------
-    def _mosaic_hover(self, scene_pos: QPointF) -> None:
-        """What hovering at `scene_pos` shows (the mosaic view calls it for mouse moves)."""
-        self.mosaic_view.hover(scene_pos)
-
     def _mosaic_hovered(self, hit) -> None:
         if self.mode != MOSAIC or self.data is None or hit is None:
             return
