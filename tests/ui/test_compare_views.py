@@ -177,7 +177,7 @@ def test_cam_selector_shows_after_before_and_their_difference(qtbot):
     combo = view.compare_combo
     assert combo.isVisible()
     assert [combo.itemText(i) for i in range(3)] == ["after", "before", "after \u2212 before"]
-    assert view.cam_frame.run_id == 2 and view.drawn[0].run_id == 2
+    assert view.choice()[0].run_id == 2 and view.drawn[0].run_id == 2
 
     combo.setCurrentIndex(combo.findData(REFERENCE))
     assert view.drawn[0].run_id == 1 and "<b>before</b> (run 1)" in view.header.text()

@@ -387,10 +387,10 @@ def test_an_input_attribution_is_chosen_beside_the_cams_and_shown(make_window, q
     request = window.control.last_request
     assert request.attributions == ("saliency",) and request.cams == ()
     run = wait_run(qtbot, window)
-    qtbot.waitUntil(lambda: cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id,
+    qtbot.waitUntil(lambda: cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id,
                     timeout=TIMEOUT)
-    assert (cam.cam_frame.method, cam.cam_frame.layer) == ("saliency", ATTRIBUTION_LAYER)
-    assert 0.0 <= cam.cam_frame.cam.min() and cam.cam_frame.cam.max() <= 1.0
+    assert (cam.choice()[0].method, cam.choice()[0].layer) == ("saliency", ATTRIBUTION_LAYER)
+    assert 0.0 <= cam.choice()[0].cam.min() and cam.choice()[0].cam.max() <= 1.0
     assert "Saliency" in cam.header.text()
     cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))  # back to a CAM
     assert cam.layer_combo.isEnabled() and window.control.last_request.attributions == ()
@@ -412,9 +412,9 @@ def test_occlusion_takes_its_patch_and_stride_from_the_cam_pane(make_window, qtb
     options = window.control.last_request.attribution_options
     assert (options.occlusion_patch, options.occlusion_stride) == (8, 4)
     run = wait_run(qtbot, window)
-    qtbot.waitUntil(lambda: cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id,
+    qtbot.waitUntil(lambda: cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id,
                     timeout=TIMEOUT)
-    assert cam.cam_frame.method == "occlusion" and cam.cam_frame.cam.max() <= 1.0
+    assert cam.choice()[0].method == "occlusion" and cam.choice()[0].cam.max() <= 1.0
     cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))
     assert not cam.occlusion.isVisible() and cam.layer_combo.isVisible()
     assert window.control.last_request.attribution_options is None

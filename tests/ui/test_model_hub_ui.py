@@ -36,7 +36,7 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
                          images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     cam = window.views["cam"]
-    qtbot.waitUntil(lambda: cam.cam_frame is not None, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: cam.choice()[0] is not None, timeout=TIMEOUT)
     layers = combo_layers(cam)
     assert window.runs.default_cam_layer == VIT_DEFAULT
     # conv_proj (B, 768, 14, 14), and token layers: every block, its norms, its MLP.
@@ -44,7 +44,7 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
             "encoder.layers.encoder_layer_11.mlp", "encoder.ln"} <= set(layers)
     assert "heads.head" not in layers  # (B, 1000): no grid
     assert layers.index("conv_proj") < layers.index(VIT_DEFAULT)  # forward order
-    assert cam.layer_combo.currentData() == VIT_DEFAULT == cam.cam_frame.layer
+    assert cam.layer_combo.currentData() == VIT_DEFAULT == cam.choice()[0].layer
     qtbot.waitUntil(lambda: cam.drawn[0] is not None, timeout=TIMEOUT)
     assert "not computed yet" not in cam._header_text()
     assert VIT_DEFAULT in cam._header_text()
@@ -55,7 +55,7 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
     # Said while the run computes it; then the map drawn is that layer's.
     qtbot.waitUntil(lambda: cam.drawn[0] is not None and cam.drawn[0].layer == chosen,
                     timeout=TIMEOUT)
-    assert cam.cam_frame.layer == chosen == cam.layer_combo.currentData()
+    assert cam.choice()[0].layer == chosen == cam.layer_combo.currentData()
     assert "not computed yet" not in cam._header_text()
 
 
@@ -79,10 +79,10 @@ def test_an_hf_vit_folder_runs_in_the_window_with_its_token_layer_as_cam_layer(
     window = make_window(model={"name": f"hf:{folder}"}, images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     cam = window.views["cam"]
-    qtbot.waitUntil(lambda: cam.cam_frame is not None, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: cam.choice()[0] is not None, timeout=TIMEOUT)
     layer = "vit.layers.1.layernorm_before"
-    assert cam.layer_combo.currentData() == layer == cam.cam_frame.layer
-    assert cam.cam_frame.cam.shape == (64, 64)
+    assert cam.layer_combo.currentData() == layer == cam.choice()[0].layer
+    assert cam.choice()[0].cam.shape == (64, 64)
     top = window.views["predictions"].frame.top
     assert {p.label for p in top} == {"cat", "dog", "fox"}
     assert window.status.model.text()  # the model is named in the status bar

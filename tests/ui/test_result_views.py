@@ -81,15 +81,15 @@ def test_cam_rerun_of_the_same_image_keeps_the_overlay_until_the_new_cam(qtbot):
     view.store.put(started(1, display))
     view.store.put(cam_frame(1, np.zeros((8, 8))))
     view.store.put(started(2, display.copy()))
-    assert view.cam_frame is not None and view.cam_frame.run_id == 1
+    assert view.choice()[0] is not None and view.choice()[0].run_id == 1
     view.store.put(cam_frame(2, np.ones((8, 8))))
-    assert view.cam_frame.run_id == 2
+    assert view.choice()[0].run_id == 2
     other = 255 - display
     view.store.put(started(3, other))  # a different image: the old CAM would be wrong on it
-    assert view.cam_frame is None
+    assert view.choice()[0] is None
     np.testing.assert_array_equal(view.composite, other)
     view.store.put(cam_frame(2, np.ones((8, 8))))  # late, from the previous image
-    assert view.cam_frame is None
+    assert view.choice()[0] is None
 
 
 def test_cam_method_and_layer_choices_emit_signals(qtbot):
@@ -116,9 +116,9 @@ def test_cam_view_shows_the_selected_methods_map_when_several_arrive(qtbot):
     view.store.put(started(1, display))
     view.store.put(cam_frame(1, np.zeros((4, 4)), method="gradcam"))
     view.store.put(cam_frame(1, np.ones((4, 4)), method="layercam"))
-    assert view.cam_frame.method == "gradcam"  # the combo's choice, not just the newest
+    assert view.choice()[0].method == "gradcam"  # the combo's choice, not just the newest
     view.method_combo.setCurrentIndex(view.method_combo.findData("layercam"))
-    assert view.cam_frame.method == "layercam"
+    assert view.choice()[0].method == "layercam"
 
 
 def test_a_detection_run_that_found_nothing_says_so_in_predictions_and_the_cam_pane(qtbot):

@@ -111,7 +111,7 @@ def test_a_failed_run_reaches_every_view_once_and_each_says_so(qtbot, stagger):
     assert "failed" in views["ActivationView"].panel.message.text()
     assert views["GradientView"].flow_points()[0] == []
     assert views["PredictionsView"].frame is None and "failed" in views["PredictionsView"].empty.text()
-    assert views["CamView"].cam_frame is None and "failed" in views["CamView"].header.text()
+    assert views["CamView"].choice()[0] is None and "failed" in views["CamView"].header.text()
     assert views["InputStatsView"].layers == [] and "failed" in views["InputStatsView"].empty.text()
     router.stop()
 

@@ -233,11 +233,6 @@ class CamView(FrameView):
     def _cam_stored(self, _frame: CamFrame) -> None:
         self.request_paint()
 
-    @property
-    def cam_frame(self) -> CamFrame | None:
-        """The map shown over the image (see `choice`)."""
-        return self.choice()[0]
-
     def choice(self) -> tuple[CamFrame | None, np.ndarray | None]:
         """(the map, the image) to show, from the store. The newest run's image. Its map once
         computed; until then the previous run's map if it was made for the same image (a

@@ -204,19 +204,11 @@ class TensorView(FrameView):
         """What is shown: SHOW_B (the run shown), SHOW_A (the reference run) or SHOW_DIFF."""
         return self.compare_combo.currentData() if self.reference_run is not None else SHOW_B
 
-    def set_compare(self, what: str) -> None:
-        self.compare_combo.setCurrentIndex(self.compare_combo.findData(what))
-        self.request_panel()
-
     @property
     def reference_run(self) -> int | None:
         """Run A, when there is one that is not the run shown."""
         ref = self.store.reference_run
         return ref if ref is not None and ref != self.shown_run else None
-
-    def reference_changed(self) -> None:
-        """Run A was pinned or let go (the store does not tell its subscribers)."""
-        self.request_panel()
 
     def reference_frame(self) -> TensorFrame | None:
         """Run A's frame of the part shown (same module, kind, call and path)."""
