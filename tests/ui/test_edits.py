@@ -323,7 +323,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     pane = window.images
     pane.set_mode(MODEL_INPUT)
     canvas = pane.canvas
-    assert canvas.image().size().toTuple() == (64, 64)
+    assert canvas.image.size().toTuple() == (64, 64)
     start, end = canvas.from_image(QPointF(10.5, 5.5)), canvas.from_image(QPointF(30.5, 20.5))
     QTest.mousePress(canvas, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ShiftModifier,
                      start.toPoint())
@@ -334,7 +334,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     wait_run(qtbot, window)
     assert submitted[-1].interventions == (occlude,)
     assert badge(window, "").startswith(EDIT_GLYPH)  # the model's own row: its input is edited
-    assert canvas.marks() == [(10, 5, 31, 21)]  # outlined on the model input
+    assert canvas.marks == [(10, 5, 31, 21)]  # outlined on the model input
 
     window.edit_actions.replace_with_mean("features.3")
     wait_run(qtbot, window)
@@ -347,7 +347,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     wait_run(qtbot, window)
     assert submitted[-1].interventions == (ReplaceWithMean("features.3"),)
     assert not badge(window, "").startswith(EDIT_GLYPH)
-    assert canvas.marks() == [] and len(window.edits) == 2
+    assert canvas.marks == [] and len(window.edits) == 2
 
     rows[1].delete.click()
     wait_run(qtbot, window)

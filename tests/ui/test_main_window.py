@@ -107,13 +107,13 @@ def test_dropping_a_png_and_a_folder_lists_them_and_the_run_reaches_the_views(
     shown = activation.current_frame()
     assert shown is not None and shown.run_id == run.run_id
     assert shown.module == window.tree.current_module() == "features.0"
-    assert window.images.shown_image() is not None
+    assert window.images.canvas.image is not None
 
     # A folder dropped on a view deep inside a dock: the drop reaches the window's handler.
     target = window.views["gradient"]
     assert drop(target, [folder]) == (True, True)
     qtbot.waitUntil(lambda: window.images.list.count() == 3, timeout=TIMEOUT)
-    assert [e.name for e in window.images.entries()] == ["one.png", "a.png", "b.png"]
+    assert [e.name for e in window.images.list.entries()] == ["one.png", "a.png", "b.png"]
     assert window.images.current().name == "a.png"  # the first new image runs at once
     run = wait_run(qtbot, window)
     assert activation.current_frame().run_id == run.run_id
@@ -310,7 +310,7 @@ def test_stretch_levels_is_a_visible_choice_that_reaches_the_run(make_window, qt
 
     def shown(mode) -> np.ndarray:
         pane.set_mode(mode)
-        return np.asarray(pil_from_qimage(pane.shown_image()))
+        return np.asarray(pil_from_qimage(pane.canvas.image))
 
     assert not pane.stretch_button.isChecked() and pane.stretch_button.isVisibleTo(window)
     assert shown(MODEL_INPUT).max() <= 16 and shown(ORIGINAL).max() <= 16  # 4000 / 257
