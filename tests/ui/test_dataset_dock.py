@@ -409,13 +409,13 @@ def test_an_atlas_of_another_model_is_shown_without_tree_badges(window, qtbot, a
     assert window.atlas.open(folder)
     view = window.atlas.view
     assert "made with resnet18; the loaded model is build_model" in view.note.text()
-    assert window.tree.model.atlas_dead == {}
+    assert window.tree.model.cells.atlas_dead == {}
     view.select("features.3", 1)
     wait_thumbs(qtbot, view)
     assert len(view.list.items()) == TOP
     # The right atlas again: the badges come back.
     assert window.atlas.open(atlas_dir)
-    assert window.tree.model.atlas_dead["features.3"] == (len(DEAD), 8)
+    assert window.tree.model.cells.atlas_dead["features.3"] == (len(DEAD), 8)
     assert view.note.isHidden()
 
 

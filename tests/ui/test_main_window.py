@@ -159,7 +159,7 @@ def test_tree_shows_the_run_statistics_and_its_checkboxes_drive_the_capture(
     model = window.tree.model
     index = model.index_of("features.2", COL_MEAN)
     assert model.data(index) not in (None, "")  # ReLU output mean, from the last run
-    stats = model.stats_of("features.2")
+    stats = model.cells.stats_of("features.2")
     assert stats is not None and stats.min >= 0.0
 
     # Ticking "input gradient" for a module makes the next run capture it.

@@ -150,7 +150,7 @@ def test_the_module_tree_reads_statistics_of_its_own_modules_from_the_store(qtbo
     assert model._dirty == set()
     store.put(act(1, "0", np.array([1.0, 2.0, 3.0])))
     store.put(grad(1, "0", np.ones(3)))
-    assert model.stats_of("0").mean == pytest.approx(2.0)
+    assert model.cells.stats_of("0").mean == pytest.approx(2.0)
     with qtbot.waitSignal(model.dataChanged):
         model.flush(force=True)
     assert model.data(model.index_of("0", COL_MEAN)) == "2"
