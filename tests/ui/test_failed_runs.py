@@ -124,7 +124,7 @@ def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp
     cam = window.views["cam"]
     gate.close(after=1)
     try:
-        cam.method_combo.setCurrentIndex(cam.method_combo.findData("scorecam"))
+        cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("scorecam"))
         qtbot.waitUntil(gate.held.is_set, timeout=TIMEOUT)
         qtbot.waitUntil(lambda: "Score-CAM" in window.status.run.text(), timeout=TIMEOUT)
         text = window.status.run.text()
@@ -199,8 +199,8 @@ def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_
     assert before is not None and predictions.table.columnCount() == 5
 
     # Score-CAM: a new unedited run and a new edited run; Esc in the after pass.
-    cancel_in_score_cam(qtbot, window, lambda: cam.method_combo.setCurrentIndex(
-        cam.method_combo.findData("scorecam")), forwards_before=2)
+    cancel_in_score_cam(qtbot, window, lambda: cam.controls.method_combo.setCurrentIndex(
+        cam.controls.method_combo.findData("scorecam")), forwards_before=2)
     assert store.current_run > edited and store.status(store.current_run) == "cancelled"
     assert predictions.frame.run_id == edited
     assert predictions.reference.run_id == before  # the same before/after as it had
@@ -223,7 +223,7 @@ def test_cancelling_the_first_edited_score_cam_run_shows_the_unedited_run_as_suc
     window = make_window(model=GATED, images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     predictions, cam = window.views["predictions"], window.views["cam"]
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("scorecam"))
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("scorecam"))
     plain = wait_run(qtbot, window).run_id
 
     def occlude_twice():
@@ -288,11 +288,11 @@ def test_the_window_names_the_pass_of_score_cam_while_edits_are_on(
     for held_after, method, text, bar in ((1, "scorecam", "before 32/48", (32, 96)),
                                           (3, "scorecam", "after 32/48", (80, 96))):
         if cam.method == method:  # a new unedited run each time: the CAMs are in its key
-            cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))
+            cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("gradcam"))
             wait_run(qtbot, window)
         gate.close(after=held_after)
         try:
-            cam.method_combo.setCurrentIndex(cam.method_combo.findData(method))
+            cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData(method))
             qtbot.waitUntil(gate.held.is_set, timeout=TIMEOUT)
             qtbot.waitUntil(lambda: "Score-CAM" in window.status.run.text(), timeout=TIMEOUT)
             shown = window.status.run.text()

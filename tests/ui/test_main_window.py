@@ -382,9 +382,9 @@ def test_an_input_attribution_is_chosen_beside_the_cams_and_shown(make_window, q
     window = make_window(images=[write_png(tmp_path / "one.png")])
     wait_run(qtbot, window)
     cam = window.views["cam"]
-    assert cam.layer_combo.isEnabled()
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("saliency"))  # as a user would
-    assert not cam.layer_combo.isEnabled()  # an attribution is at the model input
+    assert cam.controls.layer_combo.isEnabled()
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("saliency"))  # as a user would
+    assert not cam.controls.layer_combo.isEnabled()  # an attribution is at the model input
     request = window.control.last_request
     assert request.attributions == ("saliency",) and request.cams == ()
     run = wait_run(qtbot, window)
@@ -393,8 +393,8 @@ def test_an_input_attribution_is_chosen_beside_the_cams_and_shown(make_window, q
     assert (cam.choice()[0].method, cam.choice()[0].layer) == ("saliency", ATTRIBUTION_LAYER)
     assert 0.0 <= cam.choice()[0].cam.min() and cam.choice()[0].cam.max() <= 1.0
     assert "Saliency" in cam.header.text()
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))  # back to a CAM
-    assert cam.layer_combo.isEnabled() and window.control.last_request.attributions == ()
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("gradcam"))  # back to a CAM
+    assert cam.controls.layer_combo.isEnabled() and window.control.last_request.attributions == ()
 
 
 def test_occlusion_takes_its_patch_and_stride_from_the_cam_pane(make_window, qtbot, tmp_path):
@@ -402,8 +402,8 @@ def test_occlusion_takes_its_patch_and_stride_from_the_cam_pane(make_window, qtb
     wait_run(qtbot, window)
     cam = window.views["cam"]
     assert not cam.occlusion.isVisible()
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("occlusion"))
-    assert cam.occlusion.isVisible() and not cam.layer_combo.isVisible()
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("occlusion"))
+    assert cam.occlusion.isVisible() and not cam.controls.layer_combo.isVisible()
     run = wait_run(qtbot, window)
     first = window.control.last_request
     assert first.attributions == ("occlusion",) and first.attribution_options.occlusion_patch == 32
@@ -416,6 +416,6 @@ def test_occlusion_takes_its_patch_and_stride_from_the_cam_pane(make_window, qtb
     qtbot.waitUntil(lambda: cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id,
                     timeout=TIMEOUT)
     assert cam.choice()[0].method == "occlusion" and cam.choice()[0].cam.max() <= 1.0
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))
-    assert not cam.occlusion.isVisible() and cam.layer_combo.isVisible()
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("gradcam"))
+    assert not cam.occlusion.isVisible() and cam.controls.layer_combo.isVisible()
     assert window.control.last_request.attribution_options is None

@@ -25,7 +25,7 @@ VIT_DEFAULT = "encoder.layers.encoder_layer_11.ln_1"
 
 
 def combo_layers(cam) -> list[str]:
-    return [cam.layer_combo.itemData(i) for i in range(cam.layer_combo.count())]
+    return [cam.controls.layer_combo.itemData(i) for i in range(cam.controls.layer_combo.count())]
 
 
 def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_layer(
@@ -44,18 +44,18 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
             "encoder.layers.encoder_layer_11.mlp", "encoder.ln"} <= set(layers)
     assert "heads.head" not in layers  # (B, 1000): no grid
     assert layers.index("conv_proj") < layers.index(VIT_DEFAULT)  # forward order
-    assert cam.layer_combo.currentData() == VIT_DEFAULT == cam.choice()[0].layer
+    assert cam.controls.layer_combo.currentData() == VIT_DEFAULT == cam.choice()[0].layer
     qtbot.waitUntil(lambda: cam.drawn[0] is not None, timeout=TIMEOUT)
     assert "not computed yet" not in cam._header_text()
     assert VIT_DEFAULT in cam._header_text()
 
     # Another layer chosen in the box: the next map is computed there.
     chosen = "encoder.layers.encoder_layer_5.ln_2"
-    cam.layer_combo.setCurrentIndex(layers.index(chosen))
+    cam.controls.layer_combo.setCurrentIndex(layers.index(chosen))
     # Said while the run computes it; then the map drawn is that layer's.
     qtbot.waitUntil(lambda: cam.drawn[0] is not None and cam.drawn[0].layer == chosen,
                     timeout=TIMEOUT)
-    assert cam.choice()[0].layer == chosen == cam.layer_combo.currentData()
+    assert cam.choice()[0].layer == chosen == cam.controls.layer_combo.currentData()
     assert "not computed yet" not in cam._header_text()
 
 
@@ -81,7 +81,7 @@ def test_an_hf_vit_folder_runs_in_the_window_with_its_token_layer_as_cam_layer(
     cam = window.views["cam"]
     qtbot.waitUntil(lambda: cam.choice()[0] is not None, timeout=TIMEOUT)
     layer = "vit.layers.1.layernorm_before"
-    assert cam.layer_combo.currentData() == layer == cam.choice()[0].layer
+    assert cam.controls.layer_combo.currentData() == layer == cam.choice()[0].layer
     assert cam.choice()[0].cam.shape == (64, 64)
     top = window.views["predictions"].frame.top
     assert {p.label for p in top} == {"cat", "dog", "fox"}

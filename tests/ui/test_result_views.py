@@ -15,7 +15,8 @@ from view_frames import (
 )
 
 from inspector.core.run.store import RunStore
-from inspector.ui.views.cam_view import CamView, heat_rgb
+from inspector.ui.views.cam_overlay import heat_rgb
+from inspector.ui.views.cam_view import CamView
 from inspector.ui.views.predictions_view import PredictionsView
 
 # -- PredictionsView ----------------------------------------------------------------------------
@@ -66,9 +67,9 @@ def test_cam_overlay_composite_follows_alpha(qtbot):
     expected = np.clip(display + 0.5 * (heat - display) + 0.5, 0, 255).astype(np.uint8)
     np.testing.assert_array_equal(view.composite, expected)
     half = view.composite.copy()
-    view.alpha_slider.setValue(100)
+    view.controls.alpha_slider.setValue(100)
     np.testing.assert_array_equal(view.composite, heat.astype(np.uint8))
-    view.alpha_slider.setValue(0)
+    view.controls.alpha_slider.setValue(0)
     np.testing.assert_array_equal(view.composite, display)
     assert not np.array_equal(half, view.composite)
     assert np.shares_memory(view.image_item.image, view.composite)
@@ -98,13 +99,13 @@ def test_cam_method_and_layer_choices_emit_signals(qtbot):
         view.set_layers(["layer3", "layer4"], "layer4")
     assert view.layer == "layer4"
     with qtbot.waitSignal(view.layerChanged) as blocker:
-        view.layer_combo.setCurrentIndex(0)
+        view.controls.layer_combo.setCurrentIndex(0)
     assert blocker.args == ["layer3"]
     with qtbot.waitSignal(view.methodChanged) as blocker:
-        view.method_combo.setCurrentIndex(view.method_combo.findData("scorecam"))
+        view.controls.method_combo.setCurrentIndex(view.controls.method_combo.findData("scorecam"))
     assert blocker.args == ["scorecam"]
     # The CAMs, a separator (no data), then the input attributions.
-    assert [view.method_combo.itemData(i) for i in range(view.method_combo.count())] == [
+    assert [view.controls.method_combo.itemData(i) for i in range(view.controls.method_combo.count())] == [
         "gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "eigencam", "scorecam",
         None, "saliency", "gxi", "smoothgrad", "ig", "occlusion"]
 
@@ -117,7 +118,7 @@ def test_cam_view_shows_the_selected_methods_map_when_several_arrive(qtbot):
     view.store.put(cam_frame(1, np.zeros((4, 4)), method="gradcam"))
     view.store.put(cam_frame(1, np.ones((4, 4)), method="layercam"))
     assert view.choice()[0].method == "gradcam"  # the combo's choice, not just the newest
-    view.method_combo.setCurrentIndex(view.method_combo.findData("layercam"))
+    view.controls.method_combo.setCurrentIndex(view.controls.method_combo.findData("layercam"))
     assert view.choice()[0].method == "layercam"
 
 

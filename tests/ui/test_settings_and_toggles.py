@@ -275,7 +275,7 @@ def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):  # 
     reset = next(a for a in help_menu.actions() if a.text().startswith("Reset settings"))
     window.backward_action.trigger()  # off, and saved
     cam = window.views["cam"]
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("eigencam"))
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("eigencam"))
     window.docks["cam"].close()
     wait_run(qtbot, window)
     assert window.settings.value("backward", True) is False
