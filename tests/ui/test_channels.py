@@ -125,7 +125,7 @@ def test_a_512_channel_layer_pages_to_channel_300_and_the_zoom_names_it_of_0_to_
     np.testing.assert_array_equal(panel.zoom_page.item.image, data[300])
     panel.channel_bar.next_button.click()  # in the zoom: the next channel in the mosaic's order
     assert panel.zoomed == 301
-    panel.back_button.click()
+    panel.controls.back_button.click()
     assert panel.mode == MOSAIC and panel.pages_of_channels.page == 4
     panel.channel_bar.prev_button.click()
     assert panel.pages_of_channels.page == 3
@@ -187,7 +187,7 @@ def test_sorted_tiles_carry_their_channel_numbers_and_every_place_names_them_ali
     assert panel.zoom_page.plot.titleLabel.text == f"channel {top} (0\u201399)"
     assert panel.channel_bar.page_label.text() == "#1 of 100"
     assert panel.channel_bar.jump_spin.value() == top and panel.channel_bar.jump_spin.suffix() == " (0\u201399)"
-    panel.back_button.click()
+    panel.controls.back_button.click()
     # Tiles too small on screen for a number to leave them visible: no numbers.
     view.resize(260, 220)
     qtbot.waitUntil(lambda: not numbers.visible)
@@ -247,7 +247,7 @@ def test_b_minus_a_shows_the_difference_of_two_runs_previews_in_diverging_colour
     panel = view.panel
     assert not panel.diverging
     show(view, SHOW_DIFF)
-    assert panel.diverging and panel.cmap_combo.currentText() == colormaps.DEFAULT_DIVERGING
+    assert panel.diverging and panel.controls.cmap_combo.currentText() == colormaps.DEFAULT_DIVERGING
     np.testing.assert_allclose(panel.data, b - a)
     lo, hi = panel.mosaic_view.mosaic.levels
     assert lo == -hi  # centred at 0

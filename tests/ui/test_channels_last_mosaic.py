@@ -48,7 +48,7 @@ def test_a_channels_last_output_shows_one_tile_per_channel_and_edits_that_channe
     panel._mosaic_clicked(2)  # a click on tile 2 zooms to channel 2
     assert panel.mode == ZOOM and panel.zoom_page.plot.titleLabel.text == f"channel 2 (0\u2013{CHANNELS - 1})"
     np.testing.assert_array_equal(panel.zoom_page.item.image, panel.data[2])
-    panel.back_button.click()
+    panel.controls.back_button.click()
 
     # Right-click on channel 2's tile, Zero: the edit zeroes the last dim's channel 2.
     submitted = record_submissions(window, monkeypatch)

@@ -40,10 +40,10 @@ def test_gradient_levels_are_symmetric_about_zero(qtbot):
         a = np.abs(data[k]).max()
         np.testing.assert_allclose(tile(panel.mosaic_view.item.image, k, rc, 5, 5), data[k] / a,
                                    rtol=1e-6)
-    panel.norm_combo.setCurrentIndex(panel.norm_combo.findData(SHARED))
+    panel.controls.norm_combo.setCurrentIndex(panel.controls.norm_combo.findData(SHARED))
     lo, hi = panel.mosaic_view.item.levels
     assert hi == -lo == pytest.approx(np.abs(data).max())
-    assert panel.cmap_combo.currentText() == "blue-white-red"
+    assert panel.controls.cmap_combo.currentText() == "blue-white-red"
 
 
 def test_gradient_kind_toggle_switches_between_output_and_input_gradients(qtbot):

@@ -127,14 +127,14 @@ def test_a_token_layer_is_shown_as_its_patch_grid(qtbot, extra, features, input_
     view.store.put(started(1, display=np.zeros((*input_hw, 3), np.uint8)))
     view.store.put(replace(act(1, "blocks.11", preview), shape=(1, n, features)))
     panel = view.panel
-    assert panel.mode == TOKENS and not panel.token_combo.isHidden()
-    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_MEAN))
+    assert panel.mode == TOKENS and not panel.controls.token_combo.isHidden()
+    panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_MEAN))
     np.testing.assert_allclose(panel.tokens.item.image,
                                preview[extra:].mean(1).reshape(gh, gw), rtol=1e-5)
     title = panel.tokens.plot.titleLabel.text
     assert f"{gh}\u00d7{gw} patch grid" in title
-    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_FEATURE))
-    panel.feature_spin.setValue(2)
+    panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_FEATURE))
+    panel.controls.feature_spin.setValue(2)
     np.testing.assert_array_equal(panel.tokens.item.image, preview[extra:, 2].reshape(gh, gw))
     if kept < features:  # a column of the preview is a group of features: said so
         assert "features 6\u20138 (averaged in the preview)" in panel.tokens.plot.titleLabel.text

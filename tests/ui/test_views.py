@@ -110,7 +110,7 @@ def test_tiles_hold_each_channel_normalised_per_channel_then_shared(qtbot):
         np.testing.assert_allclose(tile(image, k, rc, 6, 8), expected, rtol=1e-5, atol=1e-6)
     assert tuple(panel.mosaic_view.item.levels) == (0.0, 1.0)
 
-    panel.norm_combo.setCurrentIndex(panel.norm_combo.findData(SHARED))
+    panel.controls.norm_combo.setCurrentIndex(panel.controls.norm_combo.findData(SHARED))
     image = panel.mosaic_view.item.image
     for k in range(10):
         np.testing.assert_array_equal(tile(image, k, rc, 6, 8), data[k])
@@ -153,7 +153,7 @@ def test_selecting_another_module_shows_its_frame_without_a_new_run(qtbot):
     view.set_module("b")
     assert view.panel.mode == VECTOR
     np.testing.assert_array_equal(view.panel.vector_page.bars.opts["height"], b)
-    view.panel.vector_combo.setCurrentText("Line")
+    view.panel.controls.vector_combo.setCurrentText("Line")
     np.testing.assert_array_equal(view.panel.vector_page.line.yData, b)
     view.set_module("a")
     assert view.panel.mode == MOSAIC and view.panel.mosaic_view.mosaic.channels == 2
@@ -190,7 +190,7 @@ def test_hover_names_channel_position_and_value_and_click_zooms(qtbot):
     data2 = data + 1
     view.store.put(act(2, "conv", data2))
     np.testing.assert_array_equal(panel.zoom_page.item.image, data2[k])
-    panel.back_button.click()
+    panel.controls.back_button.click()
     assert panel.mode == MOSAIC and panel.zoomed is None
 
 
@@ -203,7 +203,7 @@ def test_the_zoom_histogram_counts_every_pixel_and_its_levels_drive_the_image(qt
     assert ZOOM not in panel._pages  # built on first use, not with the window
     data = RNG.normal(size=(3, 20, 30)).astype(np.float32)
     view.store.put(act(1, "conv", data))
-    panel.cmap_combo.setCurrentText("magma")
+    panel.controls.cmap_combo.setCurrentText("magma")
     panel.zoom(1)
     assert ZOOM in panel._pages
     # The page built late still gets the colour map chosen before it existed.
@@ -227,12 +227,12 @@ def test_token_outputs_as_heatmap_or_patch_grid(qtbot):
     assert panel.tokens.item.image.shape == (17, 6)
     lo, hi = data.min(0), data.max(0)
     np.testing.assert_allclose(panel.tokens.item.image, (data - lo) / (hi - lo), atol=1e-6)
-    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_MEAN))
+    panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_MEAN))
     np.testing.assert_allclose(panel.tokens.item.image, data[1:].mean(1).reshape(4, 4), rtol=1e-6)
-    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_FEATURE))
-    panel.feature_spin.setValue(5)
+    panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_FEATURE))
+    panel.controls.feature_spin.setValue(5)
     np.testing.assert_array_equal(panel.tokens.item.image, data[1:, 5].reshape(4, 4))
-    assert panel.feature_spin.maximum() == 5
+    assert panel.controls.feature_spin.maximum() == 5
 
 
 def test_header_says_how_core_reduced_the_preview_and_pooled_tokens_get_no_grid(qtbot):
@@ -246,7 +246,7 @@ def test_header_says_how_core_reduced_the_preview_and_pooled_tokens_get_no_grid(
     tokens = RNG.normal(size=(256, 16)).astype(np.float32)  # 256 = 16 x 16, but pooled
     view.store.put(replace(act(1, "blocks", tokens), shape=(1, 785, 16)))
     assert view.panel.mode == TOKENS and view.panel.tokens.item.image.shape == (256, 16)
-    assert view.panel.token_combo.isHidden()
+    assert view.panel.controls.token_combo.isHidden()
     assert "shown reduced to 256\u00d716" in view.header.text()
 
 

@@ -9,8 +9,9 @@
 - (N, D), tokens: a token x feature heatmap, or the tokens as their square patch grid (the
   class token left out when N - 1 is a square) showing one feature or the mean.
 
-Images are updated in place with fixed levels computed once per frame (`autoLevels=False`);
-the colour map is only set when the user changes it. The panel does no run bookkeeping: the
+The row above the picture (scale, token layout, vector style, colour map, back from a zoom)
+is tensor_controls.TensorControls. Images are updated in place with fixed levels computed
+once per frame (`autoLevels=False`); the colour map is only set when the user changes it. The panel does no run bookkeeping: the
 view that owns it decides what to show and when (see base.FrameView), and gives it the
 per-channel values to sort by (`show_tensor(channel_keys=...)`).
 """
@@ -20,35 +21,15 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtWidgets import (
-    QComboBox,
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QSpinBox,
-    QStackedWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from inspector.ui.views import colormaps
 from inspector.ui.views.base import hint_label
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_INDEX, ChannelBar
-from inspector.ui.views.mosaic import (
-    PER_CHANNEL,
-    SHARED,
-    ChannelPages,
-    MosaicView,
-    sorted_order,
-)
-from inspector.ui.views.token_page import (
-    TOKEN_GRID_FEATURE,
-    TOKEN_GRID_MEAN,
-    TOKEN_HEATMAP,
-    TokenPage,
-    square_grid,
-)
-from inspector.ui.views.vector_page import AUTO, BARS, LINE, MAX_BARS, VectorPage
+from inspector.ui.views.mosaic import SHARED, ChannelPages, MosaicView, sorted_order
+from inspector.ui.views.tensor_controls import TensorControls
+from inspector.ui.views.token_page import TokenPage, square_grid
+from inspector.ui.views.vector_page import VectorPage
 from inspector.ui.views.zoom_page import ZoomPage
 
 TokenGrid = tuple[int, tuple[int, int]]  # (extra tokens, (rows, columns)): token_page
@@ -69,22 +50,25 @@ class TensorPanel(QWidget):
         self.pages_of_channels = ChannelPages()  # which channels the mosaic's page shows
         self.channel_keys: dict[str, np.ndarray] = {}  # sort key -> a value per channel
         self._default_diverging = diverging
-        self._cmaps_chosen: dict[bool, str] = {}  # diverging or not -> the map last chosen
         self.tokens: TokenPage | None = None  # built when a token output first arrives
         self._grid_allowed = True
         self._token_grid: TokenGrid | None = None  # the view's, from the model input's size
         self._features: int | None = None  # the layer's feature count (a pooled preview)
-        self._cmap = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        layout.addLayout(self._build_controls())
+        # Scale, token layout, vector style and colour map, and back from a zoom.
+        self.controls = TensorControls(diverging)
+        self.controls.back_button.clicked.connect(self.unzoom)
+        self.controls.changed.connect(self._redraw)
+        self.controls.colormapChanged.connect(self._colormap_changed)
+        layout.addWidget(self.controls)
         # Paging, sorting and jumping through a layer's channels (mosaic and zoom).
         self.channel_bar = ChannelBar()
         self.channel_bar.stepRequested.connect(self.step)
         self.channel_bar.channelChosen.connect(self.zoom)
-        self.channel_bar.orderChanged.connect(self._controls_changed)
+        self.channel_bar.orderChanged.connect(self._redraw)
         layout.addWidget(self.channel_bar)
         self.pages = QStackedWidget()
         layout.addWidget(self.pages, 1)
@@ -101,48 +85,6 @@ class TensorPanel(QWidget):
         self._set_mode(MESSAGE)
 
     # -- construction -----------------------------------------------------------------------
-    def _build_controls(self) -> QHBoxLayout:
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        self.back_button = QPushButton("\u2190 All channels")
-        self.back_button.setToolTip("Back to the mosaic of all channels (Esc)")
-        self.back_button.setShortcut("Esc")
-        self.back_button.clicked.connect(self.unzoom)
-        self.norm_combo = QComboBox()
-        self.norm_combo.addItem("Scale each channel", PER_CHANNEL)
-        self.norm_combo.addItem("One scale for all", SHARED)
-        self.norm_combo.setToolTip(
-            "Each channel: every tile uses its own range, to see patterns in weak channels.\n"
-            "One scale: tiles can be compared, strong and weak channels look different."
-        )
-        self.cmap_combo = QComboBox()
-        self.cmap_combo.addItems(colormaps.names(self.diverging))
-        self.cmap_combo.setCurrentText(self._cmap)
-        self.cmap_combo.setToolTip("Colour map")
-        self.token_combo = QComboBox()
-        self.token_combo.addItem("Tokens \u00d7 features", TOKEN_HEATMAP)
-        self.token_combo.addItem("Token grid: mean of features", TOKEN_GRID_MEAN)
-        self.token_combo.addItem("Token grid: one feature", TOKEN_GRID_FEATURE)
-        self.feature_spin = QSpinBox()
-        self.feature_spin.setPrefix("feature ")
-        self.vector_combo = QComboBox()
-        self.vector_combo.addItems([AUTO, BARS, LINE])
-        self.vector_combo.setToolTip(f"Auto: bars up to {MAX_BARS} values, a line above")
-        for combo in (self.norm_combo, self.cmap_combo, self.token_combo, self.vector_combo):
-            combo.currentIndexChanged.connect(self._controls_changed)
-        self.feature_spin.valueChanged.connect(self._controls_changed)
-        for widget in (
-            self.back_button,
-            self.norm_combo,
-            self.token_combo,
-            self.feature_spin,
-            self.vector_combo,
-            self.cmap_combo,
-        ):
-            row.addWidget(widget)
-        row.addStretch(1)
-        return row
-
     def _build_mosaic_page(self) -> None:
         view = MosaicView(self._color_bar())
         view.channelClicked.connect(self._mosaic_clicked)
@@ -164,7 +106,7 @@ class TensorPanel(QWidget):
         self._apply_colormap()
 
     def _build_zoom_page(self) -> None:
-        page = ZoomPage(colormaps.get(self._cmap))
+        page = ZoomPage(colormaps.get(self.controls.cmap))
         page.view.scene().sigMouseMoved.connect(self._zoom_hover)
         self.zoom_page = page
         self._pages[ZOOM] = page.view
@@ -182,7 +124,7 @@ class TensorPanel(QWidget):
     def _color_bar(self) -> pg.ColorBarItem:
         return pg.ColorBarItem(
             values=(0.0, 1.0),
-            colorMap=colormaps.get(self._cmap),
+            colorMap=colormaps.get(self.controls.cmap),
             interactive=False,
             width=14,
             colorMapMenu=False,
@@ -254,19 +196,21 @@ class TensorPanel(QWidget):
 
     @property
     def normalisation(self) -> str:
-        return self.norm_combo.currentData()
+        return self.controls.normalisation
 
     # -- drawing ----------------------------------------------------------------------------
-    def _controls_changed(self, *_: object) -> None:
-        if self._cmap != self.cmap_combo.currentText():
-            self._cmap = self.cmap_combo.currentText()
-            self._apply_colormap()
+    def _redraw(self, *_: object) -> None:
         if self.data is not None:
             self._draw()
 
+    def _colormap_changed(self, _name: str) -> None:
+        self._apply_colormap()
+        self._redraw()
+
     def _apply_colormap(self) -> None:
-        table = colormaps.lut(self._cmap)
-        cmap = colormaps.get(self._cmap)
+        name = self.controls.cmap
+        table = colormaps.lut(name)
+        cmap = colormaps.get(name)
         self.mosaic_view.item.setLookupTable(table)
         self.mosaic_view.bar.setColorMap(cmap)
         if self.tokens is not None:
@@ -324,17 +268,16 @@ class TensorPanel(QWidget):
 
     def _draw_vector(self, data: np.ndarray) -> None:
         self._ensure_page(VECTOR)
-        self.vector_page.draw(data, self.vector_combo.currentText())
+        self.vector_page.draw(data, self.controls.vector_combo.currentText())
         self._set_mode(VECTOR)
 
     def _draw_tokens(self, data: np.ndarray) -> None:
         self._ensure_page(TOKENS)
-        self.feature_spin.blockSignals(True)
-        self.feature_spin.setRange(0, data.shape[1] - 1)
-        self.feature_spin.blockSignals(False)
-        self.tokens.draw(data, self._patch_grid(data.shape[0]), self.token_combo.currentData(),
-                         self.feature_spin.value(), self.normalisation, self.diverging,
-                         self._features)
+        controls = self.controls
+        controls.set_feature_count(data.shape[1])
+        self.tokens.draw(data, self._patch_grid(data.shape[0]),
+                         controls.token_combo.currentData(), controls.feature_spin.value(),
+                         self.normalisation, self.diverging, self._features)
         self._set_mode(TOKENS)
 
     def _patch_grid(self, n_tokens: int) -> TokenGrid | None:
@@ -351,13 +294,10 @@ class TensorPanel(QWidget):
         self.pages.setCurrentWidget(self._pages[mode])
         is_tokens = mode == TOKENS
         grid = is_tokens and not self.tokens.is_heatmap
-        self.back_button.setVisible(mode == ZOOM)
-        self.norm_combo.setVisible(mode == MOSAIC or (is_tokens and not grid))
-        self.cmap_combo.setVisible(mode in (MOSAIC, ZOOM, TOKENS))
-        has_grid = is_tokens and self._patch_grid(self.data.shape[0]) is not None
-        self.token_combo.setVisible(has_grid)
-        self.feature_spin.setVisible(has_grid and self.token_combo.currentData() == TOKEN_GRID_FEATURE)
-        self.vector_combo.setVisible(mode == VECTOR)
+        self.controls.show_for(
+            zoomed=mode == ZOOM, scaled=mode == MOSAIC or (is_tokens and not grid),
+            coloured=mode in (MOSAIC, ZOOM, TOKENS), vector=mode == VECTOR,
+            token_grid=is_tokens and self._patch_grid(self.data.shape[0]) is not None)
         self._sync_channel_controls()
         if mode != self._shown_mode:  # keep a hover readout while frames of one kind arrive
             self._shown_mode = mode
@@ -378,18 +318,9 @@ class TensorPanel(QWidget):
     def _set_diverging(self, diverging: bool) -> None:
         """Sequential or diverging colours (a difference B - A is signed whatever is shown);
         each kind remembers the map last chosen for it."""
-        if diverging == self.diverging:
-            return
-        self._cmaps_chosen[self.diverging] = self._cmap
         self.diverging = diverging
-        default = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
-        self._cmap = self._cmaps_chosen.get(diverging, default)
-        self.cmap_combo.blockSignals(True)
-        self.cmap_combo.clear()
-        self.cmap_combo.addItems(colormaps.names(diverging))
-        self.cmap_combo.setCurrentText(self._cmap)
-        self.cmap_combo.blockSignals(False)
-        self._apply_colormap()
+        if self.controls.offer_colormaps(diverging):
+            self._apply_colormap()
 
     # -- hover and click --------------------------------------------------------------------
     def _mosaic_hovered(self, hit) -> None:
