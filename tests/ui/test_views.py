@@ -194,6 +194,29 @@ def test_hover_names_channel_position_and_value_and_click_zooms(qtbot):
     assert panel.mode == MOSAIC and panel.zoomed is None
 
 
+def test_the_zoom_and_the_vector_name_the_value_under_the_mouse(qtbot):
+    view = shown(qtbot, ActivationView())
+    view.set_module("conv")
+    data = RNG.normal(size=(3, 5, 7)).astype(np.float32)
+    view.store.put(act(1, "conv", data))
+    panel = view.panel
+    panel.zoom(1)
+    item = panel.zoom_page.item
+    item.scene().sigMouseMoved.emit(item.mapToScene(QPointF(4.5, 2.5)))  # a mouse move
+    assert panel.hover_label.text() == f"channel 1   y 2, x 4   value {data[1, 2, 4]:.4g}"
+    vector = RNG.normal(size=8).astype(np.float32)
+    view.store.put(act(2, "fc", vector))
+    view.set_module("fc")
+    assert panel.mode == VECTOR
+    plot = panel.vector_page.plot
+    scene_pos = plot.getPlotItem().vb.mapViewToScene(QPointF(5, 0))
+    plot.scene().sigMouseMoved.emit(scene_pos)
+    assert panel.hover_label.text() == f"index 5   value {vector[5]:.4g}"
+    # The zoom page is hidden now: a move over it says nothing.
+    item.scene().sigMouseMoved.emit(item.mapToScene(QPointF(0.5, 0.5)))
+    assert panel.hover_label.text() == f"index 5   value {vector[5]:.4g}"
+
+
 def test_the_zoom_histogram_counts_every_pixel_and_its_levels_drive_the_image(qtbot):
     from inspector.ui.views import colormaps
 

@@ -18,6 +18,8 @@ per-channel values to sort by (`show_tensor(channel_keys=...)`).
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
@@ -28,13 +30,20 @@ from inspector.ui.views.base import hint_label
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_INDEX, ChannelBar
 from inspector.ui.views.mosaic import SHARED, ChannelPages, MosaicView, sorted_order
 from inspector.ui.views.tensor_controls import TensorControls
-from inspector.ui.views.token_page import TokenPage, square_grid
+from inspector.ui.views.token_page import TokenPage, grid_of
 from inspector.ui.views.vector_page import VectorPage
 from inspector.ui.views.zoom_page import ZoomPage
 
 TokenGrid = tuple[int, tuple[int, int]]  # (extra tokens, (rows, columns)): token_page
 
 MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
+
+
+def color_bar(cmap: str) -> pg.ColorBarItem:
+    """The colour bar beside a mosaic or a token heatmap (its levels follow the picture's)."""
+    return pg.ColorBarItem(values=(0.0, 1.0), colorMap=colormaps.get(cmap), interactive=False,
+                           width=14, colorMapMenu=False)
+
 
 class TensorPanel(QWidget):
     """Shows one preview array; `diverging` for signed data (gradients): levels symmetric at 0."""
@@ -86,7 +95,7 @@ class TensorPanel(QWidget):
 
     # -- construction -----------------------------------------------------------------------
     def _build_mosaic_page(self) -> None:
-        view = MosaicView(self._color_bar())
+        view = MosaicView(color_bar(self.controls.cmap))
         view.channelClicked.connect(self._mosaic_clicked)
         view.hovered.connect(self._mosaic_hovered)
         self.mosaic_view = view
@@ -107,28 +116,19 @@ class TensorPanel(QWidget):
 
     def _build_zoom_page(self) -> None:
         page = ZoomPage(colormaps.get(self.controls.cmap))
-        page.view.scene().sigMouseMoved.connect(self._zoom_hover)
+        page.view.scene().sigMouseMoved.connect(partial(self._hover, ZOOM))
         self.zoom_page = page
         self._pages[ZOOM] = page.view
 
     def _build_vector_page(self) -> None:
         page = VectorPage()
-        page.plot.scene().sigMouseMoved.connect(self._vector_hover)
+        page.plot.scene().sigMouseMoved.connect(partial(self._hover, VECTOR))
         self.vector_page = page
         self._pages[VECTOR] = page.plot
 
     def _build_token_page(self) -> None:
-        self.tokens = TokenPage(self._color_bar(), self._token_hover)
+        self.tokens = TokenPage(color_bar(self.controls.cmap), partial(self._hover, TOKENS))
         self._pages[TOKENS] = self.tokens.view
-
-    def _color_bar(self) -> pg.ColorBarItem:
-        return pg.ColorBarItem(
-            values=(0.0, 1.0),
-            colorMap=colormaps.get(self.controls.cmap),
-            interactive=False,
-            width=14,
-            colorMapMenu=False,
-        )
 
     # -- public -----------------------------------------------------------------------------
     def show_message(self, text: str) -> None:
@@ -282,12 +282,7 @@ class TensorPanel(QWidget):
 
     def _patch_grid(self, n_tokens: int) -> TokenGrid | None:
         """The grid of n tokens: the view's when it fits them, else a square guess."""
-        if not self._grid_allowed:
-            return None
-        grid = self._token_grid
-        if grid is not None and grid[0] + grid[1][0] * grid[1][1] == n_tokens:
-            return grid
-        return square_grid(n_tokens)
+        return grid_of(n_tokens, self._token_grid) if self._grid_allowed else None
 
     def _set_mode(self, mode: str) -> None:
         self.mode = mode
@@ -334,20 +329,16 @@ class TensorPanel(QWidget):
         if self.mode == MOSAIC:
             self.zoom(channel)
 
-    def _zoom_hover(self, scene_pos: QPointF) -> None:
-        if self.mode == ZOOM and self.data is not None:
+    def _hover(self, mode: str, scene_pos: QPointF) -> None:
+        """The line under the picture: what the zoom, vector or token page (`mode`) names
+        at `scene_pos`, while that page is shown."""
+        if self.mode != mode or self.data is None:
+            return
+        if mode == ZOOM:
             text = self.zoom_page.hover_text(scene_pos, self.data, self.zoomed)
-            if text is not None:
-                self.hover_label.setText(text)
-
-    def _token_hover(self, scene_pos: QPointF) -> None:
-        if self.mode == TOKENS and self.data is not None:
+        elif mode == TOKENS:
             text = self.tokens.hover_text(scene_pos, self.data)
-            if text is not None:
-                self.hover_label.setText(text)
-
-    def _vector_hover(self, scene_pos: QPointF) -> None:
-        if self.mode == VECTOR and self.data is not None:
+        else:
             text = self.vector_page.hover_text(scene_pos, self.data)
-            if text is not None:
-                self.hover_label.setText(text)
+        if text is not None:
+            self.hover_label.setText(text)
