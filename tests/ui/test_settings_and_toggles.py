@@ -112,7 +112,7 @@ def test_every_combination_of_the_toggles_still_runs(make_window, qtbot, tmp_pat
             if action.isChecked() != on:
                 action.trigger()  # as a click would: toggles and emits triggered
             assert action.isChecked() == on
-        window.rerun_action.trigger()
+        window.menus.rerun.trigger()
         run = wait_run(qtbot, window)
         states = dict(zip(names, row, strict=True))
         predictions = window.views["predictions"].frame
