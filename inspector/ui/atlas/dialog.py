@@ -2,7 +2,7 @@
 
 The dialog holds the command's options (the folders, images and videos to rank; the layers;
 --top, --every, the output folder, the device, --batch-size, --workers, --shard-size and
---resume) and runs them with an AtlasRunner (atlas_runner.py: run_atlas on a thread of its
+--resume) and runs them with an AtlasRunner (runner.py: run_atlas on a thread of its
 own). It shows the progress; Cancel stops the run at the next batch and leaves the dialog
 open, ready for the next run (with "Resume" ticked, that run continues from the finished
 shards). What went wrong is the command's own sentence, under the progress bar and in the
