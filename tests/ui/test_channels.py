@@ -144,7 +144,8 @@ def test_sort_by_mean_orders_the_tiles_by_channel_mean(qtbot):
     # Tile 0 is the channel with the highest mean, and the position maps back to it.
     top = int(order[0])
     lo, hi = data[top].min(), data[top].max()
-    np.testing.assert_allclose(mosaic_tile(panel.mosaic_view.mosaic, 0), (data[top] - lo) / (hi - lo), atol=1e-5)
+    np.testing.assert_allclose(mosaic_tile(panel.mosaic_view.mosaic, 0), (data[top] - lo) / (hi - lo),
+                               atol=1e-5)
     assert channel_under(panel, tile_center(panel, 0)) == top
     panel.channel_bar.next_button.click()  # page 2 of the sorted order
     np.testing.assert_array_equal(panel.mosaic_view.channels, order[PAGE_SIZE:])
@@ -153,7 +154,8 @@ def test_sort_by_mean_orders_the_tiles_by_channel_mean(qtbot):
     maxes = frame.stats.channel_max
     assert maxes[panel.mosaic_view.channels[0]] >= maxes[panel.mosaic_view.channels[-1]]
     # "By change" needs a run A: not offered, and not kept when chosen without one.
-    assert not panel.channel_bar.sort_combo.model().item(panel.channel_bar.sort_combo.findData(SORT_CHANGE)).isEnabled()
+    sort_combo = panel.channel_bar.sort_combo
+    assert not sort_combo.model().item(sort_combo.findData(SORT_CHANGE)).isEnabled()
 
 
 def test_sorted_tiles_carry_their_channel_numbers_and_every_place_names_them_alike(qtbot):
@@ -186,7 +188,8 @@ def test_sorted_tiles_carry_their_channel_numbers_and_every_place_names_them_ali
     panel._mosaic_clicked(top)
     assert panel.zoom_page.plot.titleLabel.text == f"channel {top} (0\u201399)"
     assert panel.channel_bar.page_label.text() == "#1 of 100"
-    assert panel.channel_bar.jump_spin.value() == top and panel.channel_bar.jump_spin.suffix() == " (0\u201399)"
+    jump = panel.channel_bar.jump_spin
+    assert jump.value() == top and jump.suffix() == " (0\u201399)"
     panel.controls.back_button.click()
     # Tiles too small on screen for a number to leave them visible: no numbers.
     view.resize(260, 220)
@@ -198,7 +201,7 @@ def test_jump_to_a_channel_by_number_and_back_to_its_page(qtbot):
     frame, data = layer()
     view = view_with(qtbot, frame)
     panel = view.panel
-    panel.channel_bar.jump_spin.setValue(300)  # what typing 300 and Enter does (no keyboard tracking)
+    panel.channel_bar.jump_spin.setValue(300)  # typing 300 and Enter (no keyboard tracking)
     assert panel.mode == ZOOM and panel.zoomed == 300
     assert panel.zoom_page.plot.titleLabel.text == "channel 300 (0\u2013511)"
     panel.unzoom()
@@ -247,7 +250,8 @@ def test_b_minus_a_shows_the_difference_of_two_runs_previews_in_diverging_colour
     panel = view.panel
     assert not panel.diverging
     show(view, SHOW_DIFF)
-    assert panel.diverging and panel.controls.cmap_combo.currentText() == colormaps.DEFAULT_DIVERGING
+    assert panel.diverging
+    assert panel.controls.cmap_combo.currentText() == colormaps.DEFAULT_DIVERGING
     np.testing.assert_allclose(panel.data, b - a)
     lo, hi = panel.mosaic_view.mosaic.levels
     assert lo == -hi  # centred at 0

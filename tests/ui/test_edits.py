@@ -63,7 +63,8 @@ def badge(window, module: str) -> str:
 def right_click_tile(panel, channel: int) -> None:
     """A real right-click in the middle of channel `channel`'s tile of the mosaic."""
     y0, x0 = panel.mosaic_view.mosaic.origin(channel)
-    centre = QPointF(x0 + panel.mosaic_view.mosaic.width / 2, y0 + panel.mosaic_view.mosaic.height / 2)
+    mosaic = panel.mosaic_view.mosaic
+    centre = QPointF(x0 + mosaic.width / 2, y0 + mosaic.height / 2)
     view = panel.mosaic_view.item.scene().views()[0]
     pos = view.mapFromScene(panel.mosaic_view.item.mapToScene(centre))
     QTest.mouseClick(view.viewport(), Qt.MouseButton.RightButton,

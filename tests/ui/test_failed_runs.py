@@ -136,7 +136,8 @@ def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp
     finally:
         gate.open()
     run = wait_run(qtbot, window)
-    assert cam.choice()[0].run_id == run.run_id and cam.choice()[0].method == "scorecam"
+    shown = cam.choice()[0]  # the map shown over the image
+    assert shown.run_id == run.run_id and shown.method == "scorecam"
     assert window.status.run.text().startswith("last run")
     assert not window.status.busy.isVisibleTo(window)
     assert window.run_progress.text is None
@@ -235,7 +236,8 @@ def test_cancelling_the_first_edited_score_cam_run_shows_the_unedited_run_as_suc
     assert predictions.frame.run_id == plain and predictions.reference is None
     assert f"run {plain} (x.png), without edits</b>, the last complete run" in \
         predictions.header.text()
-    assert cam.choice()[0].run_id == plain and cam.choice()[0].method == "scorecam"
+    shown = cam.choice()[0]
+    assert shown.run_id == plain and shown.method == "scorecam"
     assert cam.stack.currentWidget() is cam.view
     assert "was cancelled" in cam.header.text() and store.cancelled
 

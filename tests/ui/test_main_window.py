@@ -383,17 +383,19 @@ def test_an_input_attribution_is_chosen_beside_the_cams_and_shown(make_window, q
     wait_run(qtbot, window)
     cam = window.views["cam"]
     assert cam.controls.layer_combo.isEnabled()
-    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("saliency"))  # as a user would
+    methods = cam.controls.method_combo
+    methods.setCurrentIndex(methods.findData("saliency"))  # as a user would
     assert not cam.controls.layer_combo.isEnabled()  # an attribution is at the model input
     request = window.control.last_request
     assert request.attributions == ("saliency",) and request.cams == ()
     run = wait_run(qtbot, window)
     qtbot.waitUntil(lambda: cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id,
                     timeout=TIMEOUT)
-    assert (cam.choice()[0].method, cam.choice()[0].layer) == ("saliency", ATTRIBUTION_LAYER)
-    assert 0.0 <= cam.choice()[0].cam.min() and cam.choice()[0].cam.max() <= 1.0
+    shown = cam.choice()[0]  # the map shown over the image
+    assert (shown.method, shown.layer) == ("saliency", ATTRIBUTION_LAYER)
+    assert 0.0 <= shown.cam.min() and shown.cam.max() <= 1.0
     assert "Saliency" in cam.header.text()
-    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("gradcam"))  # back to a CAM
+    methods.setCurrentIndex(methods.findData("gradcam"))  # back to a CAM
     assert cam.controls.layer_combo.isEnabled() and window.control.last_request.attributions == ()
 
 
@@ -415,7 +417,8 @@ def test_occlusion_takes_its_patch_and_stride_from_the_cam_pane(make_window, qtb
     run = wait_run(qtbot, window)
     qtbot.waitUntil(lambda: cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id,
                     timeout=TIMEOUT)
-    assert cam.choice()[0].method == "occlusion" and cam.choice()[0].cam.max() <= 1.0
+    shown = cam.choice()[0]
+    assert shown.method == "occlusion" and shown.cam.max() <= 1.0
     cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("gradcam"))
     assert not cam.occlusion.isVisible() and cam.controls.layer_combo.isVisible()
     assert window.control.last_request.attribution_options is None

@@ -133,7 +133,8 @@ def test_a_token_layer_is_shown_as_its_patch_grid(qtbot, extra, features, input_
                                preview[extra:].mean(1).reshape(gh, gw), rtol=1e-5)
     title = panel.tokens.plot.titleLabel.text
     assert f"{gh}\u00d7{gw} patch grid" in title
-    panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_FEATURE))
+    layout_combo = panel.controls.token_combo
+    layout_combo.setCurrentIndex(layout_combo.findData(TOKEN_GRID_FEATURE))
     panel.controls.feature_spin.setValue(2)
     np.testing.assert_array_equal(panel.tokens.item.image, preview[extra:, 2].reshape(gh, gw))
     if kept < features:  # a column of the preview is a group of features: said so

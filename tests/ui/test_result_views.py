@@ -82,7 +82,8 @@ def test_cam_rerun_of_the_same_image_keeps_the_overlay_until_the_new_cam(qtbot):
     view.store.put(started(1, display))
     view.store.put(cam_frame(1, np.zeros((8, 8))))
     view.store.put(started(2, display.copy()))
-    assert view.choice()[0] is not None and view.choice()[0].run_id == 1
+    cam = view.choice()[0]  # the map shown over the image
+    assert cam is not None and cam.run_id == 1
     view.store.put(cam_frame(2, np.ones((8, 8))))
     assert view.choice()[0].run_id == 2
     other = 255 - display
@@ -105,7 +106,8 @@ def test_cam_method_and_layer_choices_emit_signals(qtbot):
         view.controls.method_combo.setCurrentIndex(view.controls.method_combo.findData("scorecam"))
     assert blocker.args == ["scorecam"]
     # The CAMs, a separator (no data), then the input attributions.
-    assert [view.controls.method_combo.itemData(i) for i in range(view.controls.method_combo.count())] == [
+    methods = view.controls.method_combo
+    assert [methods.itemData(i) for i in range(methods.count())] == [
         "gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "eigencam", "scorecam",
         None, "saliency", "gxi", "smoothgrad", "ig", "occlusion"]
 

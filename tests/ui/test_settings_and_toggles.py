@@ -327,7 +327,8 @@ def test_with_gradients_off_a_clicked_class_is_explained(make_window, qtbot, tmp
     assert not window.control.last_request.gradients
     assert predictions.frame.run_id == run.run_id and predictions.target == chosen
     assert cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id
-    assert cam.choice()[0].target == chosen and cam.choice()[0].method == "gradcam"
+    shown = cam.choice()[0]  # the map shown over the image
+    assert shown.target == chosen and shown.method == "gradcam"
     store = window.router.store  # no gradient frames in that run: the toggle is off
     assert not any(store.tensors(m, ("grad_output", "grad_input"), run.run_id)
                    for m in store.forward_order(run.run_id))

@@ -252,7 +252,8 @@ def test_token_outputs_as_heatmap_or_patch_grid(qtbot):
     np.testing.assert_allclose(panel.tokens.item.image, (data - lo) / (hi - lo), atol=1e-6)
     panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_MEAN))
     np.testing.assert_allclose(panel.tokens.item.image, data[1:].mean(1).reshape(4, 4), rtol=1e-6)
-    panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_FEATURE))
+    layout_combo = panel.controls.token_combo
+    layout_combo.setCurrentIndex(layout_combo.findData(TOKEN_GRID_FEATURE))
     panel.controls.feature_spin.setValue(5)
     np.testing.assert_array_equal(panel.tokens.item.image, data[1:, 5].reshape(4, 4))
     assert panel.controls.feature_spin.maximum() == 5

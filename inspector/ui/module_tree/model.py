@@ -9,14 +9,14 @@ scrolling never jump.
 Columns (cells.py): the module, its type, output shape, parameters; the last run's output
 mean, std and fraction of zeros with a health badge (dead or exploding values), which
 rows.RowCells makes; then one checkbox per hook kind (input, output, output gradient, input
-gradient), which is what the next run captures. Statistics of an earlier run than the newest (a module the last
-runs did not capture: while a video plays, each frame is a live run of the selected module
-alone, and the run store keeps the last full run for the others) are grey and italic, and
-their tooltip names that run's image or video frame. A module that the next runs edit (the
-window's Edits) has a pencil badge after its name, and its tooltip lists the edits
-(`set_edits`). The layers of an opened channel atlas (the Dataset dock) carry their count
-of dead channels in the atlas as a badge in the Health column, explained in its tooltip
-(`set_atlas`).
+gradient), which is what the next run captures. Statistics of an earlier run than the newest
+(a module the last runs did not capture: while a video plays, each frame is a live run of
+the selected module alone, and the run store keeps the last full run for the others) are
+grey and italic, and their tooltip names that run's image or video frame. A module that the
+next runs edit (the window's Edits) has a pencil badge after its name, and its tooltip lists
+the edits (`set_edits`). The layers of an opened channel atlas (the Dataset dock) carry
+their count of dead channels in the atlas as a badge in the Health column, explained in its
+tooltip (`set_atlas`).
 """
 
 from __future__ import annotations

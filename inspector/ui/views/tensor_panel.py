@@ -11,9 +11,10 @@
 
 The row above the picture (scale, token layout, vector style, colour map, back from a zoom)
 is tensor_controls.TensorControls. Images are updated in place with fixed levels computed
-once per frame (`autoLevels=False`); the colour map is only set when the user changes it. The panel does no run bookkeeping: the
-view that owns it decides what to show and when (see base.FrameView), and gives it the
-per-channel values to sort by (`show_tensor(channel_keys=...)`).
+once per frame (`autoLevels=False`); the colour map is only set when the user changes it.
+The panel does no run bookkeeping: the view that owns it decides what to show and when (see
+base.FrameView), and gives it the per-channel values to sort by
+(`show_tensor(channel_keys=...)`).
 """
 
 from __future__ import annotations
