@@ -69,7 +69,7 @@ class Probe:
         window = self.window
         if window.views:
             self.record("views_ready")
-        if window.router.first_frame_time is not None:
+        if window.router.frames_shown:
             self.record("first_frames")
         if {"views_ready", "first_frames"} <= self.seen:
             self.poll.stop()

@@ -206,7 +206,9 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
     probe.timeout.connect(tick)
     activation = window.views.get("activation")
     paints0 = activation.paint_count if activation is not None else 0
-    shown0, finished0 = window.router.frames_shown, window.router.runs_finished
+    shown0 = window.router.frames_shown
+    finished: list = []  # every run that finished, shown or skipped for a newer one
+    window.router.runFinished.connect(finished.append)
     # The worker runs images back to back: a queue it never sees empty, as a user dropping
     # a folder would fill it, whatever the window is busy with. The window shows what it can.
     for i in range(QUEUED_RUNS):
@@ -221,11 +223,10 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
     stop.start(int(seconds * 1000))
     loop.exec()
     elapsed = time.perf_counter() - t0
-    finished = window.router.runs_finished - finished0
     probe.stop()
     session.cancel()
     result = {
-        "runs_per_s": finished / elapsed,
+        "runs_per_s": len(finished) / elapsed,
         "p50_ms": 1000 * percentile(lateness, 50),
         "p99_ms": 1000 * percentile(lateness, 99),
         "max_ms": 1000 * max(lateness, default=float("nan")),

@@ -241,14 +241,15 @@ def bench_window(name: str, clip: Path, seconds: float, plain_fps: float) -> str
         timer.timeout.connect(tick)
         timer.start(16)
         player = window.video
+        stored: list[int] = []  # runs the views were given (not skipped for a newer run)
+        window.router.runStored.connect(stored.append)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             app.processEvents()
             time.sleep(0.001)
         elapsed = time.perf_counter() - t0
         shown, run, dropped = player.counts.shown, player.counts.run, player.counts.dropped
-        router = window.router
-        to_views = router.runs_finished - router.runs_skipped
+        to_views = len(stored)
         timer.stop()
         window.close()
         app.processEvents()

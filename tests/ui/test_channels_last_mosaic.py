@@ -31,25 +31,26 @@ def test_a_channels_last_output_shows_one_tile_per_channel_and_edits_that_channe
                     and panel.data is not None, timeout=TIMEOUT)
     frame = view.current_frame()
     assert frame.shape == (1, *GRID, CHANNELS) and frame.channels_last
-    assert panel.mosaic.channels == CHANNELS
-    assert (panel.mosaic.height, panel.mosaic.width) == GRID
-    assert panel.page_label.text() == f"0\u2013{CHANNELS - 1} (0\u2013{CHANNELS - 1})"
+    assert panel.mosaic_view.mosaic.channels == CHANNELS
+    assert (panel.mosaic_view.mosaic.height, panel.mosaic_view.mosaic.width) == GRID
+    assert panel.channel_bar.page_label.text() == f"0\u2013{CHANNELS - 1} (0\u2013{CHANNELS - 1})"
     assert "one tile per channel" in view.header.text()
     levels = panel.data.mean(axis=(1, 2))
     np.testing.assert_allclose(levels, 10.0 * np.arange(1, CHANNELS + 1), atol=0.5)
 
     # Sorted by mean: the last channel (the highest level) first, and found under its tile.
-    panel.sort_combo.setCurrentIndex(panel.sort_combo.findData(SORT_MEAN))
+    panel.channel_bar.sort_combo.setCurrentIndex(panel.channel_bar.sort_combo.findData(SORT_MEAN))
     np.testing.assert_array_equal(panel.mosaic_view.channels, np.arange(CHANNELS)[::-1])
-    y0, x0 = panel.mosaic.origin(0)
-    assert panel.mosaic.channel_at(x0 + 1, y0 + 1) == CHANNELS - 1
-    panel.sort_combo.setCurrentIndex(0)  # the channels' own order again
+    y0, x0 = panel.mosaic_view.mosaic.origin(0)
+    assert panel.mosaic_view.mosaic.channel_at(x0 + 1, y0 + 1) == CHANNELS - 1
+    panel.channel_bar.sort_combo.setCurrentIndex(0)  # the channels' own order again
     np.testing.assert_array_equal(panel.mosaic_view.channels, np.arange(CHANNELS))
 
     panel._mosaic_clicked(2)  # a click on tile 2 zooms to channel 2
-    assert panel.mode == ZOOM and panel.zoom_plot.titleLabel.text == f"channel 2 (0\u2013{CHANNELS - 1})"
-    np.testing.assert_array_equal(panel.zoom_item.image, panel.data[2])
-    panel.back_button.click()
+    assert panel.mode == ZOOM
+    assert panel.zoom_page.plot.titleLabel.text == f"channel 2 (0\u2013{CHANNELS - 1})"
+    np.testing.assert_array_equal(panel.zoom_page.item.image, panel.data[2])
+    panel.controls.back_button.click()
 
     # Right-click on channel 2's tile, Zero: the edit zeroes the last dim's channel 2.
     submitted = record_submissions(window, monkeypatch)

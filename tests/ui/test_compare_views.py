@@ -19,7 +19,8 @@ from inspector.core.run.frames import (
     RunStarted,
 )
 from inspector.ui.views import colormaps
-from inspector.ui.views.cam_view import DIFFERENCE, REFERENCE, CamView, difference_rgb
+from inspector.ui.views.cam_overlay import difference_rgb
+from inspector.ui.views.cam_view import DIFFERENCE, REFERENCE, CamView
 from inspector.ui.views.divergence_view import DivergenceView
 from inspector.ui.views.predictions_view import PROB_ROLE, PredictionsView
 
@@ -177,15 +178,15 @@ def test_cam_selector_shows_after_before_and_their_difference(qtbot):
     combo = view.compare_combo
     assert combo.isVisible()
     assert [combo.itemText(i) for i in range(3)] == ["after", "before", "after \u2212 before"]
-    assert view.cam_frame.run_id == 2 and view.drawn[0].run_id == 2
+    assert view.choice()[0].run_id == 2 and view.drawn[0].run_id == 2
 
     combo.setCurrentIndex(combo.findData(REFERENCE))
     assert view.drawn[0].run_id == 1 and "<b>before</b> (run 1)" in view.header.text()
 
     combo.setCurrentIndex(combo.findData(DIFFERENCE))
-    np.testing.assert_allclose(view.difference, after - before)
+    np.testing.assert_allclose(view.overlay.difference, after - before)
     extent = float(np.abs(after - before).max())
-    assert view.extent == pytest.approx(extent)
+    assert view.overlay.extent == pytest.approx(extent)
     heat = difference_rgb(after - before, extent)
     expected = np.clip(display + 0.5 * (heat - display) + 0.5, 0, 255).astype(np.uint8)
     np.testing.assert_array_equal(view.composite, expected)
@@ -206,7 +207,7 @@ def test_cam_selector_is_hidden_without_a_map_of_the_same_method_and_layer(qtbot
     store.put(cam_frame(1, np.zeros((4, 4)), layer="layer3"))
     store.put(start(2, edits=("zero layer4[0]",)))
     store.put(cam_frame(2, np.ones((4, 4)), layer="layer4"))
-    assert view.compare_combo.isHidden() and view.difference is None
+    assert view.compare_combo.isHidden() and view.overlay.difference is None
     assert view.bar.levels() == pytest.approx((0.0, 1.0))
 
 
@@ -222,10 +223,10 @@ def test_cam_difference_of_a_b_is_b_minus_a_and_disabled_for_maps_of_other_sizes
     combo = view.compare_combo
     assert [combo.itemText(i) for i in range(3)] == ["B", "A", "B \u2212 A"]
     combo.setCurrentIndex(combo.findData(DIFFERENCE))
-    np.testing.assert_allclose(view.difference, 0.5)
+    np.testing.assert_allclose(view.overlay.difference, 0.5)
     store.put(start(3))
     store.put(cam_frame(3, np.ones((6, 6))))  # another input size: no pixelwise difference
-    assert not combo.model().item(2).isEnabled() and view.difference is None
+    assert not combo.model().item(2).isEnabled() and view.overlay.difference is None
     assert view.drawn[0].run_id == 3
 
 

@@ -18,17 +18,17 @@ from test_main_window import wait_run
 
 from inspector import cli
 from inspector.ui.atlas.atlas_file import AtlasError, read_atlas
-from inspector.ui.atlas.dataset_dock import (
+from inspector.ui.atlas.dataset_dock import DatasetView
+from inspector.ui.atlas.thumbnails import (
     BOX_COLOR,
     CROP,
     FRAME,
     IMAGE,
+    LOADING,
     MISSING,
     THUMB,
-    DatasetView,
     EntryRole,
     SourceRole,
-    ThumbRole,
     box_rect,
 )
 from inspector.ui.module_tree.cells import COL_HEALTH
@@ -79,7 +79,14 @@ def copy_atlas(atlas_dir: Path, to: Path, edit=None) -> Path:
 
 
 def wait_thumbs(qtbot, view: DatasetView) -> None:
-    qtbot.waitUntil(lambda: not view.loading, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: all(item.data(SourceRole) != LOADING for item in view.list.items()),
+                    timeout=TIMEOUT)
+
+
+def thumbnail(item) -> QImage:
+    """The picture a thumbnail's item shows."""
+    icon = item.icon()
+    return icon.pixmap(icon.availableSizes()[0]).toImage()
 
 
 # -- reading atlas.json ------------------------------------------------------------------------------
@@ -181,9 +188,9 @@ def test_a_channel_shows_its_top_images_whole_with_the_box_drawn(qtbot, tmp_path
     view.set_atlas(read_atlas(tmp_path))
     view.select("conv", 0)
     wait_thumbs(qtbot, view)
-    (item,) = view.items()
+    (item,) = view.list.items()
     assert item.data(SourceRole) == IMAGE and item.text().startswith("#1  2.5")
-    thumb: QImage = item.data(ThumbRole)
+    thumb: QImage = thumbnail(item)
     assert (thumb.width(), thumb.height()) == (THUMB, THUMB // 2)  # the whole image
     rect = box_rect((100, 50, 300, 150), (400, 200), thumb)
     assert (rect.x(), rect.y(), rect.width(), rect.height()) == (32, 16, 64, 32)
@@ -216,14 +223,14 @@ def test_a_gone_original_shows_the_saved_crop_and_another_model_is_said(
     view.set_atlas(read_atlas(folder))
     view.select("features.3", 0)
     wait_thumbs(qtbot, view)
-    sources = [item.data(SourceRole) for item in view.items()]
+    sources = [item.data(SourceRole) for item in view.list.items()]
     assert sources == [IMAGE, CROP, IMAGE]
-    assert "crop" in view.items()[1].text()
+    assert "crop" in view.list.items()[1].text()
     note = view.note.text()
     assert "made with build_model; the loaded model is resnet18" in note
     assert "1 of 3 original images are gone" in note
     with qtbot.waitSignal(view.failed) as failed:
-        view._activated(view.items()[1])
+        view.list.itemActivated.emit(view.list.items()[1])  # a double-click
     assert "moved-away.png is gone" in failed.args[0]
 
     def gone_too(doc):
@@ -234,7 +241,7 @@ def test_a_gone_original_shows_the_saved_crop_and_another_model_is_said(
     view.set_atlas(read_atlas(folder2))
     view.select("features.3", 0)
     wait_thumbs(qtbot, view)
-    assert view.items()[2].data(SourceRole) == MISSING
+    assert view.list.items()[2].data(SourceRole) == MISSING
 
 
 def test_a_video_frame_entry_shows_its_crop_and_says_it_cannot_be_opened(
@@ -257,10 +264,10 @@ def test_a_video_frame_entry_shows_its_crop_and_says_it_cannot_be_opened(
     view.set_atlas(atlas)
     view.select("features.3", 0)
     wait_thumbs(qtbot, view)
-    items = view.items()
+    items = view.list.items()
     assert [item.data(SourceRole) for item in items] == [IMAGE, FRAME, IMAGE]
     crop = QImage(str(folder / "crops" / "features.3" / "0" / "1.png"))
-    thumb: QImage = items[1].data(ThumbRole)
+    thumb: QImage = thumbnail(items[1])
     assert max(thumb.width(), thumb.height()) == THUMB
     assert thumb.width() / thumb.height() == pytest.approx(crop.width() / crop.height(), rel=0.05)
     assert "frame 20" in items[1].text()
@@ -269,7 +276,7 @@ def test_a_video_frame_entry_shows_its_crop_and_says_it_cannot_be_opened(
     requested = []
     view.imageRequested.connect(requested.append)
     with qtbot.waitSignal(view.failed) as failed:
-        view._activated(items[1])
+        view.list.itemActivated.emit(items[1])  # a double-click
     assert f"frame 20 of {clip}" in failed.args[0] and "open the video" in failed.args[0]
     assert requested == []
 
@@ -338,7 +345,7 @@ def test_open_atlas_click_a_channel_and_double_click_an_image_to_run_it(
     assert activation.panel.zoomed == 4  # the mosaic's own zoom still happens
     assert (dock.layer, dock.channel) == ("features.3", 4)
     wait_thumbs(qtbot, dock)
-    items = dock.items()
+    items = dock.list.items()
     top = dock.atlas.layers["features.3"].top[4]
     assert len(items) == TOP == len(top)
     values = [item.data(EntryRole).value for item in items]
@@ -386,11 +393,11 @@ def test_a_broken_atlas_is_a_message_and_the_dock_keeps_working(
     assert atlas.view.atlas.folder == atlas_dir
     atlas.channel_clicked("features.1", 2)
     wait_thumbs(qtbot, atlas.view)
-    assert len(atlas.view.items()) == TOP
+    assert len(atlas.view.list.items()) == TOP
     # A module the atlas does not have says so.
     atlas.channel_clicked("head", 0)
     assert "head</b> is not in this atlas" in atlas.view.hint.text()
-    assert not atlas.view.items()
+    assert not atlas.view.list.items()
 
 
 def test_an_atlas_of_another_model_is_shown_without_tree_badges(window, qtbot, atlas_dir,
@@ -402,13 +409,13 @@ def test_an_atlas_of_another_model_is_shown_without_tree_badges(window, qtbot, a
     assert window.atlas.open(folder)
     view = window.atlas.view
     assert "made with resnet18; the loaded model is build_model" in view.note.text()
-    assert window.tree.model.atlas_dead == {}
+    assert window.tree.model.cells.atlas_dead == {}
     view.select("features.3", 1)
     wait_thumbs(qtbot, view)
-    assert len(view.items()) == TOP
+    assert len(view.list.items()) == TOP
     # The right atlas again: the badges come back.
     assert window.atlas.open(atlas_dir)
-    assert window.tree.model.atlas_dead["features.3"] == (len(DEAD), 8)
+    assert window.tree.model.cells.atlas_dead["features.3"] == (len(DEAD), 8)
     assert view.note.isHidden()
 
 

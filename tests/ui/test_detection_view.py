@@ -52,19 +52,19 @@ def _pane_on_a_black_input(qtbot) -> ImagePane:
 
 def test_boxes_above_the_threshold_and_a_click_chooses_one(qtbot):
     pane = _pane_on_a_black_input(qtbot)
-    assert not pane.detection_bar.isVisible()
+    assert not pane.overlay.detection_bar.isVisible()
     pane.set_prediction(_detection_frame())
     assert pane.mode == MODEL_INPUT  # where the boxes' pixels are
-    assert pane.detection_bar.isVisible() and pane.threshold == 0.5
-    drawn = pane.canvas.detections()
+    assert pane.overlay.detection_bar.isVisible() and pane.overlay.threshold == 0.5
+    drawn = pane.canvas.detections
     assert [(d.key, d.text, d.chosen) for d in drawn] == [(0, "cat 0.90", True),
                                                          (1, "dog 0.60", False)]
-    pane.threshold_slider.setValue(0)
-    assert [d.key for d in pane.canvas.detections()] == [0, 1, 2]
-    pane.threshold_slider.setValue(70)
-    assert [d.key for d in pane.canvas.detections()] == [0]
-    assert pane.threshold_label.text() == "Score ≥ 0.70 · 1 of 3 boxes"
-    pane.threshold_slider.setValue(0)
+    pane.overlay.threshold_slider.setValue(0)
+    assert [d.key for d in pane.canvas.detections] == [0, 1, 2]
+    pane.overlay.threshold_slider.setValue(70)
+    assert [d.key for d in pane.canvas.detections] == [0]
+    assert pane.overlay.threshold_label.text() == "Score ≥ 0.70 · 1 of 3 boxes"
+    pane.overlay.threshold_slider.setValue(0)
 
     chosen = []
     pane.detectionChosen.connect(chosen.append)
@@ -80,10 +80,10 @@ def test_boxes_above_the_threshold_and_a_click_chooses_one(qtbot):
     assert len(chosen) == 1
     # Boxes are on the model input only; a classifier's frame clears them.
     pane.set_mode(ORIGINAL)
-    assert pane.canvas.detections() == [] and not pane.detection_bar.isVisible()
+    assert pane.canvas.detections == [] and not pane.overlay.detection_bar.isVisible()
     pane.set_mode(MODEL_INPUT)
     pane.set_prediction(PredictionFrame(2, (), 3))
-    assert pane.canvas.detections() == [] and not pane.detection_bar.isVisible()
+    assert pane.canvas.detections == [] and not pane.overlay.detection_bar.isVisible()
 
 
 def test_a_run_that_detected_nothing_keeps_the_threshold_bar_and_says_why(qtbot):
@@ -91,13 +91,13 @@ def test_a_run_that_detected_nothing_keeps_the_threshold_bar_and_says_why(qtbot)
     pane = _pane_on_a_black_input(qtbot)
     nothing = PredictionFrame(1, (), None, "detection", (), score_threshold=0.05)
     pane.set_prediction(nothing)
-    assert pane.mode == MODEL_INPUT and pane.detection_bar.isVisible()
-    assert pane.canvas.detections() == []
-    assert pane.threshold_label.text() == "Score ≥ 0.50 · nothing above 0.05"
-    assert pane.threshold_label.toolTip().startswith("No detection above 0.05 (the score "
+    assert pane.mode == MODEL_INPUT and pane.overlay.detection_bar.isVisible()
+    assert pane.canvas.detections == []
+    assert pane.overlay.threshold_label.text() == "Score ≥ 0.50 · nothing above 0.05"
+    assert pane.overlay.threshold_label.toolTip().startswith("No detection above 0.05 (the score "
                                                      "threshold the model used)")
-    pane.threshold_slider.setValue(0)  # still there to move: nothing to show under it
-    assert pane.canvas.detections() == [] and pane.detection_bar.isVisible()
+    pane.overlay.threshold_slider.setValue(0)  # still there to move: nothing to show under it
+    assert pane.canvas.detections == [] and pane.overlay.detection_bar.isVisible()
 
 
 def test_the_mask_overlays_the_input_with_a_legend(qtbot):
@@ -109,14 +109,14 @@ def test_the_mask_overlays_the_input_with_a_legend(qtbot):
     mask[1:3, 2:5] = 12
     legend = ((0, "__background__"), (12, "dog"))
     pane.set_prediction(PredictionFrame(1, (), 12, "segmentation", (), mask, legend))
-    overlay = pane.canvas.overlay()
+    overlay = pane.canvas.overlay
     assert (overlay.width(), overlay.height()) == (6, 4)
     assert overlay.pixelColor(0, 0).alpha() == 0  # background: the picture shows through
     dog = overlay.pixelColor(3, 1)
     assert dog.alpha() > 0 and (dog.red(), dog.green(), dog.blue()) == (64, 0, 128)  # VOC's dog
-    assert pane.legend.isVisible() and "dog" in pane.legend.text()
-    assert "#400080" in pane.legend.text()  # the swatch in the mask's colour
-    assert not pane.detection_bar.isVisible()
+    assert pane.overlay.legend.isVisible() and "dog" in pane.overlay.legend.text()
+    assert "#400080" in pane.overlay.legend.text()  # the swatch in the mask's colour
+    assert not pane.overlay.detection_bar.isVisible()
 
 
 # -- the window with real models --------------------------------------------------------------
@@ -156,15 +156,15 @@ def test_the_window_draws_detections_and_a_clicked_box_is_the_next_target(
     window = window_with(DETECTOR, _picture(tmp_path / "street.png"))
     first = wait_run(qtbot, window, timeout=TIMEOUT)
     pane = window.images
-    qtbot.waitUntil(lambda: bool(pane.canvas.detections()), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: bool(pane.canvas.detections), timeout=TIMEOUT)
     assert pane.mode == MODEL_INPUT
-    pane.threshold_slider.setValue(0)
-    drawn = pane.canvas.detections()
+    pane.overlay.threshold_slider.setValue(0)
+    drawn = pane.canvas.detections
     assert len(drawn) >= 2 and drawn[0].chosen  # det 0 explained by default
     assert all(d.text.startswith("thing ") for d in drawn)
-    pane.threshold_slider.setValue(100)  # no random score reaches 1.0
-    assert pane.canvas.detections() == []
-    pane.threshold_slider.setValue(0)
+    pane.overlay.threshold_slider.setValue(100)  # no random score reaches 1.0
+    assert pane.canvas.detections == []
+    pane.overlay.threshold_slider.setValue(0)
 
     smallest = min(drawn[1:], key=lambda d: (d.box[2] - d.box[0]) * (d.box[3] - d.box[1]))
     point = _center(pane.canvas, smallest.box)
@@ -176,7 +176,7 @@ def test_the_window_draws_detections_and_a_clicked_box_is_the_next_target(
     qtbot.waitUntil(lambda: window.control.current_run != first.run_id, timeout=TIMEOUT)
     wait_run(qtbot, window, timeout=TIMEOUT)
     assert window.control.last_request.target == window.run_settings.value.target
-    qtbot.waitUntil(lambda: [d.key for d in pane.canvas.detections() if d.chosen] == [expected],
+    qtbot.waitUntil(lambda: [d.key for d in pane.canvas.detections if d.chosen] == [expected],
                     timeout=TIMEOUT)
     assert window.views["predictions"].target == expected
 
@@ -186,14 +186,14 @@ def test_the_window_overlays_a_segmentation_mask_with_its_legend(window_with, qt
     window = window_with(SEGMENTER, _picture(tmp_path / "pets.png"))
     wait_run(qtbot, window, timeout=TIMEOUT)
     pane = window.images
-    qtbot.waitUntil(lambda: pane.canvas.overlay() is not None, timeout=TIMEOUT)
-    overlay = pane.canvas.overlay()
+    qtbot.waitUntil(lambda: pane.canvas.overlay is not None, timeout=TIMEOUT)
+    overlay = pane.canvas.overlay
     assert (overlay.width(), overlay.height()) == (160, 160)  # the model input's
-    frame = pane.prediction
+    frame = pane.overlay.prediction
     assert frame.mask.shape == (160, 160)
     for c, label in frame.legend:
-        assert (frame.mask == c).any() and label in pane.legend.text()
-    assert pane.legend.isVisible()
+        assert (frame.mask == c).any() and label in pane.overlay.legend.text()
+    assert pane.overlay.legend.isVisible()
 
 
 def _keypoint_frame() -> PredictionFrame:
@@ -207,7 +207,7 @@ def test_keypoints_are_drawn_in_the_boxes_shown(qtbot):
     pane = _pane_on_a_black_input(qtbot)
     pane.set_prediction(_keypoint_frame())
     # The boxes over the threshold (0.5) carry their keypoints; the one under it does not show.
-    assert [d.points for d in pane.canvas.detections()] == [((20.0, 20.0), (50.0, 40.0)),
+    assert [d.points for d in pane.canvas.detections] == [((20.0, 20.0), (50.0, 40.0)),
                                                           ((80.0, 80.0),)]
     shot = pane.canvas.grab().toImage()
     canvas = pane.canvas
@@ -271,6 +271,6 @@ def test_the_window_says_when_a_detector_found_nothing(window_with, qtbot, tmp_p
     said = "No detection above 0.05 (the score threshold the model used)"
     assert predictions.empty.text().startswith(said), predictions.empty.text()
     assert cam.header.text().startswith(said), cam.header.text()
-    assert pane.mode == MODEL_INPUT and pane.detection_bar.isVisible()
-    assert pane.threshold_label.text() == "Score ≥ 0.50 · nothing above 0.05"
+    assert pane.mode == MODEL_INPUT and pane.overlay.detection_bar.isVisible()
+    assert pane.overlay.threshold_label.text() == "Score ≥ 0.50 · nothing above 0.05"
     window.grab().save(str(tmp_path / "nothing-detected.png"))

@@ -19,8 +19,7 @@ from inspector.ui.edits.actions import NumbersError, parse_numbers
 from inspector.ui.edits.commands import EditHistory
 from inspector.ui.edits.edit_list import EditList
 from inspector.ui.image.canvas import ImageCanvas
-from inspector.ui.module_tree.cells import EDIT_GLYPH
-from inspector.ui.module_tree.model import COL_MEAN, COL_NAME
+from inspector.ui.module_tree.cells import COL_MEAN, COL_NAME, EDIT_GLYPH
 
 PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
 
@@ -63,10 +62,11 @@ def badge(window, module: str) -> str:
 
 def right_click_tile(panel, channel: int) -> None:
     """A real right-click in the middle of channel `channel`'s tile of the mosaic."""
-    y0, x0 = panel.mosaic.origin(channel)
-    centre = QPointF(x0 + panel.mosaic.width / 2, y0 + panel.mosaic.height / 2)
-    view = panel.mosaic_item.scene().views()[0]
-    pos = view.mapFromScene(panel.mosaic_item.mapToScene(centre))
+    y0, x0 = panel.mosaic_view.mosaic.origin(channel)
+    mosaic = panel.mosaic_view.mosaic
+    centre = QPointF(x0 + mosaic.width / 2, y0 + mosaic.height / 2)
+    view = panel.mosaic_view.item.scene().views()[0]
+    pos = view.mapFromScene(panel.mosaic_view.item.mapToScene(centre))
     QTest.mouseClick(view.viewport(), Qt.MouseButton.RightButton,
                      Qt.KeyboardModifier.NoModifier, pos)
 
@@ -324,7 +324,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     pane = window.images
     pane.set_mode(MODEL_INPUT)
     canvas = pane.canvas
-    assert canvas.image().size().toTuple() == (64, 64)
+    assert canvas.image.size().toTuple() == (64, 64)
     start, end = canvas.from_image(QPointF(10.5, 5.5)), canvas.from_image(QPointF(30.5, 20.5))
     QTest.mousePress(canvas, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ShiftModifier,
                      start.toPoint())
@@ -335,7 +335,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     wait_run(qtbot, window)
     assert submitted[-1].interventions == (occlude,)
     assert badge(window, "").startswith(EDIT_GLYPH)  # the model's own row: its input is edited
-    assert canvas.marks() == [(10, 5, 31, 21)]  # outlined on the model input
+    assert canvas.marks == [(10, 5, 31, 21)]  # outlined on the model input
 
     window.edit_actions.replace_with_mean("features.3")
     wait_run(qtbot, window)
@@ -348,7 +348,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
     wait_run(qtbot, window)
     assert submitted[-1].interventions == (ReplaceWithMean("features.3"),)
     assert not badge(window, "").startswith(EDIT_GLYPH)
-    assert canvas.marks() == [] and len(window.edits) == 2
+    assert canvas.marks == [] and len(window.edits) == 2
 
     rows[1].delete.click()
     wait_run(qtbot, window)

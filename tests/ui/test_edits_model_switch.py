@@ -48,7 +48,7 @@ def test_switching_models_moves_occlusions_with_the_picture_and_says_what_was_dr
     assert len(window.edits) == 4
     pane = window.images
     assert pane.mode == "original"
-    outlined = pane.canvas.marks()  # the box on the picture, x 23.4..46.9, y 10..27.8
+    outlined = pane.canvas.marks  # the box on the picture, x 23.4..46.9, y 10..27.8
 
     factory = tmp_path / "larger.py"
     factory.write_text(LARGER_INPUT)
@@ -64,7 +64,7 @@ def test_switching_models_moves_occlusions_with_the_picture_and_says_what_was_dr
     assert window.control.last_request.interventions == (moved, ZeroChannels("features.0", (1,)))
     assert run.status == "ok"
     # Outlined on the picture where it was, give or take a pixel of the new input's grid.
-    (now,), (before,) = pane.canvas.marks(), outlined
+    (now,), (before,) = pane.canvas.marks, outlined
     assert all(abs(a - b) < 96 / 153 for a, b in zip(now, before, strict=True)), (now, before)
 
     dock = window.docks["edits"].widget()

@@ -61,7 +61,7 @@ def test_a_run_failing_inside_an_aten_op_is_a_message_and_the_app_keeps_working(
     predictions = window.views["predictions"]
     assert predictions.frame is None and "failed" in predictions.empty.text()
     cam = window.views["cam"]
-    assert cam.cam_frame is None and "failed" in cam.header.text()
+    assert cam.choice()[0] is None and "failed" in cam.header.text()
     gradient = window.views["gradient"]
     assert gradient.current_frame() is None and gradient.flow_points()[0] == []
     assert "failed" in gradient.panel.message.text()
@@ -72,7 +72,7 @@ def test_a_run_failing_inside_an_aten_op_is_a_message_and_the_app_keeps_working(
     # The dark image again: the next run works.
     again = run_after(qtbot, window, lambda: window.images.step(-1))
     assert predictions.frame.run_id == again.run_id
-    assert cam.cam_frame.run_id == again.run_id
+    assert cam.choice()[0].run_id == again.run_id
     assert gradient.current_frame().run_id == again.run_id
     assert not window.reporter.showing_error()  # the failure is not what is going on now
     assert window.reporter.details_button.text() == "Last error…"
@@ -88,7 +88,7 @@ def test_a_run_failing_at_its_first_module_clears_every_view(
     run_after(qtbot, window, add_white(window, tmp_path), "error")
     views = window.views
     assert views["predictions"].frame is None
-    assert views["cam"].cam_frame is None
+    assert views["cam"].choice()[0] is None
     assert views["activation"].current_frame() is None
     assert "failed" in views["activation"].panel.message.text()
     assert views["gradient"].current_frame() is None
@@ -124,7 +124,7 @@ def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp
     cam = window.views["cam"]
     gate.close(after=1)
     try:
-        cam.method_combo.setCurrentIndex(cam.method_combo.findData("scorecam"))
+        cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("scorecam"))
         qtbot.waitUntil(gate.held.is_set, timeout=TIMEOUT)
         qtbot.waitUntil(lambda: "Score-CAM" in window.status.run.text(), timeout=TIMEOUT)
         text = window.status.run.text()
@@ -136,7 +136,8 @@ def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp
     finally:
         gate.open()
     run = wait_run(qtbot, window)
-    assert cam.cam_frame.run_id == run.run_id and cam.cam_frame.method == "scorecam"
+    shown = cam.choice()[0]  # the map shown over the image
+    assert shown.run_id == run.run_id and shown.method == "scorecam"
     assert window.status.run.text().startswith("last run")
     assert not window.status.busy.isVisibleTo(window)
     assert window.run_progress.text is None
@@ -199,8 +200,8 @@ def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_
     assert before is not None and predictions.table.columnCount() == 5
 
     # Score-CAM: a new unedited run and a new edited run; Esc in the after pass.
-    cancel_in_score_cam(qtbot, window, lambda: cam.method_combo.setCurrentIndex(
-        cam.method_combo.findData("scorecam")), forwards_before=2)
+    cancel_in_score_cam(qtbot, window, lambda: cam.controls.method_combo.setCurrentIndex(
+        cam.controls.method_combo.findData("scorecam")), forwards_before=2)
     assert store.current_run > edited and store.status(store.current_run) == "cancelled"
     assert predictions.frame.run_id == edited
     assert predictions.reference.run_id == before  # the same before/after as it had
@@ -209,7 +210,7 @@ def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_
     assert f"run {edited} (x.png)</b>, the last complete run: run {store.current_run} " \
            "was cancelled" in header, header
     assert f"before</b>: run {before} (x.png, unedited)" in header, header
-    assert cam.cam_frame.run_id == edited and cam.stack.currentWidget() is cam.view
+    assert cam.choice()[0].run_id == edited and cam.stack.currentWidget() is cam.view
     assert f"run {edited}</b> (run {store.current_run} was cancelled)" in cam.header.text()
     assert "Score-CAM at features not computed</i>" in cam.header.text()  # not "yet"
     window.grab().save(str(tmp_path / "after-pass.png"))
@@ -223,7 +224,7 @@ def test_cancelling_the_first_edited_score_cam_run_shows_the_unedited_run_as_suc
     window = make_window(model=GATED, images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     predictions, cam = window.views["predictions"], window.views["cam"]
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("scorecam"))
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("scorecam"))
     plain = wait_run(qtbot, window).run_id
 
     def occlude_twice():
@@ -235,7 +236,8 @@ def test_cancelling_the_first_edited_score_cam_run_shows_the_unedited_run_as_suc
     assert predictions.frame.run_id == plain and predictions.reference is None
     assert f"run {plain} (x.png), without edits</b>, the last complete run" in \
         predictions.header.text()
-    assert cam.cam_frame.run_id == plain and cam.cam_frame.method == "scorecam"
+    shown = cam.choice()[0]
+    assert shown.run_id == plain and shown.method == "scorecam"
     assert cam.stack.currentWidget() is cam.view
     assert "was cancelled" in cam.header.text() and store.cancelled
 
@@ -288,11 +290,11 @@ def test_the_window_names_the_pass_of_score_cam_while_edits_are_on(
     for held_after, method, text, bar in ((1, "scorecam", "before 32/48", (32, 96)),
                                           (3, "scorecam", "after 32/48", (80, 96))):
         if cam.method == method:  # a new unedited run each time: the CAMs are in its key
-            cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))
+            cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("gradcam"))
             wait_run(qtbot, window)
         gate.close(after=held_after)
         try:
-            cam.method_combo.setCurrentIndex(cam.method_combo.findData(method))
+            cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData(method))
             qtbot.waitUntil(gate.held.is_set, timeout=TIMEOUT)
             qtbot.waitUntil(lambda: "Score-CAM" in window.status.run.text(), timeout=TIMEOUT)
             shown = window.status.run.text()

@@ -85,7 +85,6 @@ def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
     assert [(type(f).__name__, f.run_id) for f in seen] == [
         ("RunStarted", 4), ("ActivationFrame", 4), ("PredictionFrame", 4), ("RunFinished", 4)]
     assert [f.run_id for f in finished] == [3, 4]  # every run still counts
-    assert router.runs_finished == 3 and router.runs_skipped == 1
     assert router.frames_dropped == 3 + 4  # the channel's, and run 3's
     # An error is never held back or skipped, even one of a run that a newer one replaced.
     seen.clear()

@@ -13,16 +13,15 @@ from view_frames import (
     act,
     grad,
     make_stats,
+    paint_pending,
     shown,
     started,
     tile,
 )
 
 from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
-from inspector.ui.views import (
-    GradientView,
-    InputStatsView,
-)
+from inspector.ui.views.gradient_view import GradientView
+from inspector.ui.views.input_stats_view import InputStatsView
 from inspector.ui.views.mosaic import SHARED, grid_shape
 
 # -- GradientView -------------------------------------------------------------------------------
@@ -34,17 +33,17 @@ def test_gradient_levels_are_symmetric_about_zero(qtbot):
     data = (RNG.normal(size=(4, 5, 5)) + 0.7).astype(np.float32)
     view.store.put(grad(1, "conv", data))
     panel = view.panel
-    lo, hi = panel.mosaic_item.levels
+    lo, hi = panel.mosaic_view.item.levels
     assert lo == -hi == -1.0
     rc = grid_shape(4, 5, 5)
     for k in range(4):
         a = np.abs(data[k]).max()
-        np.testing.assert_allclose(tile(panel.mosaic_item.image, k, rc, 5, 5), data[k] / a,
+        np.testing.assert_allclose(tile(panel.mosaic_view.item.image, k, rc, 5, 5), data[k] / a,
                                    rtol=1e-6)
-    panel.norm_combo.setCurrentIndex(panel.norm_combo.findData(SHARED))
-    lo, hi = panel.mosaic_item.levels
+    panel.controls.norm_combo.setCurrentIndex(panel.controls.norm_combo.findData(SHARED))
+    lo, hi = panel.mosaic_view.item.levels
     assert hi == -lo == pytest.approx(np.abs(data).max())
-    assert panel.cmap_combo.currentText() == "blue-white-red"
+    assert panel.controls.cmap_combo.currentText() == "blue-white-red"
 
 
 def test_gradient_kind_toggle_switches_between_output_and_input_gradients(qtbot):
@@ -53,9 +52,9 @@ def test_gradient_kind_toggle_switches_between_output_and_input_gradients(qtbot)
     out, inp = np.full(3, 1.0), np.full(5, -2.0)
     view.store.put(grad(1, "fc", out, kind=GRAD_OUTPUT))
     view.store.put(grad(1, "fc", inp, kind=GRAD_INPUT))
-    np.testing.assert_array_equal(view.panel.vector_bars.opts["height"], out)
+    np.testing.assert_array_equal(view.panel.vector_page.bars.opts["height"], out)
     view.kind_combo.setCurrentIndex(view.kind_combo.findData(GRAD_INPUT))
-    np.testing.assert_array_equal(view.panel.vector_bars.opts["height"], inp)
+    np.testing.assert_array_equal(view.panel.vector_page.bars.opts["height"], inp)
     assert "gradient of the input" in view.header.text()
 
 
@@ -81,12 +80,10 @@ def test_gradient_flow_has_one_point_per_layer_in_forward_order(qtbot):
     assert [p.name for p in flow.points] == ["conv1", "layer1", "fc"]
     expected_max = [np.abs(g).max() for g in grads.values()]
     expected_mean = [np.abs(g).mean() for g in grads.values()]
-    np.testing.assert_allclose(flow.max_values, expected_max, rtol=1e-6)
-    np.testing.assert_allclose(flow.mean_values, expected_mean, rtol=1e-6)
     assert len(flow.max_curve.xData) == 3
     np.testing.assert_allclose(flow.max_curve.yData, expected_max, rtol=1e-6)
     np.testing.assert_allclose(flow.mean_curve.yData, expected_mean, rtol=1e-6)
-    assert flow.mean_label == "mean |grad|" and "mean |grad|" in flow.summary.text()
+    assert "mean |grad|" in flow.summary.text()  # the legend names the mean curve
 
 
 def test_gradient_flow_falls_back_to_rms_without_abs_mean(qtbot):
@@ -94,10 +91,9 @@ def test_gradient_flow_falls_back_to_rms_without_abs_mean(qtbot):
     g = np.array([1.0, -3.0])
     stats = replace(make_stats(g[None]), abs_mean=0.0)  # as from a core that leaves it unset
     view.store.put(grad(1, "fc", g, stats=stats))
-    view.flush()
-    np.testing.assert_allclose(view.flow.mean_values, [math.hypot(g.mean(), g.std())])
-    assert "RMS" in view.flow.mean_label  # says it is a stand-in
-    assert "RMS" in view.flow.summary.text()
+    paint_pending()
+    np.testing.assert_allclose(view.flow.mean_curve.yData, [math.hypot(g.mean(), g.std())])
+    assert "RMS" in view.flow.summary.text()  # the legend says it is a stand-in
 
 
 def test_zero_and_non_finite_gradients_are_marked(qtbot):
@@ -108,29 +104,30 @@ def test_zero_and_non_finite_gradients_are_marked(qtbot):
         "bad": np.array([np.nan, 1.0]),
     }
     _flow_run(view, 1, grads)
-    view.flush()
+    paint_pending()
     flow = view.flow
     assert flow.zero_layers == ["dead"] and flow.nonfinite_layers == ["bad"]
-    assert np.isnan(flow.max_values[1:]).all() and flow.max_values[0] == 0.5
+    peak, mean = flow.max_curve.yData, flow.mean_curve.yData  # NaN: no point, a marker
+    assert np.isnan(peak[1:]).all() and peak[0] == 0.5
     assert len(flow.zero_marks.xData) == 1 and flow.zero_marks.xData[0] == 1
     assert len(flow.bad_marks.xData) == 1 and flow.bad_marks.xData[0] == 2
     assert "zero gradient: dead" in flow.summary.text() and "NaN/Inf: bad" in flow.summary.text()
-    assert flow.zero_marks.yData[0] < np.nanmin(flow.mean_values)  # below every drawn point
-    assert flow.bad_marks.yData[0] > np.nanmax(flow.max_values)  # above every drawn point
+    assert flow.zero_marks.yData[0] < np.nanmin(mean)  # below every drawn point
+    assert flow.bad_marks.yData[0] > np.nanmax(peak)  # above every drawn point
 
 
 def test_gradient_flow_is_replaced_only_when_the_next_run_has_gradients(qtbot):
     view = shown(qtbot, GradientView())
     _flow_run(view, 1, {"a": np.ones(2), "b": np.ones(2)})
-    view.flush()
+    paint_pending()
     view.store.put(started(2))
     view.store.put(act(2, "a", np.ones(2)))
-    view.flush()
+    paint_pending()
     assert len(view.flow.points) == 2  # still run 1's
     view.store.put(grad(2, "b", np.full(2, 3.0)))
-    view.flush()
+    paint_pending()
     assert [p.name for p in view.flow.points] == ["b"]
-    assert view.flow.max_values[0] == 3.0
+    assert view.flow.max_curve.yData[0] == 3.0
 
 
 def test_hidden_gradient_view_draws_the_flow_when_shown(qtbot):
@@ -171,5 +168,5 @@ def test_input_stats_plot_mean_and_std_per_layer_in_arrival_order(qtbot):
 def test_input_stats_flag_an_input_that_is_not_normalised(qtbot):
     view = shown(qtbot, InputStatsView())
     view.store.put(act(1, "conv1", RNG.uniform(0, 255, size=(3, 8, 8)), kind=INPUT))
-    view.flush()
+    paint_pending()
     assert "check the preprocessing" in view.header.text()

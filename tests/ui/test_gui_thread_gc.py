@@ -45,7 +45,7 @@ def test_garbage_made_on_another_thread_is_collected_on_the_ui_thread(qtbot):
         gc.callbacks.remove(watch)
         collector.stop()
     assert collecting_threads == {threading.main_thread().name}
-    assert gc.isenabled() and not collector.active
+    assert gc.isenabled()  # the autouse fixture fails the test if the timer still runs
 
 
 def test_stop_leaves_collection_as_it_found_it(qtbot):

@@ -17,7 +17,7 @@ import pytest
 from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
 from inspector.ui.open_model import dialog as model_dialog
-from inspector.ui.views import ActivationView
+from inspector.ui.views.activation_view import ActivationView
 from inspector.ui.views.tensor_panel import TOKENS
 from inspector.ui.views.token_page import TOKEN_GRID_FEATURE, TOKEN_GRID_MEAN
 
@@ -25,7 +25,7 @@ VIT_DEFAULT = "encoder.layers.encoder_layer_11.ln_1"
 
 
 def combo_layers(cam) -> list[str]:
-    return [cam.layer_combo.itemData(i) for i in range(cam.layer_combo.count())]
+    return [cam.controls.layer_combo.itemData(i) for i in range(cam.controls.layer_combo.count())]
 
 
 def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_layer(
@@ -36,7 +36,7 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
                          images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     cam = window.views["cam"]
-    qtbot.waitUntil(lambda: cam.cam_frame is not None, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: cam.choice()[0] is not None, timeout=TIMEOUT)
     layers = combo_layers(cam)
     assert window.runs.default_cam_layer == VIT_DEFAULT
     # conv_proj (B, 768, 14, 14), and token layers: every block, its norms, its MLP.
@@ -44,18 +44,18 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
             "encoder.layers.encoder_layer_11.mlp", "encoder.ln"} <= set(layers)
     assert "heads.head" not in layers  # (B, 1000): no grid
     assert layers.index("conv_proj") < layers.index(VIT_DEFAULT)  # forward order
-    assert cam.layer_combo.currentData() == VIT_DEFAULT == cam.cam_frame.layer
+    assert cam.controls.layer_combo.currentData() == VIT_DEFAULT == cam.choice()[0].layer
     qtbot.waitUntil(lambda: cam.drawn[0] is not None, timeout=TIMEOUT)
     assert "not computed yet" not in cam._header_text()
     assert VIT_DEFAULT in cam._header_text()
 
     # Another layer chosen in the box: the next map is computed there.
     chosen = "encoder.layers.encoder_layer_5.ln_2"
-    cam.layer_combo.setCurrentIndex(layers.index(chosen))
+    cam.controls.layer_combo.setCurrentIndex(layers.index(chosen))
     # Said while the run computes it; then the map drawn is that layer's.
     qtbot.waitUntil(lambda: cam.drawn[0] is not None and cam.drawn[0].layer == chosen,
                     timeout=TIMEOUT)
-    assert cam.cam_frame.layer == chosen == cam.layer_combo.currentData()
+    assert cam.choice()[0].layer == chosen == cam.controls.layer_combo.currentData()
     assert "not computed yet" not in cam._header_text()
 
 
@@ -79,10 +79,10 @@ def test_an_hf_vit_folder_runs_in_the_window_with_its_token_layer_as_cam_layer(
     window = make_window(model={"name": f"hf:{folder}"}, images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     cam = window.views["cam"]
-    qtbot.waitUntil(lambda: cam.cam_frame is not None, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: cam.choice()[0] is not None, timeout=TIMEOUT)
     layer = "vit.layers.1.layernorm_before"
-    assert cam.layer_combo.currentData() == layer == cam.cam_frame.layer
-    assert cam.cam_frame.cam.shape == (64, 64)
+    assert cam.controls.layer_combo.currentData() == layer == cam.choice()[0].layer
+    assert cam.choice()[0].cam.shape == (64, 64)
     top = window.views["predictions"].frame.top
     assert {p.label for p in top} == {"cat", "dog", "fox"}
     assert window.status.model.text()  # the model is named in the status bar
@@ -127,14 +127,15 @@ def test_a_token_layer_is_shown_as_its_patch_grid(qtbot, extra, features, input_
     view.store.put(started(1, display=np.zeros((*input_hw, 3), np.uint8)))
     view.store.put(replace(act(1, "blocks.11", preview), shape=(1, n, features)))
     panel = view.panel
-    assert panel.mode == TOKENS and not panel.token_combo.isHidden()
-    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_MEAN))
+    assert panel.mode == TOKENS and not panel.controls.token_combo.isHidden()
+    panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_MEAN))
     np.testing.assert_allclose(panel.tokens.item.image,
                                preview[extra:].mean(1).reshape(gh, gw), rtol=1e-5)
     title = panel.tokens.plot.titleLabel.text
     assert f"{gh}\u00d7{gw} patch grid" in title
-    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_FEATURE))
-    panel.feature_spin.setValue(2)
+    layout_combo = panel.controls.token_combo
+    layout_combo.setCurrentIndex(layout_combo.findData(TOKEN_GRID_FEATURE))
+    panel.controls.feature_spin.setValue(2)
     np.testing.assert_array_equal(panel.tokens.item.image, preview[extra:, 2].reshape(gh, gw))
     if kept < features:  # a column of the preview is a group of features: said so
         assert "features 6\u20138 (averaged in the preview)" in panel.tokens.plot.titleLabel.text

@@ -28,7 +28,7 @@ def test_a_rectangle_drawn_on_the_original_occludes_the_model_input_pixels_under
     window = make_window(images=[write_png(tmp_path / "x.png")])  # 96 x 80
     wait_run(qtbot, window)
     pane, canvas = window.images, window.images.canvas
-    assert pane.mode == ORIGINAL and canvas.image().size().toTuple() == (96, 80)
+    assert pane.mode == ORIGINAL and canvas.image.size().toTuple() == (96, 80)
 
     # The tiny model resizes 96 x 80 to 86 x 72 and crops 64 x 64 at x 11, y 4. Picture
     # pixels x 30..60, y 20..50 are model-input x 15.9..42.8, y 14..41.
@@ -37,7 +37,7 @@ def test_a_rectangle_drawn_on_the_original_occludes_the_model_input_pixels_under
     wait_run(qtbot, window)
     assert window.control.last_request.interventions == (Occlude("", box=(15, 14, 43, 41)),)
     # Outlined on the original over the picture pixels those input pixels came from.
-    (mark,) = canvas.marks()
+    (mark,) = canvas.marks
     assert [round(v, 1) for v in mark] == [29.0, 20.0, 60.3, 50.0]
 
     # Reaching past the crop's left edge: the part inside is occluded, and that is said.

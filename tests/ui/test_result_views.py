@@ -15,11 +15,9 @@ from view_frames import (
 )
 
 from inspector.core.run.store import RunStore
-from inspector.ui.views import (
-    CamView,
-    PredictionsView,
-)
-from inspector.ui.views.cam_view import heat_rgb
+from inspector.ui.views.cam_overlay import heat_rgb
+from inspector.ui.views.cam_view import CamView
+from inspector.ui.views.predictions_view import PredictionsView
 
 # -- PredictionsView ----------------------------------------------------------------------------
 
@@ -69,9 +67,9 @@ def test_cam_overlay_composite_follows_alpha(qtbot):
     expected = np.clip(display + 0.5 * (heat - display) + 0.5, 0, 255).astype(np.uint8)
     np.testing.assert_array_equal(view.composite, expected)
     half = view.composite.copy()
-    view.alpha_slider.setValue(100)
+    view.controls.alpha_slider.setValue(100)
     np.testing.assert_array_equal(view.composite, heat.astype(np.uint8))
-    view.alpha_slider.setValue(0)
+    view.controls.alpha_slider.setValue(0)
     np.testing.assert_array_equal(view.composite, display)
     assert not np.array_equal(half, view.composite)
     assert np.shares_memory(view.image_item.image, view.composite)
@@ -84,15 +82,16 @@ def test_cam_rerun_of_the_same_image_keeps_the_overlay_until_the_new_cam(qtbot):
     view.store.put(started(1, display))
     view.store.put(cam_frame(1, np.zeros((8, 8))))
     view.store.put(started(2, display.copy()))
-    assert view.cam_frame is not None and view.cam_frame.run_id == 1
+    cam = view.choice()[0]  # the map shown over the image
+    assert cam is not None and cam.run_id == 1
     view.store.put(cam_frame(2, np.ones((8, 8))))
-    assert view.cam_frame.run_id == 2
+    assert view.choice()[0].run_id == 2
     other = 255 - display
     view.store.put(started(3, other))  # a different image: the old CAM would be wrong on it
-    assert view.cam_frame is None
+    assert view.choice()[0] is None
     np.testing.assert_array_equal(view.composite, other)
     view.store.put(cam_frame(2, np.ones((8, 8))))  # late, from the previous image
-    assert view.cam_frame is None
+    assert view.choice()[0] is None
 
 
 def test_cam_method_and_layer_choices_emit_signals(qtbot):
@@ -101,13 +100,14 @@ def test_cam_method_and_layer_choices_emit_signals(qtbot):
         view.set_layers(["layer3", "layer4"], "layer4")
     assert view.layer == "layer4"
     with qtbot.waitSignal(view.layerChanged) as blocker:
-        view.layer_combo.setCurrentIndex(0)
+        view.controls.layer_combo.setCurrentIndex(0)
     assert blocker.args == ["layer3"]
     with qtbot.waitSignal(view.methodChanged) as blocker:
-        view.method_combo.setCurrentIndex(view.method_combo.findData("scorecam"))
+        view.controls.method_combo.setCurrentIndex(view.controls.method_combo.findData("scorecam"))
     assert blocker.args == ["scorecam"]
     # The CAMs, a separator (no data), then the input attributions.
-    assert [view.method_combo.itemData(i) for i in range(view.method_combo.count())] == [
+    methods = view.controls.method_combo
+    assert [methods.itemData(i) for i in range(methods.count())] == [
         "gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "eigencam", "scorecam",
         None, "saliency", "gxi", "smoothgrad", "ig", "occlusion"]
 
@@ -119,9 +119,9 @@ def test_cam_view_shows_the_selected_methods_map_when_several_arrive(qtbot):
     view.store.put(started(1, display))
     view.store.put(cam_frame(1, np.zeros((4, 4)), method="gradcam"))
     view.store.put(cam_frame(1, np.ones((4, 4)), method="layercam"))
-    assert view.cam_frame.method == "gradcam"  # the combo's choice, not just the newest
-    view.method_combo.setCurrentIndex(view.method_combo.findData("layercam"))
-    assert view.cam_frame.method == "layercam"
+    assert view.choice()[0].method == "gradcam"  # the combo's choice, not just the newest
+    view.controls.method_combo.setCurrentIndex(view.controls.method_combo.findData("layercam"))
+    assert view.choice()[0].method == "layercam"
 
 
 def test_a_detection_run_that_found_nothing_says_so_in_predictions_and_the_cam_pane(qtbot):

@@ -13,7 +13,7 @@ def test_two_reruns_with_different_checkboxes_submit_different_values(
 ):
     from inspector.core.run.frames import GradientFrame
     from inspector.core.run.kinds import GRAD_INPUT
-    from inspector.ui.module_tree.model import COLUMN_OF_KIND
+    from inspector.ui.module_tree.cells import COLUMN_OF_KIND
 
     window = make_window(images=[write_png(tmp_path / "x.png")])
     first = wait_run(qtbot, window)

@@ -11,8 +11,7 @@ from view_frames import predictions, shown
 
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.ui.export.save_view import MIN_PNG_SIZE, save_view_png
-from inspector.ui.views import PredictionsView
-from inspector.ui.views.predictions_view import BAR_COLOR
+from inspector.ui.views.predictions_view import BAR_COLOR, PredictionsView
 
 
 def test_the_file_menu_saves_each_view_as_png_and_says_what_it_could_not(

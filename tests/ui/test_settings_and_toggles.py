@@ -119,10 +119,10 @@ def test_every_combination_of_the_toggles_still_runs(make_window, qtbot, tmp_pat
         assert predictions is not None and predictions.run_id == run.run_id, states
         cam = window.views["cam"]
         if states["Compute gradients"]:
-            assert cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id, states
+            assert cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id, states
             assert predictions.target is not None
         else:
-            assert cam.cam_frame is None, states
+            assert cam.choice()[0] is None, states
             if cam.isVisible():  # a hidden view paints when shown
                 assert "computed no CAM" in cam.header.text(), states
             assert predictions.target is None
@@ -234,7 +234,7 @@ def test_the_window_starts_on_a_corrupt_settings_file_and_runs(qtbot, tmp_path):
     window.start([write_png(tmp_path / "x.png")], dict(TINY), session=Session())
     qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
     run = wait_run(qtbot, window)
-    assert window.views["cam"].cam_frame.run_id == run.run_id
+    assert window.views["cam"].choice()[0].run_id == run.run_id
 
 
 def test_reset_settings_on_the_command_line(tmp_path, monkeypatch, qtbot):
@@ -275,7 +275,7 @@ def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):  # 
     reset = next(a for a in help_menu.actions() if a.text().startswith("Reset settings"))
     window.backward_action.trigger()  # off, and saved
     cam = window.views["cam"]
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("eigencam"))
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("eigencam"))
     window.docks["cam"].close()
     wait_run(qtbot, window)
     assert window.settings.value("backward", True) is False
@@ -299,8 +299,8 @@ def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):  # 
     assert window.reporter.label.text() == "Settings reset to their defaults"
     assert window.reporter.count == 0
     run = wait_run(qtbot, window)  # the defaults run: with gradients, a Grad-CAM
-    assert cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id
-    assert cam.cam_frame.method == "gradcam"
+    assert cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id
+    assert cam.choice()[0].method == "gradcam"
 
 
 def test_with_gradients_off_a_clicked_class_is_explained(make_window, qtbot, tmp_path):  # noqa: F811
@@ -315,7 +315,7 @@ def test_with_gradients_off_a_clicked_class_is_explained(make_window, qtbot, tmp
     window.backward_action.trigger()
     wait_run(qtbot, window)
     predictions, cam = window.views["predictions"], window.views["cam"]
-    assert predictions.target is None and cam.cam_frame is None
+    assert predictions.target is None and cam.choice()[0] is None
     assert "Click a class to explain it" in predictions.header.text()
 
     row = 1  # not the top class: the map must be of the class clicked
@@ -326,8 +326,9 @@ def test_with_gradients_off_a_clicked_class_is_explained(make_window, qtbot, tmp
     run = wait_run(qtbot, window)
     assert not window.control.last_request.gradients
     assert predictions.frame.run_id == run.run_id and predictions.target == chosen
-    assert cam.cam_frame is not None and cam.cam_frame.run_id == run.run_id
-    assert cam.cam_frame.target == chosen and cam.cam_frame.method == "gradcam"
+    assert cam.choice()[0] is not None and cam.choice()[0].run_id == run.run_id
+    shown = cam.choice()[0]  # the map shown over the image
+    assert shown.target == chosen and shown.method == "gradcam"
     store = window.router.store  # no gradient frames in that run: the toggle is off
     assert not any(store.tensors(m, ("grad_output", "grad_input"), run.run_id)
                    for m in store.forward_order(run.run_id))

@@ -61,7 +61,7 @@ def tree():
 
 
 def test_tree_model_rows_shapes_hazards_and_default_kinds(qtbot, tree):
-    from inspector.ui.module_tree.model import COL_NAME, COL_SHAPE, COL_TYPE, COLUMN_OF_KIND
+    from inspector.ui.module_tree.cells import COL_NAME, COL_SHAPE, COL_TYPE, COLUMN_OF_KIND
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
@@ -100,7 +100,7 @@ def test_tree_columns_fit_resnet18_and_common_types_and_tooltips_hold_the_rest(q
     import torchvision
 
     from inspector.core.models.tree import build_tree
-    from inspector.ui.module_tree.model import COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.cells import COL_NAME, COL_TYPE
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
@@ -123,7 +123,7 @@ def test_tree_columns_fit_resnet18_and_common_types_and_tooltips_hold_the_rest(q
 
 
 def test_tree_checkbox_and_subtree_actions_change_the_capture(qtbot, tree):
-    from inspector.ui.module_tree.model import COLUMN_OF_KIND
+    from inspector.ui.module_tree.cells import COLUMN_OF_KIND
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
@@ -143,7 +143,7 @@ def test_tree_checkbox_and_subtree_actions_change_the_capture(qtbot, tree):
 
 
 def test_tree_statistics_badges_and_stale_rows(qtbot, tree):
-    from inspector.ui.module_tree.model import COL_HEALTH, COL_MEAN, COL_ZEROS
+    from inspector.ui.module_tree.cells import COL_HEALTH, COL_MEAN, COL_ZEROS
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     widget = ModuleTreeWidget()
@@ -245,17 +245,17 @@ def test_image_pane_folders_paste_steps_and_the_two_views(qtbot, tmp_path):
     selected = []
     pane.imageSelected.connect(selected.append)
     assert pane.add_paths([folder]) == 3
-    qtbot.waitUntil(lambda: not pane.loading)
-    assert [e.name for e in pane.entries()] == ["img2.png", "img10.png", "img1.png"]
+    qtbot.waitUntil(lambda: not pane.list.loading)
+    assert [e.name for e in pane.list.entries()] == ["img2.png", "img10.png", "img1.png"]
     assert selected[0].name == "img2.png"
     assert pane.step(1) and pane.current().name == "img10.png"
     assert pane.step(1) and not pane.step(1)  # stops at the end
-    original = pane.shown_image()
+    original = pane.canvas.image
     assert original is not None and original.width() == 40
 
     qimage = QImage(16, 8, QImage.Format.Format_RGB32)
     qimage.fill(Qt.GlobalColor.green)
-    entry = pane.add_qimage(qimage)
+    entry = pane.list.add_qimage(qimage)
     assert entry.path is None and entry.image.size == (16, 8)
     assert pane.current() is entry and entry.source is entry.image
     assert entry.image.getpixel((3, 3)) == (0, 255, 0)
@@ -264,11 +264,11 @@ def test_image_pane_folders_paste_steps_and_the_two_views(qtbot, tmp_path):
     assert pane.caption.toolTip() == f"{entry.name}\n16 × 8 pixels"
 
     pane.set_mode(MODEL_INPUT)
-    assert pane.shown_image() is None  # no run yet for this image
+    assert pane.canvas.image is None  # no run yet for this image
     pane.set_model_input(np.full((12, 12, 3), 128, np.uint8))
-    assert pane.shown_image().width() == 12
+    assert pane.canvas.image.width() == 12
     pane.toggle_mode()
-    assert pane.shown_image().width() == 16
+    assert pane.canvas.image.width() == 16
 
 
 def test_image_pane_reports_bad_and_unknown_files_together(qtbot, tmp_path):
@@ -286,7 +286,7 @@ def test_image_pane_reports_bad_and_unknown_files_together(qtbot, tmp_path):
     message, details = signal.args
     assert "and 2 more" in message
     assert "empty.png" in details and "notes.txt" in details and "missing.jpg" in details
-    assert [e.name for e in pane.entries()] == ["good.png"]
+    assert [e.name for e in pane.list.entries()] == ["good.png"]
 
 
 # -- model dialog -----------------------------------------------------------------------------------

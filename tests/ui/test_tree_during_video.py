@@ -15,8 +15,7 @@ from video_clip import write_clip  # noqa: E402
 
 from inspector.core.run.frames import RunFinished
 from inspector.core.run.kinds import OUTPUT  # noqa: E402
-from inspector.ui.module_tree.cells import compact  # noqa: E402
-from inspector.ui.module_tree.model import COL_MEAN, COL_ZEROS  # noqa: E402
+from inspector.ui.module_tree.cells import COL_MEAN, COL_ZEROS, compact  # noqa: E402
 
 TIMEOUT = 60_000
 LIVE_RUNS = 7  # more than the run store keeps (4): the full run would have gone

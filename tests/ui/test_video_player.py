@@ -92,7 +92,7 @@ def _frame_label(window) -> str:
 
 
 def _shown_pixels(window) -> np.ndarray:
-    return np.asarray(pil_from_qimage(window.images.shown_image()))
+    return np.asarray(pil_from_qimage(window.images.canvas.image))
 
 
 def _decoded(clip) -> list[np.ndarray]:
@@ -139,7 +139,7 @@ def test_a_dropped_video_plays_through_the_model_and_busy_frames_are_dropped(
     assert window.last_run.status == "ok", window.reporter.last_message
     assert window.views["activation"].current_frame().run_id == window.last_run.run_id
     # Choosing an image stops the video.
-    window.images.add_image(pil_from_qimage(qimage_from_rgb(frame_pixels(3, 64))), "still")
+    window.images.list.add_image(pil_from_qimage(qimage_from_rgb(frame_pixels(3, 64))), "still")
     qtbot.waitUntil(lambda: player.video is None, timeout=TIMEOUT)
     assert not player.controls.isVisible() and not stream.isVisible()
 
@@ -309,7 +309,7 @@ def _status_texts(window) -> list[str]:
 
 def test_a_still_image_shows_no_frame_counts(make_window, qtbot):
     window = make_window("build_fast")
-    window.images.add_image(pil_from_qimage(qimage_from_rgb(frame_pixels(3, 64))), "still")
+    window.images.list.add_image(pil_from_qimage(qimage_from_rgb(frame_pixels(3, 64))), "still")
     wait_run(qtbot, window)
     window.runs.rerun()
     wait_run(qtbot, window)

@@ -15,6 +15,7 @@ from view_frames import (  # noqa: E402
     act,
     grad,
     make_stats,
+    mosaic_tile,
     shown,
     started,
     tile,
@@ -22,9 +23,7 @@ from view_frames import (  # noqa: E402
 
 from inspector.core.run.frames import ModelLoaded, RunFinished
 from inspector.core.run.kinds import INPUT  # noqa: E402
-from inspector.ui.views import (  # noqa: E402
-    ActivationView,
-)
+from inspector.ui.views.activation_view import ActivationView  # noqa: E402
 from inspector.ui.views.mosaic import GAP, PER_CHANNEL, SHARED, Mosaic, grid_shape  # noqa: E402
 from inspector.ui.views.tensor_panel import (  # noqa: E402
     MESSAGE,
@@ -86,8 +85,8 @@ def test_constant_and_non_finite_channels_do_not_break_levels():
     data[2, 1, 1] = -2.0
     m = Mosaic()
     m.fill(data, PER_CHANNEL)
-    assert np.allclose(m.tile(0), 0) and np.allclose(m.tile(1), 0)  # constant: lowest colour
-    assert np.isfinite(m.tile(2)[1:, 1:]).all()
+    assert np.allclose(mosaic_tile(m, 0), 0) and np.allclose(mosaic_tile(m, 1), 0)  # lowest colour
+    assert np.isfinite(mosaic_tile(m, 2)[1:, 1:]).all()
     m.fill(data, SHARED)
     assert m.levels == (-2.0, 5.0)
 
@@ -103,19 +102,19 @@ def test_tiles_hold_each_channel_normalised_per_channel_then_shared(qtbot):
     panel = view.panel
     assert panel.mode == MOSAIC
     rc = grid_shape(10, 6, 8)
-    image = panel.mosaic_item.image
+    image = panel.mosaic_view.item.image
     assert image.shape == (rc[0] * 7 - 1, rc[1] * 9 - 1)
     for k in range(10):
         x = data[k]
         expected = (x - x.min()) / (x.max() - x.min())
         np.testing.assert_allclose(tile(image, k, rc, 6, 8), expected, rtol=1e-5, atol=1e-6)
-    assert tuple(panel.mosaic_item.levels) == (0.0, 1.0)
+    assert tuple(panel.mosaic_view.item.levels) == (0.0, 1.0)
 
-    panel.norm_combo.setCurrentIndex(panel.norm_combo.findData(SHARED))
-    image = panel.mosaic_item.image
+    panel.controls.norm_combo.setCurrentIndex(panel.controls.norm_combo.findData(SHARED))
+    image = panel.mosaic_view.item.image
     for k in range(10):
         np.testing.assert_array_equal(tile(image, k, rc, 6, 8), data[k])
-    np.testing.assert_allclose(panel.mosaic_item.levels, (data.min(), data.max()))
+    np.testing.assert_allclose(panel.mosaic_view.item.levels, (data.min(), data.max()))
 
 
 def test_header_names_module_shape_and_stats(qtbot):
@@ -153,11 +152,11 @@ def test_selecting_another_module_shows_its_frame_without_a_new_run(qtbot):
     view.store.put(act(1, "b", b))
     view.set_module("b")
     assert view.panel.mode == VECTOR
-    np.testing.assert_array_equal(view.panel.vector_bars.opts["height"], b)
-    view.panel.vector_combo.setCurrentText("Line")
-    np.testing.assert_array_equal(view.panel.vector_line.yData, b)
+    np.testing.assert_array_equal(view.panel.vector_page.bars.opts["height"], b)
+    view.panel.controls.vector_combo.setCurrentText("Line")
+    np.testing.assert_array_equal(view.panel.vector_page.line.yData, b)
     view.set_module("a")
-    assert view.panel.mode == MOSAIC and view.panel.mosaic.channels == 2
+    assert view.panel.mode == MOSAIC and view.panel.mosaic_view.mosaic.channels == 2
 
 
 def test_input_frames_and_gradients_are_ignored_by_the_activation_view(qtbot):
@@ -175,9 +174,9 @@ def test_hover_names_channel_position_and_value_and_click_zooms(qtbot):
     view.store.put(act(1, "conv", data))
     panel = view.panel
     k, i, j = 4, 2, 3
-    y0, x0 = panel.mosaic.origin(k)
-    scene_pos = panel.mosaic_item.mapToScene(QPointF(x0 + j + 0.5, y0 + i + 0.5))
-    panel._mosaic_hover(scene_pos)
+    y0, x0 = panel.mosaic_view.mosaic.origin(k)
+    scene_pos = panel.mosaic_view.item.mapToScene(QPointF(x0 + j + 0.5, y0 + i + 0.5))
+    panel.mosaic_view.hover(scene_pos)  # what a mouse move over the mosaic calls
     assert panel.hover_label.text() == f"channel {k}   y {i}, x {j}   value {data[k, i, j]:.4g}"
 
     # A real click on the tile zooms into that channel, with its histogram.
@@ -185,14 +184,37 @@ def test_hover_names_channel_position_and_value_and_click_zooms(qtbot):
     qtbot.mouseClick(graphics_view.viewport(), Qt.MouseButton.LeftButton,
                      pos=graphics_view.mapFromScene(scene_pos))
     assert panel.mode == ZOOM and panel.zoomed == k
-    np.testing.assert_array_equal(panel.zoom_item.image, data[k])
-    np.testing.assert_allclose(panel.zoom_hist.getLevels(), (data[k].min(), data[k].max()))
+    np.testing.assert_array_equal(panel.zoom_page.item.image, data[k])
+    np.testing.assert_allclose(panel.zoom_page.hist.getLevels(), (data[k].min(), data[k].max()))
     # Zoom stays on the channel when the next run's frame arrives.
     data2 = data + 1
     view.store.put(act(2, "conv", data2))
-    np.testing.assert_array_equal(panel.zoom_item.image, data2[k])
-    panel.back_button.click()
+    np.testing.assert_array_equal(panel.zoom_page.item.image, data2[k])
+    panel.controls.back_button.click()
     assert panel.mode == MOSAIC and panel.zoomed is None
+
+
+def test_the_zoom_and_the_vector_name_the_value_under_the_mouse(qtbot):
+    view = shown(qtbot, ActivationView())
+    view.set_module("conv")
+    data = RNG.normal(size=(3, 5, 7)).astype(np.float32)
+    view.store.put(act(1, "conv", data))
+    panel = view.panel
+    panel.zoom(1)
+    item = panel.zoom_page.item
+    item.scene().sigMouseMoved.emit(item.mapToScene(QPointF(4.5, 2.5)))  # a mouse move
+    assert panel.hover_label.text() == f"channel 1   y 2, x 4   value {data[1, 2, 4]:.4g}"
+    vector = RNG.normal(size=8).astype(np.float32)
+    view.store.put(act(2, "fc", vector))
+    view.set_module("fc")
+    assert panel.mode == VECTOR
+    plot = panel.vector_page.plot
+    scene_pos = plot.getPlotItem().vb.mapViewToScene(QPointF(5, 0))
+    plot.scene().sigMouseMoved.emit(scene_pos)
+    assert panel.hover_label.text() == f"index 5   value {vector[5]:.4g}"
+    # The zoom page is hidden now: a move over it says nothing.
+    item.scene().sigMouseMoved.emit(item.mapToScene(QPointF(0.5, 0.5)))
+    assert panel.hover_label.text() == f"index 5   value {vector[5]:.4g}"
 
 
 def test_the_zoom_histogram_counts_every_pixel_and_its_levels_drive_the_image(qtbot):
@@ -204,15 +226,15 @@ def test_the_zoom_histogram_counts_every_pixel_and_its_levels_drive_the_image(qt
     assert ZOOM not in panel._pages  # built on first use, not with the window
     data = RNG.normal(size=(3, 20, 30)).astype(np.float32)
     view.store.put(act(1, "conv", data))
-    panel.cmap_combo.setCurrentText("magma")
+    panel.controls.cmap_combo.setCurrentText("magma")
     panel.zoom(1)
     assert ZOOM in panel._pages
     # The page built late still gets the colour map chosen before it existed.
-    np.testing.assert_array_equal(panel.zoom_item.lut, colormaps.lut("magma"))
-    hist = panel.zoom_hist
+    np.testing.assert_array_equal(panel.zoom_page.item.lut, colormaps.lut("magma"))
+    hist = panel.zoom_page.hist
     assert hist.bars.opts["width"].sum() == data[1].size
     hist.region.setRegion((-0.5, 0.25))  # what dragging the range does
-    np.testing.assert_allclose(panel.zoom_item.levels, (-0.5, 0.25))
+    np.testing.assert_allclose(panel.zoom_page.item.levels, (-0.5, 0.25))
     np.testing.assert_allclose(hist.bar.levels(), (-0.5, 0.25))
 
 
@@ -228,12 +250,13 @@ def test_token_outputs_as_heatmap_or_patch_grid(qtbot):
     assert panel.tokens.item.image.shape == (17, 6)
     lo, hi = data.min(0), data.max(0)
     np.testing.assert_allclose(panel.tokens.item.image, (data - lo) / (hi - lo), atol=1e-6)
-    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_MEAN))
+    panel.controls.token_combo.setCurrentIndex(panel.controls.token_combo.findData(TOKEN_GRID_MEAN))
     np.testing.assert_allclose(panel.tokens.item.image, data[1:].mean(1).reshape(4, 4), rtol=1e-6)
-    panel.token_combo.setCurrentIndex(panel.token_combo.findData(TOKEN_GRID_FEATURE))
-    panel.feature_spin.setValue(5)
+    layout_combo = panel.controls.token_combo
+    layout_combo.setCurrentIndex(layout_combo.findData(TOKEN_GRID_FEATURE))
+    panel.controls.feature_spin.setValue(5)
     np.testing.assert_array_equal(panel.tokens.item.image, data[1:, 5].reshape(4, 4))
-    assert panel.feature_spin.maximum() == 5
+    assert panel.controls.feature_spin.maximum() == 5
 
 
 def test_header_says_how_core_reduced_the_preview_and_pooled_tokens_get_no_grid(qtbot):
@@ -247,7 +270,7 @@ def test_header_says_how_core_reduced_the_preview_and_pooled_tokens_get_no_grid(
     tokens = RNG.normal(size=(256, 16)).astype(np.float32)  # 256 = 16 x 16, but pooled
     view.store.put(replace(act(1, "blocks", tokens), shape=(1, 785, 16)))
     assert view.panel.mode == TOKENS and view.panel.tokens.item.image.shape == (256, 16)
-    assert view.panel.token_combo.isHidden()
+    assert view.panel.controls.token_combo.isHidden()
     assert "shown reduced to 256\u00d716" in view.header.text()
 
 
@@ -256,15 +279,15 @@ def test_long_vectors_are_drawn_as_a_line(qtbot):
     view.set_module("fc")
     logits = RNG.normal(size=1000).astype(np.float32)
     view.store.put(act(1, "fc", logits))
-    assert view.panel.vector_line.isVisible() and not view.panel.vector_bars.isVisible()
-    np.testing.assert_array_equal(view.panel.vector_line.yData, logits)
+    assert view.panel.vector_page.line.isVisible() and not view.panel.vector_page.bars.isVisible()
+    np.testing.assert_array_equal(view.panel.vector_page.line.yData, logits)
 
 
 def test_hidden_view_paints_only_the_newest_frame_when_shown(qtbot):
     view = ActivationView()
     qtbot.addWidget(view)
     calls = []
-    item = view.panel.mosaic_item
+    item = view.panel.mosaic_view.item
     original = item.setImage
     item.setImage = lambda *a, **k: (calls.append(a[0].copy()), original(*a, **k))
     view.set_module("conv")
@@ -291,10 +314,10 @@ def test_new_run_keeps_the_old_picture_until_its_own_frame_arrives(qtbot):
     old = RNG.normal(size=(2, 3, 3)).astype(np.float32)
     view.store.put(started(1))
     view.store.put(act(1, "a", old))
-    before = view.panel.mosaic_item.image.copy()
+    before = view.panel.mosaic_view.item.image.copy()
     view.store.put(started(2))
     view.store.put(act(2, "b", RNG.normal(size=(2, 3, 3))))  # another module first
-    np.testing.assert_array_equal(view.panel.mosaic_item.image, before)
+    np.testing.assert_array_equal(view.panel.mosaic_view.item.image, before)
     assert view.panel.mode == MOSAIC
     new = old * -3
     view.store.put(act(2, "a", new))
@@ -311,7 +334,7 @@ def test_module_called_twice_offers_a_choice_of_call(qtbot):
     assert view.part_combo.isVisible() and view.part_combo.count() == 2
     view.part_combo.setCurrentIndex(1)
     assert view.current_frame().call == 1
-    np.testing.assert_array_equal(view.panel.vector_bars.opts["height"], np.ones(4))
+    np.testing.assert_array_equal(view.panel.vector_page.bars.opts["height"], np.ones(4))
 
 
 def test_model_loaded_clears_the_view(qtbot):

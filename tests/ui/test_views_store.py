@@ -12,13 +12,11 @@ from inspector.core.run.frames import RunFinished
 from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.store import RunStore
 from inspector.ui.run.frame_router import FrameRouter
-from inspector.ui.views import (
-    ActivationView,
-    CamView,
-    GradientView,
-    InputStatsView,
-    PredictionsView,
-)
+from inspector.ui.views.activation_view import ActivationView
+from inspector.ui.views.cam_view import CamView
+from inspector.ui.views.gradient_view import GradientView
+from inspector.ui.views.input_stats_view import InputStatsView
+from inspector.ui.views.predictions_view import PredictionsView
 from inspector.ui.views.tensor_panel import MESSAGE, MOSAIC, VECTOR
 
 VIEWS = (ActivationView, GradientView, InputStatsView, PredictionsView, CamView)
@@ -77,7 +75,7 @@ def test_selecting_a_module_reads_its_newest_frames_from_the_store(qtbot):
         view.set_module("fc")
         assert view.current_frame().module == "fc" and view.current_frame().run_id == 1
         assert view.panel.mode == VECTOR
-    np.testing.assert_array_equal(activation.panel.vector_bars.opts["height"], np.arange(4.0))
+    np.testing.assert_array_equal(activation.panel.vector_page.bars.opts["height"], np.arange(4.0))
     assert "fc" in gradient.header.text()
     activation.set_module("missing")
     assert activation.current_frame() is None and activation.panel.mode == MESSAGE
@@ -113,7 +111,7 @@ def test_a_failed_run_reaches_every_view_once_and_each_says_so(qtbot, stagger):
     assert "failed" in views["ActivationView"].panel.message.text()
     assert views["GradientView"].flow_points()[0] == []
     assert views["PredictionsView"].frame is None and "failed" in views["PredictionsView"].empty.text()
-    assert views["CamView"].cam_frame is None and "failed" in views["CamView"].header.text()
+    assert views["CamView"].choice()[0] is None and "failed" in views["CamView"].header.text()
     assert views["InputStatsView"].layers == [] and "failed" in views["InputStatsView"].empty.text()
     router.stop()
 
@@ -138,7 +136,7 @@ def test_the_module_tree_reads_statistics_of_its_own_modules_from_the_store(qtbo
     from torch import nn
 
     from inspector.core.models.tree import build_tree
-    from inspector.ui.module_tree.model import COL_MEAN
+    from inspector.ui.module_tree.cells import COL_MEAN
     from inspector.ui.module_tree.widget import ModuleTreeWidget
 
     store = RunStore()
@@ -152,7 +150,7 @@ def test_the_module_tree_reads_statistics_of_its_own_modules_from_the_store(qtbo
     assert model._dirty == set()
     store.put(act(1, "0", np.array([1.0, 2.0, 3.0])))
     store.put(grad(1, "0", np.ones(3)))
-    assert model.stats_of("0").mean == pytest.approx(2.0)
+    assert model.cells.stats_of("0").mean == pytest.approx(2.0)
     with qtbot.waitSignal(model.dataChanged):
         model.flush(force=True)
     assert model.data(model.index_of("0", COL_MEAN)) == "2"

@@ -59,16 +59,16 @@ def test_choosing_occlusion_and_back_leaves_every_dock_as_wide_as_it_was(window_
     settle(qtbot)
     before = widths(window)
     assert {"tree", "cam", "images", "activation"} <= set(before)
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("occlusion"))
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("occlusion"))
     settle(qtbot)
     assert cam.occlusion.isVisible()
     assert cam.minimumSizeHint().width() <= cam.width()  # the controls fit the pane
     assert widths(window) == before
     run = wait_run(qtbot, window)
     assert window.control.last_request.attributions == ("occlusion",), run
-    cam.method_combo.setCurrentIndex(cam.method_combo.findData("gradcam"))
+    cam.controls.method_combo.setCurrentIndex(cam.controls.method_combo.findData("gradcam"))
     settle(qtbot)
-    assert not cam.occlusion.isVisible() and cam.layer_combo.isVisible()
+    assert not cam.occlusion.isVisible() and cam.controls.layer_combo.isVisible()
     assert cam.minimumSizeHint().width() <= cam.width()
     assert widths(window) == before
     wait_run(qtbot, window)
@@ -80,7 +80,7 @@ def test_the_overlay_opacity_slider_is_a_slider_at_the_default_layout(window_at,
     window = window_at(size)
     cam = window.views["cam"]
     settle(qtbot)
-    slider = cam.alpha_slider
+    slider = cam.controls.alpha_slider
     assert slider.isVisible() and slider.width() >= 80, slider.width()
     assert "opacity" in slider.toolTip().lower()
     labels = [w for w in cam.findChildren(QLabel) if w.isVisible() and w.text() == "opacity"]
@@ -88,7 +88,7 @@ def test_the_overlay_opacity_slider_is_a_slider_at_the_default_layout(window_at,
     # The percentage beside it does not widen the row when it reaches 100%.
     row = cam.minimumSizeHint().width()
     slider.setValue(100)
-    assert cam.alpha_label.text() == "100%" and cam.minimumSizeHint().width() == row
+    assert cam.controls.alpha_label.text() == "100%" and cam.minimumSizeHint().width() == row
 
 
 
@@ -151,7 +151,8 @@ def test_module_and_type_columns_fit_each_model_until_the_user_sizes_them(window
     user dragged keeps its width when another model loads."""
     from PySide6.QtGui import QFontMetrics
 
-    from inspector.ui.module_tree.widget import CELL_PADDING, COL_HEALTH, COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.cells import COL_HEALTH, COL_NAME, COL_TYPE
+    from inspector.ui.module_tree.widget import CELL_PADDING
 
     window = window_at(DEFAULT_SIZE)
     tree = window.tree

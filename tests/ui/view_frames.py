@@ -1,11 +1,13 @@
 """Synthetic frames for the view and router tests: what core's hooks would send, built from
-arrays, and a channel to send them through."""
+arrays, and a channel to send them through; and how a test reads what a view drew where
+the view has no accessor of its own (a tile of the mosaic, a plot's copy action)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from PySide6.QtWidgets import QApplication
 
 from inspector.core.run.frames import (
     ActivationFrame,
@@ -17,6 +19,7 @@ from inspector.core.run.frames import (
     TensorStats,
 )
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.ui.views.clipboard import COPY_TEXT
 from inspector.ui.views.mosaic import GAP
 
 # -- synthetic frames ---------------------------------------------------------------------------
@@ -79,6 +82,26 @@ def tile(item_image: np.ndarray, k: int, rows_cols: tuple[int, int], h: int, w: 
     _, cols = rows_cols
     r, c = divmod(k, cols)
     return item_image[r * (h + GAP): r * (h + GAP) + h, c * (w + GAP): c * (w + GAP) + w]
+
+
+def mosaic_tile(mosaic, k: int) -> np.ndarray:
+    """The (H, W) part of a Mosaic's image that is tile k."""
+    y, x = mosaic.origin(k)
+    return mosaic.image[y:y + mosaic.height, x:x + mosaic.width]
+
+
+def paint_pending() -> None:
+    """One turn of the event loop: the paint a view scheduled for a burst of frames
+    (FrameView.schedule_paint) runs, as it would between two ticks of the frame router."""
+    QApplication.processEvents()
+
+
+def copy_action(plot):
+    """The "Copy to clipboard" action that clipboard.add_copy_action put in the right-click
+    menu of `plot` (a PlotWidget or PlotItem), or None."""
+    box = plot.getPlotItem().getViewBox() if hasattr(plot, "getPlotItem") else plot.getViewBox()
+    actions = box.menu.actions() if box.menu is not None else []
+    return next((a for a in actions if a.text() == COPY_TEXT), None)
 
 
 RNG = np.random.default_rng(0)

@@ -2,63 +2,40 @@
 
 File ▸ Open atlas… reads DIR/atlas.json (atlas_file.py). Then a module picked in the tree and
 a channel clicked in the Activations mosaic (its `channelClicked`, the click that zooms)
-show, here, the images of the atlas's folder that excite that channel most: each image
-whole, scaled, with the box of the pixels that reach the channel's maximum drawn on it, and
-its rank and value under it. Where an image file is gone, the crop the command saved of its
-box stands in. A double-click lists the image in the image pane and runs it. A video's frame
-(`atlas --every N`) shows the saved crop too, labelled "frame N of VIDEO": decoding frames
-here would seek the video once per thumbnail, and the image pane opens whole videos, not one
-frame of one, so a double-click on it only says so. The module
-tree shows each atlas layer's dead-channel count in its Health column (module_tree_model).
-
-Images are decoded a few per event-loop turn (as the image pane does), so a click on a
-channel whose top images are large photos never freezes the window; their thumbnails are
-kept, since the same images come back for many channels.
+show, here, the images of the atlas's folder that excite that channel most (thumbnails.py:
+each image whole, with the box of the pixels that reach the channel's maximum drawn on it,
+its rank and value under it; where an image file is gone, the crop the command saved of its
+box). A double-click lists the image in the image pane and runs it. A video's frame
+(`atlas --every N`) shows the saved crop, labelled "frame N of VIDEO": decoding frames here
+would seek the video once per thumbnail, and the image pane opens whole videos, not one
+frame of one, so a double-click on it only says so. The module tree shows each atlas
+layer's dead-channel count in its Health column (ui.module_tree.model).
 
 The window's File ▸ Open atlas and the wiring to the tree, the mosaic and the image pane
-are in atlas_actions.py.
+are in actions.py.
 """
 
 from __future__ import annotations
 
 import html
-import time
-from collections import OrderedDict
-from pathlib import Path
 
-from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QIcon, QImage, QPainter, QPen, QPixmap
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
-    QListView,
-    QListWidget,
     QListWidgetItem,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
-from inspector.core.inputs.images import ImageLoadError, load_image
 from inspector.ui.atlas.atlas_file import MAKE_ONE, Atlas, TopImage
-from inspector.ui.image.canvas import qimage_from_pil
+from inspector.ui.atlas.thumbnails import CROP, MISSING, EntryRole, SourceRole, ThumbnailList
 
-THUMB = 128  # the thumbnails' longer side, in pixels
-BOX_COLOR = QColor("#ffd600")
-SHADE = QColor(0, 0, 0, 110)  # darkens what is outside the box
-LOAD_BUDGET_S = 0.025
-CACHE_SIZE = 256  # thumbnails of whole images kept (the same images recur across channels)
 HINT_STYLE = "color: #8a8a8a; padding: 12px;"
 NOTE_STYLE = "color: #ef6c00;"
 DEAD_STYLE = "color: #c62828; font-weight: 600;"
-
-# What each thumbnail's item holds, for the double-click and for tests.
-EntryRole = Qt.ItemDataRole.UserRole + 1  # the atlas_file.TopImage
-SourceRole = Qt.ItemDataRole.UserRole + 2  # IMAGE, CROP or MISSING: what the thumbnail shows
-ThumbRole = Qt.ItemDataRole.UserRole + 3  # the QImage drawn (box included)
-IMAGE, CROP, MISSING, LOADING = "image", "crop", "missing", "loading"
-FRAME = "frame"  # a video frame's saved crop
 
 EMPTY_HINT = (
     "No atlas open. An atlas lists, for every channel of some layers, the images of a folder "
@@ -79,9 +56,6 @@ class DatasetView(QWidget):
         self.layer: str | None = None
         self.channel: int | None = None
         self.loaded_model = ""
-        self._pending: list[QListWidgetItem] = []
-        # resolved path -> (the whole image scaled, its size in pixels: what boxes are in)
-        self._thumbs: OrderedDict[str, tuple[QImage, tuple[int, int]]] = OrderedDict()
 
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
@@ -108,19 +82,9 @@ class DatasetView(QWidget):
         self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.hint.setStyleSheet(HINT_STYLE)
         self.hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.list = QListWidget()
-        self.list.setViewMode(QListView.ViewMode.IconMode)
-        self.list.setResizeMode(QListView.ResizeMode.Adjust)
-        self.list.setMovement(QListView.Movement.Static)
-        self.list.setIconSize(QSize(THUMB, THUMB))
-        self.list.setUniformItemSizes(True)
-        self.list.setSpacing(4)
-        self.list.setWordWrap(True)
-        self.list.setToolTip("Double-click an image to open it in the image pane and run it")
+        self.list = ThumbnailList()
         self.list.itemActivated.connect(self._activated)
-        self._loader = QTimer(self)
-        self._loader.setInterval(0)
-        self._loader.timeout.connect(self._load_some)
+        self.list.loaded.connect(self._refresh_note)  # how many originals are gone
 
         choice = QHBoxLayout()
         choice.setContentsMargins(0, 0, 0, 0)
@@ -142,7 +106,7 @@ class DatasetView(QWidget):
     # -- what is shown ---------------------------------------------------------------------------
     def set_atlas(self, atlas: Atlas | None) -> None:
         self.atlas = atlas
-        self._thumbs.clear()
+        self.list.set_atlas(atlas)
         self.layer_combo.blockSignals(True)
         self.layer_combo.clear()
         if atlas is not None:
@@ -190,18 +154,9 @@ class DatasetView(QWidget):
     def _channel_chosen(self, value: int) -> None:
         self.select(self.layer, None if value < 0 else value)
 
-    def items(self) -> list[QListWidgetItem]:
-        return [self.list.item(i) for i in range(self.list.count())]
-
-    @property
-    def loading(self) -> bool:
-        return bool(self._pending)
-
     # -- drawing -------------------------------------------------------------------------------
     def _refresh(self) -> None:
-        self._pending.clear()
-        self._loader.stop()
-        self.list.clear()
+        self.list.show_channel(None, None, ())
         atlas = self.atlas
         self.choice_bar.setVisible(atlas is not None)
         self.header.setVisible(atlas is not None)
@@ -228,10 +183,7 @@ class DatasetView(QWidget):
             return
         self.hint.hide()
         self.list.show()
-        for entry in entries:
-            self._add(entry)
-        if self._pending:
-            self._loader.start()
+        self.list.show_channel(self.layer, self.channel, entries)
         self._refresh_note()
 
     def _show_hint(self, text: str) -> None:
@@ -266,93 +218,13 @@ class DatasetView(QWidget):
             notes.append(f"This atlas was made with {atlas.model}; the loaded model is "
                          f"{self.loaded_model}. Its layers and channels may not be this "
                          "model's.")
-        crops = sum(1 for item in self.items() if item.data(SourceRole) in (CROP, MISSING)
+        crops = sum(1 for item in self.list.items() if item.data(SourceRole) in (CROP, MISSING)
                     and item.data(EntryRole).frame is None)  # a frame's crop is its picture
         if crops:
             notes.append(f"{crops} of {self.list.count()} original images are gone: their "
                          "saved crops are shown where the atlas has them.")
         self.note.setText(" ".join(notes))
         self.note.setVisible(bool(notes))
-
-    def _add(self, entry: TopImage) -> None:
-        value = "—" if entry.value is None else f"{entry.value:.4g}"
-        item = QListWidgetItem(f"#{entry.rank + 1}  {value}")
-        item.setData(EntryRole, entry)
-        item.setSizeHint(QSize(THUMB + 12, THUMB + 34))
-        self.list.addItem(item)
-        if entry.frame is not None:
-            item.setText(f"{item.text()}\nframe {entry.frame}")
-            item.setToolTip(self._tooltip(entry, None))
-            self._set_crop(item, entry, FRAME)
-            return
-        path = self.atlas.resolve(entry.path)
-        cached = self._thumbs.get(str(path)) if path is not None else None
-        if cached is not None:
-            self._thumbs.move_to_end(str(path))
-            self._set_thumb(item, *cached)
-        else:
-            item.setData(SourceRole, LOADING)
-            self._pending.append(item)
-        item.setToolTip(self._tooltip(entry, path))
-
-    def _tooltip(self, entry: TopImage, path: Path | None) -> str:
-        box = "no box measured" if entry.box is None else "box x0 {}, y0 {}, x1 {}, y1 {}".format(
-            *entry.box)
-        if entry.frame is not None:
-            return (f"{entry.describe()} (the crop of its box)\nrank {entry.rank + 1}, value "
-                    f"{entry.value}, {box}\nA video's frame cannot be opened from here: open "
-                    "the video itself to see the frame")
-        where = str(path) if path is not None else f"{entry.path} (gone)"
-        return f"{where}\nrank {entry.rank + 1}, value {entry.value}, {box}\n" \
-               "Double-click to open it in the image pane and run it"
-
-    def _load_some(self) -> None:
-        deadline = time.perf_counter() + LOAD_BUDGET_S
-        while self._pending and time.perf_counter() < deadline:
-            self._load(self._pending.pop(0))
-        if not self._pending:
-            self._loader.stop()
-            self._refresh_note()
-
-    def _load(self, item: QListWidgetItem) -> None:
-        entry: TopImage = item.data(EntryRole)
-        path = self.atlas.resolve(entry.path)
-        if path is not None:
-            try:
-                image = load_image(path)
-            except (ImageLoadError, OSError):
-                pass  # changed since the atlas was made: the crop stands in
-            else:
-                thumb = scaled(qimage_from_pil(image), THUMB), image.size
-                self._thumbs[str(path)] = thumb
-                while len(self._thumbs) > CACHE_SIZE:
-                    self._thumbs.popitem(last=False)
-                self._set_thumb(item, *thumb)
-                return
-        if self._set_crop(item, entry, CROP):
-            item.setText(item.text() + "\n(crop: original gone)")
-
-    def _set_crop(self, item: QListWidgetItem, entry: TopImage, source: str) -> bool:
-        """The crop the command saved of the entry's box (False: none, "gone" shown)."""
-        crop = self.atlas.crop_path(self.layer, self.channel, entry.rank)
-        picture = QImage(str(crop)) if crop.is_file() else QImage()
-        if picture.isNull():
-            self._set_thumb(item, missing_picture(), None, MISSING)
-            return False
-        self._set_thumb(item, scaled(picture, THUMB), None, source)
-        return True
-
-    def _set_thumb(self, item: QListWidgetItem, base: QImage, size: tuple[int, int] | None,
-                   source: str = IMAGE) -> None:
-        """`base`: the whole image scaled (`size`: the original's; the box is drawn on it), or
-        a stand-in (the crop, or a "gone" picture)."""
-        entry: TopImage = item.data(EntryRole)
-        picture = base
-        if size is not None and entry.box is not None:
-            picture = with_box(base, entry.box, size)
-        item.setData(SourceRole, source)
-        item.setData(ThumbRole, picture)
-        item.setIcon(QIcon(QPixmap.fromImage(picture)))
 
     def _activated(self, item: QListWidgetItem) -> None:
         entry: TopImage = item.data(EntryRole)
@@ -367,54 +239,4 @@ class DatasetView(QWidget):
         self.imageRequested.emit(str(path))
 
     def stop(self) -> None:
-        self._loader.stop()
-        self._pending.clear()
-
-
-def scaled(image: QImage, side: int) -> QImage:
-    """`image` with its longer side `side` (never enlarged past twice its size: a 96-pixel crop
-    stays sharp enough)."""
-    longer = max(image.width(), image.height(), 1)
-    factor = min(side / longer, 2.0)
-    w, h = max(1, round(image.width() * factor)), max(1, round(image.height() * factor))
-    return image.scaled(w, h, Qt.AspectRatioMode.IgnoreAspectRatio,
-                        Qt.TransformationMode.SmoothTransformation)
-
-
-def box_rect(box: tuple[int, int, int, int], original: tuple[int, int], thumb: QImage) -> QRectF:
-    """Where `box` (pixel edges of the original image, x1 and y1 exclusive) is on `thumb`."""
-    sx, sy = thumb.width() / original[0], thumb.height() / original[1]
-    x0, y0, x1, y1 = box
-    return QRectF(x0 * sx, y0 * sy, (x1 - x0) * sx, (y1 - y0) * sy)
-
-
-def with_box(thumb: QImage, box: tuple[int, int, int, int], original: tuple[int, int]) -> QImage:
-    """A copy of `thumb` with what lies outside `box` darkened and the box outlined."""
-    out = thumb.convertToFormat(QImage.Format.Format_ARGB32)
-    rect = box_rect(box, original, thumb).intersected(QRectF(0, 0, out.width(), out.height()))
-    p = QPainter(out)
-    outside = QRectF(0, 0, out.width(), out.height())
-    for part in (QRectF(0, 0, outside.width(), rect.top()),
-                 QRectF(0, rect.bottom(), outside.width(), outside.height() - rect.bottom()),
-                 QRectF(0, rect.top(), rect.left(), rect.height()),
-                 QRectF(rect.right(), rect.top(), outside.width() - rect.right(), rect.height())):
-        if part.width() > 0 and part.height() > 0:
-            p.fillRect(part, SHADE)
-    pen = QPen(BOX_COLOR, 2)
-    pen.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
-    p.setPen(pen)
-    inner = rect.adjusted(1, 1, -1, -1)  # the 2-pixel line inside the box's edge...
-    p.drawRect(inner if inner.width() >= 2 and inner.height() >= 2
-               else rect.adjusted(-1, -1, 1, 1))  # ...or around a box of a few pixels
-    p.end()
-    return out
-
-
-def missing_picture() -> QImage:
-    image = QImage(THUMB, THUMB, QImage.Format.Format_ARGB32)
-    image.fill(QColor("#e0e0e0"))
-    p = QPainter(image)
-    p.setPen(QColor("#757575"))
-    p.drawText(image.rect(), Qt.AlignmentFlag.AlignCenter, "image gone,\nno crop")
-    p.end()
-    return image
+        self.list.stop()

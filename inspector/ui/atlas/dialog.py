@@ -2,7 +2,7 @@
 
 The dialog holds the command's options (the folders, images and videos to rank; the layers;
 --top, --every, the output folder, the device, --batch-size, --workers, --shard-size and
---resume) and runs them with an AtlasRunner (atlas_runner.py: run_atlas on a thread of its
+--resume) and runs them with an AtlasRunner (runner.py: run_atlas on a thread of its
 own). It shows the progress; Cancel stops the run at the next batch and leaves the dialog
 open, ready for the next run (with "Resume" ticked, that run continues from the finished
 shards). What went wrong is the command's own sentence, under the progress bar and in the
@@ -59,6 +59,29 @@ class AtlasDialog(QDialog):
         self.setWindowTitle("New atlas")
         self.runner, self.spec, self.seed = runner, spec, seed
         self._start_dir = start_dir
+        form = self._options_form(model_label, layers, devices)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.buttons = QDialogButtonBox()
+        self.run_button = self.buttons.addButton("Run", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.cancel_button = self.buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self.run)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(self.buttons)
+        runner.progress.connect(self._progress)
+        runner.finished.connect(self._finished)
+        self._set_running(runner.running)
+
+    # -- the options ---------------------------------------------------------------------------
+    def _options_form(self, model_label: str, layers: str, devices: list[str]) -> QFormLayout:
+        """The command's options, one row each (the widgets are kept: request reads them)."""
         self.inputs = QListWidget()
         self.inputs.setToolTip("Folders (searched recursively for images), image files and "
                                "videos, as `network-inspector atlas` takes them")
@@ -115,26 +138,8 @@ class AtlasDialog(QDialog):
         form.addRow("Workers", self.workers)
         form.addRow("Shard size", self.shard_size)
         form.addRow("", self.resume)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1)
-        self.progress.setValue(0)
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
-        self.buttons = QDialogButtonBox()
-        self.run_button = self.buttons.addButton("Run", QDialogButtonBox.ButtonRole.AcceptRole)
-        self.cancel_button = self.buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
-        self.buttons.accepted.connect(self.run)
-        self.buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.progress)
-        layout.addWidget(self.status)
-        layout.addWidget(self.buttons)
-        runner.progress.connect(self._progress)
-        runner.finished.connect(self._finished)
-        self._set_running(runner.running)
+        return form
 
-    # -- the options ---------------------------------------------------------------------------
     def add_inputs(self, paths) -> None:
         for path in paths:
             self.inputs.addItem(str(path))

@@ -26,7 +26,7 @@ STAGES = {"atlas": "statistics", "boxes": "receptive-field boxes"}
 class AtlasRequest:
     """What `network-inspector atlas` is given, as the dialog fills it in."""
 
-    spec: object  # core.models.load.ModelSpec: the window's model (its device: the dialog's)
+    spec: object  # core.models.base.ModelSpec: the window's model (its device: the dialog's)
     inputs: tuple[str, ...]  # folders, image files and videos
     layers: tuple[str, ...]
     out: Path

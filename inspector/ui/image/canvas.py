@@ -70,60 +70,51 @@ def box_in_pixels(a: QPointF, b: QPointF, width: int, height: int) -> tuple[int,
 
 
 class ImageCanvas(QWidget):
-    """Paints one image scaled to fit, centred; a hint when there is none."""
+    """Paints one image scaled to fit, centred; a hint when there is none.
+
+    What it paints is in `image`, `marks`, `detections` and `overlay`; the set_* methods
+    change them and repaint."""
 
     boxDrawn = Signal(tuple)  # (x0, y0, x1, y1) in the image's pixels, x1 and y1 exclusive
     detectionClicked = Signal(int)  # the key of the detection box clicked
 
     def __init__(self, hint: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._image: QImage | None = None
+        self.image: QImage | None = None
         self.hint = hint
         self.box_mode = False  # a left drag draws a box (otherwise only with Shift)
         self.boxes_allowed = False  # whether the picture shown takes boxes at all
         self._drag: tuple[QPointF, QPointF] | None = None  # widget positions
-        self._marks: list[tuple[int, int, int, int]] = []  # boxes outlined on the image
-        self._detections: list[DrawnBox] = []
-        self._overlay: QImage | None = None  # a translucent mask of the image's size
+        self.marks: list[tuple[int, int, int, int]] = []  # boxes outlined on the image
+        self.detections: list[DrawnBox] = []
+        self.overlay: QImage | None = None  # a translucent mask of the image's size
         self.setMinimumSize(120, 90)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     def set_image(self, image: QImage | None) -> None:
-        self._image = image
+        self.image = image
         self._drag = None
         self.update()
 
-    def image(self) -> QImage | None:
-        return self._image
-
     def set_marks(self, boxes) -> None:
         """Outline these (x0, y0, x1, y1) boxes, in image pixels, over the image."""
-        self._marks = [tuple(b) for b in boxes]
+        self.marks = [tuple(b) for b in boxes]
         self.update()
-
-    def marks(self) -> list[tuple[int, int, int, int]]:
-        return list(self._marks)
 
     def set_detections(self, boxes) -> None:
         """Draw these DrawnBox over the image (in image pixels)."""
-        self._detections = list(boxes)
+        self.detections = list(boxes)
         self.update()
-
-    def detections(self) -> list[DrawnBox]:
-        return list(self._detections)
 
     def set_overlay(self, overlay: QImage | None) -> None:
         """Paint this (translucent) image over the picture, scaled as the picture is."""
-        self._overlay = overlay
+        self.overlay = overlay
         self.update()
-
-    def overlay(self) -> QImage | None:
-        return self._overlay
 
     def detection_at(self, point: QPointF) -> DrawnBox | None:
         """The detection under an image point: the smallest box containing it (a box inside
         another stays clickable)."""
-        inside = [d for d in self._detections
+        inside = [d for d in self.detections
                   if d.box[0] <= point.x() <= d.box[2] and d.box[1] <= point.y() <= d.box[3]]
         return min(inside, key=lambda d: (d.box[2] - d.box[0]) * (d.box[3] - d.box[1]),
                    default=None)
@@ -135,9 +126,9 @@ class ImageCanvas(QWidget):
     # -- geometry ------------------------------------------------------------------------------
     def image_rect(self) -> QRectF | None:
         """Where the image is painted, in widget coordinates (scaled to fit, centred)."""
-        if self._image is None or self._image.isNull():
+        if self.image is None or self.image.isNull():
             return None
-        size = self._image.size().scaled(self.size(), Qt.AspectRatioMode.KeepAspectRatio)
+        size = self.image.size().scaled(self.size(), Qt.AspectRatioMode.KeepAspectRatio)
         x = (self.width() - size.width()) / 2
         y = (self.height() - size.height()) / 2
         return QRectF(x, y, size.width(), size.height())
@@ -147,16 +138,16 @@ class ImageCanvas(QWidget):
         rect = self.image_rect()
         if rect is None or rect.width() <= 0 or rect.height() <= 0:
             return None
-        return QPointF((pos.x() - rect.x()) * self._image.width() / rect.width(),
-                       (pos.y() - rect.y()) * self._image.height() / rect.height())
+        return QPointF((pos.x() - rect.x()) * self.image.width() / rect.width(),
+                       (pos.y() - rect.y()) * self.image.height() / rect.height())
 
     def from_image(self, point: QPointF) -> QPointF | None:
         """An image pixel coordinate in widget coordinates (the inverse of to_image)."""
         rect = self.image_rect()
         if rect is None:
             return None
-        return QPointF(rect.x() + point.x() * rect.width() / self._image.width(),
-                       rect.y() + point.y() * rect.height() / self._image.height())
+        return QPointF(rect.x() + point.x() * rect.width() / self.image.width(),
+                       rect.y() + point.y() * rect.height() / self.image.height())
 
     # -- drawing a box -------------------------------------------------------------------------
     def mousePressEvent(self, event) -> None:  # noqa: N802
@@ -166,7 +157,7 @@ class ImageCanvas(QWidget):
             self._drag = (event.position(), event.position())
             event.accept()
             return
-        if event.button() == Qt.MouseButton.LeftButton and self._detections:
+        if event.button() == Qt.MouseButton.LeftButton and self.detections:
             point = self.to_image(event.position())
             hit = self.detection_at(point) if point is not None else None
             if hit is not None:
@@ -196,29 +187,29 @@ class ImageCanvas(QWidget):
         a, b = self.to_image(start), self.to_image(end)
         if a is None or b is None:
             return
-        box = box_in_pixels(a, b, self._image.width(), self._image.height())
+        box = box_in_pixels(a, b, self.image.width(), self.image.height())
         if box is not None:
             self.boxDrawn.emit(box)
 
     def paintEvent(self, _event) -> None:  # noqa: N802
         p = QPainter(self)
         p.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Base).darker(104))
-        if self._image is None or self._image.isNull():
+        if self.image is None or self.image.isNull():
             p.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
             p.drawText(self.rect().adjusted(12, 12, -12, -12),
                        Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.hint)
             return
         rect = self.image_rect()
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform,
-                        rect.width() < self._image.width())
-        p.drawImage(rect, self._image)
-        if self._overlay is not None:
-            p.drawImage(rect, self._overlay)
+                        rect.width() < self.image.width())
+        p.drawImage(rect, self.image)
+        if self.overlay is not None:
+            p.drawImage(rect, self.overlay)
         self._paint_detections(p)
-        if self._marks:
+        if self.marks:
             p.setPen(QPen(QColor("#ffd54f"), 1.5))
             p.setBrush(QColor(0, 0, 0, 140))
-            for x0, y0, x1, y1 in self._marks:
+            for x0, y0, x1, y1 in self.marks:
                 p.drawRect(QRectF(self.from_image(QPointF(x0, y0)),
                                   self.from_image(QPointF(x1, y1))))
         if self._drag is not None:
@@ -228,7 +219,7 @@ class ImageCanvas(QWidget):
 
     def _paint_detections(self, p: QPainter) -> None:
         metrics = p.fontMetrics()
-        for d in sorted(self._detections, key=lambda d: d.chosen):  # the chosen one on top
+        for d in sorted(self.detections, key=lambda d: d.chosen):  # the chosen one on top
             color = CHOSEN_COLOR if d.chosen else BOX_COLOR
             a = self.from_image(QPointF(d.box[0], d.box[1]))
             b = self.from_image(QPointF(d.box[2], d.box[3]))

@@ -1,8 +1,9 @@
 """The image pane: the images a user opened, as thumbnails, and the selected one, large.
 
-The thumbnails are the filmstrip (image_list.ImageList: files, folders, drops, pastes);
-the pane delegates listing to it. Selecting a video file emits `videoSelected` and the
-video player (video_player.py) shows its frames here (`show_frame`). A file that fails to
+The thumbnails are the filmstrip (`list`, filmstrip.ImageList: files, folders, drops,
+pastes); the window lists files through the pane, which hands them on. Selecting a video
+file emits `videoSelected` and the video player (ui.video.player) shows its frames here
+(`show_frame`). A file that fails to
 decode is reported by name and never becomes the current image; the previous image stays.
 
 The large view shows either the original image or the model's input (what preprocessing
@@ -90,10 +91,6 @@ class ImagePane(QWidget):
         self.overlay = TaskOverlay(self.canvas, self)
         self.overlay.detectionChosen.connect(self.detectionChosen)
         self.overlay.thresholdChanged.connect(self._refresh)
-        self.threshold_slider = self.overlay.threshold_slider
-        self.threshold_label = self.overlay.threshold_label
-        self.detection_bar = self.overlay.detection_bar
-        self.legend = self.overlay.legend
         self.caption = QLabel()
         self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -136,8 +133,8 @@ class ImagePane(QWidget):
         layout.setSpacing(3)
         layout.addLayout(bar)
         layout.addWidget(self.canvas, 1)
-        layout.addWidget(self.detection_bar)
-        layout.addWidget(self.legend)
+        layout.addWidget(self.overlay.detection_bar)
+        layout.addWidget(self.overlay.legend)
         layout.addWidget(self.caption)  # under the picture: the pane is often narrow
         layout.addWidget(self.list)
 
@@ -221,23 +218,12 @@ class ImagePane(QWidget):
         self._show_original(self.current())
         self.stretchChanged.emit(on)
 
-    # -- the listed images (image_list.ImageList) ------------------------------------------
+    # -- the listed images (filmstrip.ImageList) -------------------------------------------
     def add_paths(self, paths, *, select: bool = True) -> int:
         """Queue files and folders for listing; returns how many image files were found.
 
         Unknown files and missing paths are reported together when the batch is done."""
         return self.list.add_paths(paths, select=select)
-
-    def add_image(self, image, name: str | None = None) -> ImageEntry:
-        """A picture from memory (the clipboard): listed and selected at once."""
-        return self.list.add_image(image, name)
-
-    def add_qimage(self, qimage: QImage, name: str | None = None) -> ImageEntry:
-        return self.list.add_qimage(qimage, name)
-
-    @property
-    def loading(self) -> bool:
-        return self.list.loading
 
     accepts = staticmethod(ImageList.accepts)
 
@@ -245,24 +231,12 @@ class ImagePane(QWidget):
         """Open what a drop or the clipboard holds (see ImageList.take_mime)."""
         return self.list.take_mime(mime)
 
-    def entries(self) -> list[ImageEntry]:
-        return self.list.entries()
-
     def current(self) -> ImageEntry | None:
         return self.list.current()
-
-    def select_path(self, path) -> bool:
-        return self.list.select_path(path)
 
     def step(self, delta: int) -> bool:
         """Select the next (+1) or previous (-1) image; False at either end."""
         return self.list.step(delta)
-
-    def remove_current(self) -> None:
-        self.list.remove_current()
-
-    def clear_images(self) -> None:
-        self.list.clear_images()  # `cleared`: the large view empties
 
     def stop(self) -> None:
         self.list.stop()
@@ -328,16 +302,6 @@ class ImagePane(QWidget):
         self._refresh()
 
     # -- detection and segmentation results ---------------------------------------------------
-    @property
-    def prediction(self):
-        """The PredictionFrame whose boxes or mask are drawn; None when there are none."""
-        return self.overlay.prediction
-
-    @property
-    def threshold(self) -> float:
-        """Boxes scoring under this are hidden."""
-        return self.overlay.threshold
-
     def set_prediction(self, frame) -> None:
         """The current run's PredictionFrame: its boxes or mask are drawn on the model input;
         a classifier's (no boxes, no mask) clears them."""
@@ -365,9 +329,6 @@ class ImagePane(QWidget):
         else:
             self.canvas.boxes_allowed = self._original_scale() is not None
             self.canvas.set_marks(self._occlusions_on_original())
-
-    def shown_image(self) -> QImage | None:
-        return self.canvas.image()
 
     def _refresh(self) -> None:
         self._update_boxes()

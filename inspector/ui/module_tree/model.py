@@ -6,66 +6,47 @@ shows, and reads their newest statistics from there; it updates the numbers in p
 (dataChanged for the rows that changed, a few times a second), so selection, expansion and
 scrolling never jump.
 
-Columns (module_tree_cells): the module, its type, output shape, parameters; the last run's
-output mean, std and fraction of zeros with a health badge (dead or exploding values); then
-one checkbox per hook kind (input, output, output gradient, input gradient), which is what
-the next run captures. Statistics of an earlier run than the newest (a module the last
-runs did not capture: while a video plays, each frame is a live run of the selected module
-alone, and the run store keeps the last full run for the others) are grey and italic, and
-their tooltip names that run's image or video frame. A module that the next runs edit (the
-window's Edits) has a pencil badge after its name, and its tooltip lists the edits
-(`set_edits`). The layers of an opened channel atlas (the Dataset dock) carry their count
-of dead channels in the atlas as a badge in the Health column, explained in its tooltip
-(`set_atlas`).
+Columns (cells.py): the module, its type, output shape, parameters; the last run's output
+mean, std and fraction of zeros with a health badge (dead or exploding values), which
+rows.RowCells makes; then one checkbox per hook kind (input, output, output gradient, input
+gradient), which is what the next run captures. Statistics of an earlier run than the newest
+(a module the last runs did not capture: while a video plays, each frame is a live run of
+the selected module alone, and the run store keeps the last full run for the others) are
+grey and italic, and their tooltip names that run's image or video frame. A module that the
+next runs edit (the window's Edits) has a pencil badge after its name, and its tooltip lists
+the edits (`set_edits`). The layers of an opened channel atlas (the Dataset dock) carry
+their count of dead channels in the atlas as a badge in the Health column, explained in its
+tooltip (`set_atlas`).
 """
 
 from __future__ import annotations
 
-import html
 import time
 from collections.abc import Iterable
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QGuiApplication
+from PySide6.QtGui import QGuiApplication
 
-from inspector.core.run.frames import RunFinished, TensorFrame, TensorStats
+from inspector.core.run.frames import RunFinished, TensorFrame
 from inspector.core.run.kinds import DEFAULT_KINDS as KINDS_BY_DEFAULT
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.store import RunStore
 from inspector.ui.module_tree.cells import (
     ALIGN,
     COL_HEALTH,
     COL_MEAN,
     COL_NAME,
-    COL_PARAMS,
-    COL_SHAPE,
-    COL_STD,
-    COL_TYPE,
-    COL_ZEROS,
     COLUMN_OF_KIND,
     EDIT_GLYPH,
-    HAZARD_LABELS,
     HEADER_TIPS,
     HEADERS,
     KIND_COLUMNS,
     KIND_TIPS,
     N_COLUMNS,
-    STALE_BRUSH,
     STATS_COLUMNS,
-    WHITE_BRUSH,
-    atlas_icon,
-    atlas_text,
-    compact,
-    edit_badge,
-    format_count,
-    format_shape,
-    hazard_icon,
-    hazard_text,
-    health,
 )
+from inspector.ui.module_tree.rows import STATS_KINDS, RowCells
 
 DEFAULT_KINDS = frozenset(KINDS_BY_DEFAULT)
-STATS_KINDS = (OUTPUT, GRAD_OUTPUT)  # what the statistics columns and the badge show
 
 ModuleNameRole = int(Qt.ItemDataRole.UserRole) + 1
 DISPLAY, DECORATION, TOOLTIP = 0, 1, 3  # Qt.ItemDataRole values, as data() receives them
@@ -104,11 +85,8 @@ class ModuleTreeModel(QAbstractItemModel):
         self._id: dict[str, int] = {}
         self._row: dict[str, int] = {}
         self.kinds: dict[str, frozenset[str]] = {}
-        self.edits: dict[str, tuple[str, ...]] = {}  # module -> descriptions of its edits on
-        self.atlas_dead: dict[str, tuple[int, int]] = {}  # layer -> (dead, channels) in the atlas
-        self._atlas_about = ""
+        self.cells = RowCells(self.store)  # what the rows show, but for the checkboxes
         self._dirty: set[str] = set()
-        self._rows: dict[str, tuple[list, list, list, list]] = {}  # see _cells
         self._rows_run: int | None = None  # the statistics run the cached rows were made for
         self._last_flush = 0.0
         self._run_complete = True
@@ -125,7 +103,7 @@ class ModuleTreeModel(QAbstractItemModel):
         self._names, self._id, self._row = [], {}, {}
         self._kids, self._parent_id, self._row_of_id, self._top = [], [], [], []
         self._dirty.clear()
-        self._rows.clear()
+        self.cells.reset(tree, model_name)
         self.subscription.modules = set(tree.modules) if tree is not None else set()
         if tree is not None:
             for name, info in tree.modules.items():
@@ -186,10 +164,11 @@ class ModuleTreeModel(QAbstractItemModel):
         """The edits the next runs apply, as descriptions per module: the badge and the
         tooltip of each module whose edits changed are redrawn."""
         edits = {name: tuple(d) for name, d in edits.items() if d}
-        changed = {n for n in set(edits) | set(self.edits) if edits.get(n) != self.edits.get(n)}
-        self.edits = edits
+        old = self.cells.edits
+        changed = {n for n in set(edits) | set(old) if edits.get(n) != old.get(n)}
+        self.cells.edits = edits
         for name in changed:
-            self._rows.pop(name, None)
+            self.cells.forget(name)
             index = self.index_of(name, COL_NAME)
             if index.isValid():
                 self.dataChanged.emit(index, index, [Qt.ItemDataRole.DisplayRole,
@@ -198,8 +177,8 @@ class ModuleTreeModel(QAbstractItemModel):
     def set_atlas(self, dead: dict[str, tuple[int, int]], about: str = "") -> None:
         """Per layer of the channel atlas opened: (dead channels, channels); `about` says which
         atlas (its image count and folder) in the tooltips. {} takes the badges away."""
-        changed = set(dead) | set(self.atlas_dead)
-        self.atlas_dead, self._atlas_about = dict(dead), about
+        changed = set(dead) | set(self.cells.atlas_dead)
+        self.cells.atlas_dead, self.cells.atlas_about = dict(dead), about
         for name in changed:
             index = self.index_of(name, COL_HEALTH)
             if index.isValid():
@@ -214,10 +193,10 @@ class ModuleTreeModel(QAbstractItemModel):
         run = self.store.latest_run(STATS_KINDS)
         if run != self._rows_run:  # a new run's first numbers: the others turn grey
             self._rows_run = run
-            self._rows.clear()
+            self.cells.forget()
             self._dirty.update(self._names)
         self._dirty.add(frame.module)
-        self._rows.pop(frame.module, None)
+        self.cells.forget(frame.module)
 
     def _run_changed(self, frame) -> None:
         if isinstance(frame, RunFinished):
@@ -230,7 +209,7 @@ class ModuleTreeModel(QAbstractItemModel):
                                             STATS_COLUMNS[-1])
 
     def _store_cleared(self) -> None:
-        self._rows.clear()
+        self.cells.forget()
         self._rows_run = None
         self._dirty.update(self._names)
 
@@ -255,11 +234,6 @@ class ModuleTreeModel(QAbstractItemModel):
             top = self.index(min(rows), COL_MEAN, parent_index)
             bottom = self.index(max(rows), COL_HEALTH, parent_index)
             self.dataChanged.emit(top, bottom, STATS_ROLES)
-
-    def stats_of(self, name: str) -> TensorStats | None:
-        """The newest output statistics of `name` in the store (maybe of an earlier run)."""
-        frame = self.store.latest_tensor(name, OUTPUT)
-        return frame.stats if frame is not None else None
 
     # -- QAbstractItemModel ----------------------------------------------------------------
     def index_of(self, name: str, column: int = 0) -> QModelIndex:
@@ -340,138 +314,23 @@ class ModuleTreeModel(QAbstractItemModel):
                 return KIND_TIPS[KIND_COLUMNS[col]]
             return None
         if role == DISPLAY:
-            return self._cells(name)[0][col]
+            return self.cells.row(name)[0][col]
         if role == FOREGROUND:
-            return self._cells(name)[1][col]
+            return self.cells.row(name)[1][col]
         if role == BACKGROUND:
-            return self._cells(name)[2][col]
+            return self.cells.row(name)[2][col]
         if role == ALIGNMENT:
             return ALIGN.get(col)
         if role == DECORATION:
-            if col == COL_NAME:
-                return hazard_icon(self._tree.modules[name].hazards)
-            if col == COL_HEALTH and name in self.atlas_dead:
-                return atlas_icon(self.atlas_dead[name][0])
-            return None
+            return self.cells.decoration(name, col)
         if role == TOOLTIP:
-            tip = self._tooltip(name, self._tree.modules[name], col)
-            if col == COL_HEALTH and name in self.atlas_dead:
-                tip += "<br>" + html.escape(atlas_text(*self.atlas_dead[name], self._atlas_about))
-            return tip
+            return self.cells.tooltip(name, col)
         if role == FONT:
             if col == COL_NAME and not name:
                 font = QGuiApplication.font()
                 font.setBold(True)
                 return font
-            return self._cells(name)[3][col]
+            return self.cells.row(name)[3][col]
         if role == ModuleNameRole:
             return name
         return None
-
-    def _cells(self, name: str) -> tuple[list, list, list, list]:
-        """(display texts, foreground brushes, background brushes, fonts) of a row, cached
-        until its statistics change."""
-        row = self._rows.get(name)
-        if row is None:
-            info = self._tree.modules[name]
-            texts = [self._display(name, info, col) for col in range(COL_HEALTH + 1)]
-            fg: list = [None] * (COL_HEALTH + 1)
-            bg: list = [None] * (COL_HEALTH + 1)
-            fonts: list = [None] * (COL_HEALTH + 1)
-            stale = self._stale(name)
-            if stale:
-                italic = QGuiApplication.font()
-                italic.setItalic(True)
-                for col in STATS_COLUMNS:
-                    fg[col] = STALE_BRUSH
-                    fonts[col] = italic
-            badge = self._health(name)[1]
-            if badge is not None:
-                fg[COL_HEALTH] = WHITE_BRUSH
-                bg[COL_HEALTH] = STALE_BRUSH if stale else QBrush(badge)
-            if "never_called" in info.hazards:
-                fg[COL_NAME] = STALE_BRUSH
-            row = self._rows[name] = (texts, fg, bg, fonts)
-        return row
-
-    def _display(self, name: str, info, col: int):
-        if col == COL_NAME:
-            text = (self._model_name or "model") if not name else info.short_name
-            return edit_badge(len(self.edits.get(name, ()))) + text
-        if col == COL_TYPE:
-            return info.type_name
-        if col == COL_SHAPE:
-            shape = info.output_shape
-            more = len(info.calls[0].outputs) > 1 if info.calls else False
-            return format_shape(shape, batch=False) + (" …" if more else "")
-        if col == COL_PARAMS:
-            return format_count(info.params_total)
-        stats = self.stats_of(name)
-        if col == COL_HEALTH:
-            return self._health(name)[0]
-        if stats is None:
-            return ""
-        if col == COL_MEAN:
-            return compact(stats.mean)
-        if col == COL_STD:
-            return compact(stats.std)
-        if col == COL_ZEROS:
-            return f"{100 * stats.zero_fraction:.0f} %"
-        return None
-
-    def _tooltip(self, name: str, info, col: int) -> str | None:
-        if col == COL_NAME:
-            lines = [f"<b>{name or '(the model itself)'}</b> — {info.type_name}, "
-                     f"{format_count(info.params_total) or 'no'} parameters"]
-            if len(info.calls) > 1:
-                lines.append(f"called {len(info.calls)} times per forward; "
-                             f"the columns show the first call")
-            # core.models.tree's sentence says it all ("modifies its input in place"): a label
-            # before it would say it twice.
-            lines.extend(f"• {hazard_text(hazard) or HAZARD_LABELS.get(hazard, hazard)}"
-                         for hazard in sorted(info.hazards))
-            edits = self.edits.get(name, ())
-            if edits:
-                lines.append("<b>Edited in the next runs:</b>")
-                lines.extend(f"✎ {html.escape(d)}" for d in edits)
-            return "<br>".join(lines)
-        if col == COL_TYPE:  # the whole type where the column is too narrow for it
-            return info.type_name
-        if col == COL_PARAMS:
-            return (f"{info.params_total:,} parameters ({info.params_own:,} in this module, "
-                    f"{info.trainable:,} trainable overall)")
-        if col == COL_SHAPE and info.calls:
-            outs = info.calls[0].outputs
-            return "<br>".join(f"{p or 'output'}: {format_shape(s)}" for p, s in outs) or None
-        if col in STATS_COLUMNS:
-            stats = self.stats_of(name)
-            if stats is None:
-                return "No statistics yet: this module's output is not captured, or no run yet"
-            text = (f"mean {stats.mean:.4g}, std {stats.std:.4g}, min {stats.min:.4g}, "
-                    f"max {stats.max:.4g}, zeros {100 * stats.zero_fraction:.1f} % "
-                    f"of {stats.numel:,} values")
-            explanation = self._health(name)[2]
-            if explanation:
-                text += f"<br><b>{explanation}</b>"
-            if self._stale(name):
-                text += "<br><i>" + html.escape(self._stale_text(name)) + "</i>"
-            return text
-        return None
-
-    def _health(self, name: str):
-        grad = self.store.latest_tensor(name, GRAD_OUTPUT)
-        return health(self.stats_of(name), grad.stats if grad is not None else None)
-
-    def _stale_text(self, name: str) -> str:
-        """Which earlier run the statistics shown are of, and why (see _stale)."""
-        run_id = self.store.latest_tensor(name, OUTPUT).run_id
-        started = self.store.started(run_id)
-        what = f"run {run_id}" + (f", {started.label}" if started and started.label else "")
-        return (f"from an earlier run, the last that captured this module ({what}); the "
-                f"newer runs did not capture it (while a video plays, only the selected "
-                f"module is)")
-
-    def _stale(self, name: str) -> bool:
-        """The output statistics shown are not of the newest run with statistics."""
-        frame = self.store.latest_tensor(name, OUTPUT)
-        return frame is not None and frame.run_id != self.store.latest_run(STATS_KINDS)

@@ -5,8 +5,8 @@ classifiers, searchable, each marked with whether pretrained weights are on this
 a checkpoint (state_dict or safetensors) for a chosen architecture, a Python file with a
 factory function, a whole pickled model, which needs the user's explicit trust because
 unpickling runs code, a timm model and a Hugging Face folder (ui.open_model.hub_tabs). Random
-weights take the seed below the tabs. The dialog only builds a `core.models.load.ModelSpec`; loading happens on
-the worker.
+weights take the seed below the tabs. The dialog only builds a `core.models.base.ModelSpec`;
+loading happens on the worker.
 
 This module imports core's models (and so torch) when the dialog is built: the window opens
 it only once the engine is loaded.
@@ -281,7 +281,7 @@ class ModelDialog(QDialog):
         super().accept()
 
     def spec(self):
-        """The core.models.load.ModelSpec for what the user chose."""
+        """The core.models.base.ModelSpec for what the user chose."""
         from inspector.core.models.base import ModelSpec
 
         common = {"device": self.device.currentData(),

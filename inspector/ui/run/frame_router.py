@@ -15,8 +15,8 @@ arriving every `batch_s` (layers appear as the passes reach them), but not more 
 every `min_interval_s`. A batch that holds several runs (a small model runs ten or more
 images a second) shows only the newest: painting every run cost the UI thread a third of
 a core here, slowed the worker on a 2-core machine, and showed nothing anyone could
-follow. Errors and a newly loaded model are never held back or skipped. The counters and
-`runFinished` still see every run.
+follow. Errors and a newly loaded model are never held back or skipped. `runFinished` still
+tells of every run.
 
 With `stagger`, a batch is stored at once but its notifications reach the subscribers one
 subscriber per tick (16 ms apart) instead of all in one go. Qt paints what changed at the
@@ -101,12 +101,10 @@ class FrameRouter(QObject):
         self._held_since: float | None = None
         self._last_delivery = float("-inf")
         self.min_interval_s = min_interval_s
-        self.frames_shown = 0  # data frames handed to the views
-        self.runs_finished = 0  # RunFinished frames seen (shown or skipped)
-        self.runs_skipped = 0  # runs whose frames a newer run made obsolete before display
-        self.frames_skipped = 0
-        self.ticks = 0
-        self.first_frame_time: float | None = None  # time.time() of the first data frame
+        # What the status bar shows: data frames handed to the views, and (with the
+        # channel's drops) those never shown (frames_dropped).
+        self.frames_shown = 0
+        self.frames_skipped = 0  # of runs a newer run made obsolete before display
         self._failed: set[tuple[int, str]] = set()  # (listener, error type) already reported
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
@@ -148,10 +146,6 @@ class FrameRouter(QObject):
         self._staggered, self._stagger_next = [], []
 
     @property
-    def active(self) -> bool:
-        return self._timer.isActive()
-
-    @property
     def frames_dropped(self) -> int:
         """Frames never shown: dropped by the channel, or of runs skipped for a newer one."""
         channel = int(getattr(self._channel, "dropped", 0)) if self._channel is not None else 0
@@ -159,7 +153,6 @@ class FrameRouter(QObject):
 
     # -- the tick ----------------------------------------------------------------------------
     def tick(self) -> None:
-        self.ticks += 1
         if self._stagger_next:
             self._stagger_step()
         if self._futures:
@@ -180,7 +173,6 @@ class FrameRouter(QObject):
             return
         frames = self._channel.drain(self.max_frames)
         if frames:
-            self.runs_finished += sum(isinstance(f, RunFinished) for f in frames)
             self._held.extend(frames)
             if self._held_since is None:
                 self._held_since = time.monotonic()
@@ -204,7 +196,6 @@ class FrameRouter(QObject):
         self._last_delivery = time.monotonic()
         self._stagger_finish()  # the previous batch first: every view sees frames in order
         newest = max((f.run_id for f in held if isinstance(f, RunStarted)), default=None)
-        skipped: set[int] = set()
         shown = []
         for frame in held:
             run_id = getattr(frame, "run_id", None)
@@ -216,13 +207,11 @@ class FrameRouter(QObject):
                 and not self._kept(run_id)
             )
             if obsolete:
-                skipped.add(run_id)
                 self.frames_skipped += 1
                 if isinstance(frame, RunFinished):
                     self.runFinished.emit(frame)  # listeners count runs, shown or not
                 continue
             shown.append(frame)
-        self.runs_skipped += len(skipped)
         urgent = any(isinstance(f, (ModelLoaded, ErrorFrame)) for f in shown)
         if not self.stagger or urgent or len(self.store.subscriptions) < 2:
             for frame in shown:
@@ -277,8 +266,6 @@ class FrameRouter(QObject):
             self.errorFrame.emit(frame)
         if not control:
             self.frames_shown += 1
-            if self.first_frame_time is None:
-                self.first_frame_time = time.time()
         return True
 
     def _emit_stored(self) -> None:

@@ -33,7 +33,9 @@ class FrameView(QWidget):
         self.store = store if store is not None else RunStore()
         self.subscriptions: list[Subscription] = []
         self._dirty = False
-        self.paint_count = 0  # how often _paint ran: lets tests (and profiling) see laziness
+        # How many times _paint ran. Nothing in the window reads it: it is how a test or a
+        # benchmark sees that a hidden view does not paint and that a burst costs one paint.
+        self.paint_count = 0
         # Coalesces many frames of one drain into one paint (see schedule_paint).
         self._paint_timer = QTimer(self)
         self._paint_timer.setSingleShot(True)
@@ -87,12 +89,6 @@ class FrameView(QWidget):
             self._dirty = True  # showEvent paints
         elif not self._paint_timer.isActive():
             self._paint_timer.start()
-
-    def flush(self) -> None:
-        """Do a scheduled paint now (the frame router may call this after each tick)."""
-        if self._paint_timer.isActive():
-            self._paint_timer.stop()
-            self.request_paint()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
         super().showEvent(event)

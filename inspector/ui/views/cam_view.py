@@ -3,8 +3,9 @@
 The same pane shows input attributions (saliency, gradient x input, SmoothGrad, Integrated
 Gradients): a map per input pixel, chosen from the same list below the CAMs.
 
-The composite is blended in numpy into reused buffers (image + alpha * (heat - image)), so the
-alpha slider only costs one multiply-add over the image, and is drawn by one ImageItem.
+The controls (method, layer, opacity) are cam_controls.CamControls; the composite of the map
+over the image is blended in numpy into reused buffers (cam_overlay.CamOverlay), and is
+drawn by one ImageItem.
 
 When the run shown is compared with another (the store's `reference_run`: the unedited run,
 or a pinned run A) that has a map of the same method and layer, a selector shows either
@@ -24,44 +25,29 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSizePolicy,
-    QSlider,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from inspector.core.explain.catalog import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
+from inspector.core.explain.catalog import ATTRIBUTION_METHODS, CAM_METHODS
 from inspector.core.run.frames import CamFrame
 from inspector.ui.image.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views import colormaps
 from inspector.ui.views.base import FrameView, hint_label
+from inspector.ui.views.cam_controls import CamControls
+from inspector.ui.views.cam_overlay import CamOverlay
 from inspector.ui.views.occlusion_controls import OcclusionControls
 
 METHODS = {name: m.title for name, m in (*CAM_METHODS.items(), *ATTRIBUTION_METHODS.items())}
-DEFAULT_ALPHA = 0.5
 # What the compare selector shows: the current run's map, the reference run's, or their
 # difference. Its entries are named per comparison ("after", "before", "after - before").
 CURRENT, REFERENCE, DIFFERENCE = "current", "reference", "difference"
 EMPTY_TEXT = "Drop an image on the window to see where the model looked (class activation map)."
-METHOD_CHARS, LAYER_CHARS = 10, 12  # the lists' widths, in characters
-ALPHA_SLIDER_WIDTH = 80  # pixels
-ALPHA_TIP = "Opacity of the map over the image: 0% shows the image alone, 100% the map alone"
 FAILED_TEXT = "The last run failed before the class activation map was computed: the status " \
               "bar says why."
 CANCELLED_TEXT = "Run {run} was cancelled before its map was computed, and no earlier map of " \
                  "this image is kept: run again (F5) to compute it."
-
-
-def heat_rgb(cam: np.ndarray, cmap: str = colormaps.DEFAULT_OVERLAY) -> np.ndarray:
-    """(H, W) in [0, 1] -> (H, W, 3) float32 colours of the overlay map."""
-    index = np.clip(np.nan_to_num(cam, nan=0.0) * 255.0 + 0.5, 0, 255).astype(np.uint8)
-    return colormaps.lut(cmap)[index].astype(np.float32)
-
-
-def difference_rgb(diff: np.ndarray, extent: float) -> np.ndarray:
-    """(H, W) in [-extent, extent] -> (H, W, 3) float32 colours of the diverging map, 0 in
-    its middle colour."""
-    return heat_rgb(0.5 + 0.5 * np.asarray(diff, np.float32) / extent, colormaps.DEFAULT_DIVERGING)
 
 
 class CamView(FrameView):
@@ -73,58 +59,20 @@ class CamView(FrameView):
 
     def __init__(self, parent: QWidget | None = None, store=None) -> None:
         super().__init__(parent, store)
-        # What is drawn, and the buffers it is blended from (rebuilt when either changes).
-        self.drawn: tuple[CamFrame | None, np.ndarray | None] = (None, None)
+        self.overlay = CamOverlay()  # what is drawn, and the buffers it is blended from
         self.composite: np.ndarray | None = None  # what the ImageItem holds
-        self._blend: np.ndarray | None = None  # the reused uint8 blend buffer
-        self._image_f: np.ndarray | None = None
-        self._diff: np.ndarray | None = None  # heat - image, float32
-        self._prepared: tuple = (None, None, None)  # what _prepare last prepared
-        self._scratch: np.ndarray | None = None
         self._same_for: tuple | None = None  # the runs (and display known) _same compares
         self._same = False  # whether those two runs saw the same image
-        # A comparison with the reference run: its map of the same method and layer, what is
-        # shown (CURRENT, REFERENCE or DIFFERENCE), and the difference current - reference
-        # with the largest |value| the colours span.
+        # A comparison with the reference run: its map of the same method and layer, and
+        # what is shown (CURRENT, REFERENCE or DIFFERENCE).
         self.reference_cam: CamFrame | None = None
         self.mode = CURRENT
-        self.difference: np.ndarray | None = None
-        self.extent = 0.0
         self._scale: tuple = (colormaps.DEFAULT_OVERLAY, 0.0, 1.0, "importance")  # the bar's
 
-        self.method_combo = QComboBox()
-        for key, method in CAM_METHODS.items():
-            self.method_combo.addItem(method.title, key)
-        self.method_combo.insertSeparator(self.method_combo.count())
-        for key, method in ATTRIBUTION_METHODS.items():
-            self.method_combo.addItem(f"{method.title} (input)", key)
-        self.method_combo.setToolTip(
-            "How the map is computed: a CAM from a layer's activations and gradients, or an "
-            "input attribution (a value per input pixel, from the input gradient, or for "
-            "Occlusion from forwards of copies with a patch covered)"
-        )
-        self.method_combo.currentIndexChanged.connect(self._method_chosen)
-        # Both lists may show less than their longest entry (the popup shows it whole): the
-        # controls' row must fit the narrowest right-hand column of the default layout.
-        self.method_combo.setMinimumContentsLength(METHOD_CHARS)
-        self.method_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.layer_combo = QComboBox()
-        self.layer_combo.setMinimumContentsLength(LAYER_CHARS)
-        self.layer_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.layer_combo.setToolTip("The layer whose activations the map is built from")
-        self.layer_combo.currentIndexChanged.connect(self._layer_chosen)
-        self.alpha_slider = QSlider(Qt.Orientation.Horizontal)
-        self.alpha_slider.setRange(0, 100)
-        self.alpha_slider.setValue(round(DEFAULT_ALPHA * 100))
-        # Squashed to its handle, a slider reads as an unchecked box: never narrower than this.
-        self.alpha_slider.setMinimumWidth(ALPHA_SLIDER_WIDTH)
-        self.alpha_slider.setMaximumWidth(160)
-        self.alpha_slider.setToolTip(ALPHA_TIP)
-        self.alpha_label = QLabel()
-        self.alpha_label.setToolTip(ALPHA_TIP)
-        # As wide as "100%" from the start: a wider text must not widen the row while dragging.
-        self.alpha_label.setMinimumWidth(self.alpha_label.fontMetrics().horizontalAdvance("100%"))
-        self.alpha_slider.valueChanged.connect(self._alpha_changed)
+        self.controls = CamControls()
+        self.controls.methodChanged.connect(self._method_chosen)
+        self.controls.layerChanged.connect(self._layer_chosen)
+        self.controls.alphaChanged.connect(self._alpha_changed)
         self.compare_combo = QComboBox()
         for mode in (CURRENT, REFERENCE, DIFFERENCE):
             self.compare_combo.addItem(mode, mode)
@@ -139,16 +87,7 @@ class CamView(FrameView):
         self.compare_combo.currentIndexChanged.connect(self.request_paint)
         self.occlusion = OcclusionControls()
         self.occlusion.changed.connect(self.optionsChanged)
-        self.at_label = QLabel("at")
-        controls = QHBoxLayout()
-        controls.addWidget(self.method_combo, 1)
-        controls.addWidget(self.at_label)
-        controls.addWidget(self.layer_combo, 1)
-        opacity = QLabel("opacity")
-        opacity.setToolTip(ALPHA_TIP)
-        controls.addWidget(opacity)
-        controls.addWidget(self.alpha_slider, 1)
-        controls.addWidget(self.alpha_label)
+        self.occlusion.setVisible(self.method == "occlusion")
 
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
@@ -172,7 +111,7 @@ class CamView(FrameView):
         self.stack.addWidget(view)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(controls)
+        layout.addWidget(self.controls)
         # A row of its own while Occlusion is chosen: in the controls' row its spin boxes
         # widened the pane, and with it the right-hand docks, squeezing the module tree.
         layout.addWidget(self.occlusion)
@@ -183,60 +122,33 @@ class CamView(FrameView):
         header_row.addWidget(self.compare_combo, 0, Qt.AlignmentFlag.AlignTop)
         layout.addLayout(header_row)
         layout.addWidget(self.stack, 1)
-        self._alpha_changed(self.alpha_slider.value())
-        self._enable_layers()
         self.subscribe(self._cam_stored, self.kinds)
 
     # -- API --------------------------------------------------------------------------------
     @property
     def method(self) -> str:
-        return self.method_combo.currentData()
+        return self.controls.method
 
     @property
     def layer(self) -> str | None:
-        if self.method in ATTRIBUTION_METHODS:
-            return ATTRIBUTION_LAYER  # an attribution's map is at the model input
-        return self.layer_combo.currentData()
+        """The layer chosen; for an attribution, the model input (ATTRIBUTION_LAYER)."""
+        return self.controls.layer
 
     @property
     def alpha(self) -> float:
-        return self.alpha_slider.value() / 100.0
+        return self.controls.alpha
 
     def set_layers(self, layers: list[str], default: str | None) -> None:
         """The layers a CAM can be computed at, and the one selected (no signal emitted)."""
-        self.layer_combo.blockSignals(True)
-        self.layer_combo.clear()
-        for name in layers:
-            self.layer_combo.addItem(name or "(whole model)", name)
-        if default is not None and default in layers:
-            self.layer_combo.setCurrentIndex(layers.index(default))
-        self.layer_combo.blockSignals(False)
+        self.controls.set_layers(layers, default)
 
     def set_method(self, method: str) -> None:
         """Select a method without emitting methodChanged (the window restoring settings)."""
-        index = self.method_combo.findData(method)
-        if index >= 0:
-            self.method_combo.blockSignals(True)
-            self.method_combo.setCurrentIndex(index)
-            self.method_combo.blockSignals(False)
-            self._enable_layers()
-
-    def _enable_layers(self) -> None:
-        """An attribution is at the model input: no layer to choose. Occlusion shows its
-        patch and stride, in a row of their own."""
-        self.layer_combo.setEnabled(self.method not in ATTRIBUTION_METHODS)
-        occlusion = self.method == "occlusion"
-        self.occlusion.setVisible(occlusion)
-        self.at_label.setVisible(not occlusion)
-        self.layer_combo.setVisible(not occlusion)
+        self.controls.set_method(method)
+        self.occlusion.setVisible(self.method == "occlusion")
 
     def _cam_stored(self, _frame: CamFrame) -> None:
         self.request_paint()
-
-    @property
-    def cam_frame(self) -> CamFrame | None:
-        """The map shown over the image (see `choice`)."""
-        return self.choice()[0]
 
     def choice(self) -> tuple[CamFrame | None, np.ndarray | None]:
         """(the map, the image) to show, from the store. The newest run's image. Its map once
@@ -287,79 +199,40 @@ class CamView(FrameView):
                     return p.label
         return None
 
-    # -- compositing ------------------------------------------------------------------------
-    def _prepare(self, cam: CamFrame | None, display: np.ndarray | None,
-                 reference: CamFrame | None = None) -> None:
-        """The float image and (heat - image) the blend needs, when what is drawn changed:
-        `cam` over `display`, or with `reference`, the difference cam - reference."""
-        if all(a is b for a, b in zip(self._prepared, (cam, display, reference), strict=True)):
-            return
-        self._prepared = (cam, display, reference)
-        self.drawn = (cam, display)
-        self._image_f = None if display is None else display.astype(np.float32)
-        self._diff = None
-        self.difference, self.extent = None, 0.0
-        if cam is None:
-            return
-        if reference is None:
-            heat = heat_rgb(cam.cam)
-        else:
-            self.difference = np.nan_to_num(cam.cam - reference.cam, nan=0.0)
-            self.extent = float(np.abs(self.difference).max(initial=0.0))
-            # Equal maps: every pixel gets the middle colour (no division by zero).
-            heat = difference_rgb(self.difference, self.extent or 1.0)
-        if self._image_f is not None and self._image_f.shape == heat.shape:
-            self._diff = heat - self._image_f
-        else:
-            self._image_f = None  # no image, or not at the CAM's size: show the map alone
-            self._diff = heat
+    @property
+    def drawn(self) -> tuple[CamFrame | None, np.ndarray | None]:
+        """(the map, the image) drawn now: what a saved PNG shows (ui.export.save_view)."""
+        return self.overlay.drawn
 
-    def _compose(self) -> np.ndarray | None:
-        """Blend into the reused composite buffer; returns what to show."""
-        if self._diff is None:
-            return self.drawn[1]
-        shape = self._diff.shape
-        if self._scratch is None or self._scratch.shape != shape:
-            self._scratch = np.empty(shape, np.float32)
-            self._blend = np.empty(shape, np.uint8)
-        if self._image_f is None:
-            np.copyto(self._scratch, self._diff)  # the map alone
-        else:
-            np.multiply(self._diff, self.alpha, out=self._scratch)
-            np.add(self._scratch, self._image_f, out=self._scratch)
-        np.add(self._scratch, 0.5, out=self._scratch)  # round, not truncate
-        np.copyto(self._blend, self._scratch, casting="unsafe")
-        return self._blend
-
-    def _alpha_changed(self, value: int) -> None:
-        self.alpha_label.setText(f"{value}%")
-        if self._diff is not None:
+    # -- the user's choices -------------------------------------------------------------------
+    def _alpha_changed(self, _value: int) -> None:
+        if self.overlay.has_map:
             self.request_paint()
 
-    def _method_chosen(self, _index: int) -> None:
-        self._enable_layers()
+    def _method_chosen(self, method: str) -> None:
+        # Occlusion's patch and stride, in a row of their own (its layer list is hidden).
+        self.occlusion.setVisible(method == "occlusion")
         self.request_paint()
-        self.methodChanged.emit(self.method)
+        self.methodChanged.emit(method)
 
-    def _layer_chosen(self, index: int) -> None:
-        if index < 0:
-            return
+    def _layer_chosen(self, layer: str) -> None:
         self.request_paint()
-        self.layerChanged.emit(self.layer)
+        self.layerChanged.emit(layer)
 
     # -- painting ---------------------------------------------------------------------------
     def _paint(self) -> None:
         cam, display = self.choice()
         self.reference_cam = self.compared(cam)
         self.mode = self._compare_mode(cam)
+        overlay = self.overlay
         if self.mode == REFERENCE:
-            self._prepare(self.reference_cam, _display(self.store, self.reference_cam.run_id))
+            overlay.prepare(self.reference_cam, _display(self.store, self.reference_cam.run_id))
         elif self.mode == DIFFERENCE:
-            self._prepare(cam, display, self.reference_cam)
+            overlay.prepare(cam, display, self.reference_cam)
         else:
-            self._prepare(cam, display)
+            overlay.prepare(cam, display)
         self._show_scale()
-        image = self._compose()
+        image = overlay.compose(self.alpha)
         if image is None:
             self.header.setText("")
             self.empty.setText(self._empty_text())
@@ -403,7 +276,7 @@ class CamView(FrameView):
     def _show_scale(self) -> None:
         """The colour bar: importance 0..1, or the difference's range, centred on 0."""
         if self.mode == DIFFERENCE:
-            extent = self.extent or 1.0
+            extent = self.overlay.extent or 1.0
             names = self.store.reference_names() or ("reference", "current")
             scale = (colormaps.DEFAULT_DIVERGING, -extent, extent, f"{names[1]} \u2212 {names[0]}")
         else:
@@ -441,7 +314,7 @@ class CamView(FrameView):
             # After a cancel nothing is on its way: "yet" would promise it.
             later = "" if self.store.cancelled else " yet"
             text += f" \u00b7 <i>{html.escape(wanted)} not computed{later}</i>"
-        if self._image_f is None:
+        if self.overlay.image_f is None:
             text += " \u00b7 the map alone (no image of the same size)"
         store = self.store
         if store.cancelled:
@@ -453,10 +326,10 @@ class CamView(FrameView):
             if self.mode == REFERENCE:
                 text += f" \u00b7 <b>{first}</b> (run {ref_run})"
             elif self.mode == DIFFERENCE:
-                extent = f"{self.extent:.3g}"
+                extent = self.overlay.extent
                 text += (f" \u00b7 <b>{second} \u2212 {first}</b> (run {f.run_id} \u2212 run "
-                         f"{ref_run}), range \u00b1{extent}"
-                         + (": the maps are equal" if self.extent == 0 else ""))
+                         f"{ref_run}), range \u00b1{extent:.3g}"
+                         + (": the maps are equal" if extent == 0 else ""))
             else:
                 text += f" \u00b7 <b>{second}</b> (run {f.run_id})"
         return text

@@ -56,10 +56,3 @@ def add_copy_action(plot, widget: QWidget | None = None) -> QAction:
     box.menu.addAction(action)
     return action
 
-
-def copy_action(plot) -> QAction | None:
-    """The "Copy to clipboard" action of `plot`'s menu, if it has one (tests, the window)."""
-    menu = _view_box(plot).menu
-    if menu is None:
-        return None
-    return next((a for a in menu.actions() if a.text() == COPY_TEXT), None)

@@ -29,12 +29,12 @@ def depth_plot(x_label: str, y_label: str, **y_style) -> pg.PlotWidget:
 
 class DepthPlotFrame:
     """Lays out `view`: `header`, then the plot (or the hint), then the hover line; adds a
-    vertical cursor that `on_hover(scene_pos)` moves. Its parts: header, plot, cursor,
-    empty, stack, hover_label."""
+    vertical cursor that `on_hover(scene_pos)` moves. Its parts: header, cursor, empty,
+    stack, hover_label."""
 
     def __init__(self, view: QWidget, header: QLabel, plot: pg.PlotWidget, empty_text: str,
                  on_hover, top_margin: int = 4) -> None:
-        self.header, self.plot = header, plot
+        self.header = header
         header.setTextFormat(Qt.TextFormat.RichText)
         header.setWordWrap(True)
         self.hover_label = QLabel(" ")

@@ -38,11 +38,8 @@ class GradientFlowPlot(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.points: list[FlowPoint] = []
-        self.mean_values = np.zeros(0)  # what the curves hold (NaN where a marker is drawn)
-        self.max_values = np.zeros(0)
         self.zero_layers: list[str] = []
         self.nonfinite_layers: list[str] = []
-        self.mean_label = "mean |grad|"
 
         plot = depth_plot("layer, in forward order (input \u2192 output)", "|gradient|")
         plot.setLogMode(x=False, y=True)
@@ -73,7 +70,6 @@ class GradientFlowPlot(QWidget):
     def set_points(self, points: list[FlowPoint], title: str, mean_label: str) -> None:
         self.points = points
         if not points:
-            self.mean_values = self.max_values = np.zeros(0)
             self.zero_layers, self.nonfinite_layers = [], []
             self.summary.setText("")
             self.stack.setCurrentWidget(self.empty)
@@ -86,7 +82,6 @@ class GradientFlowPlot(QWidget):
         zero = ~bad & (peak == 0)
         mean[bad | ~np.isfinite(mean) | (mean <= 0)] = np.nan
         peak[bad | zero] = np.nan
-        self.mean_values, self.max_values = mean, peak
         self.zero_layers = [p.name for p, z in zip(points, zero, strict=True) if z]
         self.nonfinite_layers = [p.name for p, b in zip(points, bad, strict=True) if b]
 
@@ -99,7 +94,6 @@ class GradientFlowPlot(QWidget):
         self.bad_marks.setData(x[bad], np.full(int(bad.sum()), top))
         self.plot.setXRange(-0.5, n - 0.5, padding=0.02)
         self.plot.getAxis("bottom").setTicks(layer_ticks(n))
-        self.mean_label = mean_label
 
         # The legend is this line, in the curves' colours: inside the plot it hid points.
         text = (

@@ -10,7 +10,7 @@ there would draw transparent by itself, but ImageItem then takes a slower path: 
 
 `ChannelPages` says which channels a page shows: a layer's channels in an order (their own,
 or sorted by a statistic), PAGE_SIZE at a time. `MosaicView` draws one page and maps a
-position on it back to the channel's index in the layer (`channel_at`), whatever the page
+position on it back to the channel's index in the layer (`locate_scene`), whatever the page
 and the order.
 """
 
@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsRectItem
 
@@ -143,13 +143,6 @@ class Mosaic:
             src = data[full * cols :].transpose(1, 0, 2)
             np.subtract(src, self.offset[full * cols :].reshape(1, rest, 1), out=out)
             np.multiply(out, self.scale[full * cols :].reshape(1, rest, 1), out=out)
-
-    def tile(self, k: int) -> np.ndarray:
-        """The (H, W) view of channel k's tile in the mosaic."""
-        if not 0 <= k < self.channels:
-            raise IndexError(f"channel {k} not in 0..{self.channels - 1}")
-        y, x = self.origin(k)
-        return self.image[y : y + self.height, x : x + self.width]
 
     def origin(self, k: int) -> tuple[int, int]:
         """(row, column) of the top-left pixel of channel k's tile."""
@@ -318,14 +311,6 @@ class MosaicView(pg.GraphicsLayoutWidget):
         hit = self.mosaic.locate(p.x(), p.y())
         channel = self.mosaic.channel_at(p.x(), p.y())
         return None if hit is None or channel is None else (channel, hit[1], hit[2])
-
-    def channel_at(self, pos: QPoint | QPointF) -> int | None:
-        """The index in the layer of the channel whose tile is at widget position `pos`
-        (what a mouse or context-menu event's `pos()` gives), on any page and in any order;
-        None in a gap or off the tiles."""
-        point = pos.toPoint() if isinstance(pos, QPointF) else pos
-        hit = self.locate_scene(self.mapToScene(point))
-        return None if hit is None else hit[0]
 
     def tile_rect(self, channel: int) -> QRectF | None:
         """Where `channel`'s tile is, in image pixels; None when it is not on this page."""

@@ -9,51 +9,42 @@
 - (N, D), tokens: a token x feature heatmap, or the tokens as their square patch grid (the
   class token left out when N - 1 is a square) showing one feature or the mean.
 
-Images are updated in place with fixed levels computed once per frame (`autoLevels=False`);
-the colour map is only set when the user changes it. The panel does no run bookkeeping: the
-view that owns it decides what to show and when (see base.FrameView), and gives it the
-per-channel values to sort by (`show_tensor(channel_keys=...)`).
+The row above the picture (scale, token layout, vector style, colour map, back from a zoom)
+is tensor_controls.TensorControls. Images are updated in place with fixed levels computed
+once per frame (`autoLevels=False`); the colour map is only set when the user changes it.
+The panel does no run bookkeeping: the view that owns it decides what to show and when (see
+base.FrameView), and gives it the per-channel values to sort by
+(`show_tensor(channel_keys=...)`).
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtWidgets import (
-    QComboBox,
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QSpinBox,
-    QStackedWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from inspector.ui.views import colormaps
 from inspector.ui.views.base import hint_label
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_INDEX, ChannelBar
-from inspector.ui.views.mosaic import (
-    PER_CHANNEL,
-    SHARED,
-    ChannelPages,
-    MosaicView,
-    sorted_order,
-)
-from inspector.ui.views.token_page import (
-    TOKEN_GRID_FEATURE,
-    TOKEN_GRID_MEAN,
-    TOKEN_HEATMAP,
-    TokenPage,
-    square_grid,
-)
-from inspector.ui.views.vector_page import AUTO, BARS, LINE, MAX_BARS, VectorPage
+from inspector.ui.views.mosaic import SHARED, ChannelPages, MosaicView, sorted_order
+from inspector.ui.views.tensor_controls import TensorControls
+from inspector.ui.views.token_page import TokenPage, grid_of
+from inspector.ui.views.vector_page import VectorPage
 from inspector.ui.views.zoom_page import ZoomPage
 
 TokenGrid = tuple[int, tuple[int, int]]  # (extra tokens, (rows, columns)): token_page
 
 MESSAGE, MOSAIC, ZOOM, VECTOR, TOKENS = "message", "mosaic", "zoom", "vector", "tokens"
+
+
+def color_bar(cmap: str) -> pg.ColorBarItem:
+    """The colour bar beside a mosaic or a token heatmap (its levels follow the picture's)."""
+    return pg.ColorBarItem(values=(0.0, 1.0), colorMap=colormaps.get(cmap), interactive=False,
+                           width=14, colorMapMenu=False)
+
 
 class TensorPanel(QWidget):
     """Shows one preview array; `diverging` for signed data (gradients): levels symmetric at 0."""
@@ -69,26 +60,25 @@ class TensorPanel(QWidget):
         self.pages_of_channels = ChannelPages()  # which channels the mosaic's page shows
         self.channel_keys: dict[str, np.ndarray] = {}  # sort key -> a value per channel
         self._default_diverging = diverging
-        self._cmaps_chosen: dict[bool, str] = {}  # diverging or not -> the map last chosen
         self.tokens: TokenPage | None = None  # built when a token output first arrives
         self._grid_allowed = True
         self._token_grid: TokenGrid | None = None  # the view's, from the model input's size
         self._features: int | None = None  # the layer's feature count (a pooled preview)
-        self._cmap = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        layout.addLayout(self._build_controls())
+        # Scale, token layout, vector style and colour map, and back from a zoom.
+        self.controls = TensorControls(diverging)
+        self.controls.back_button.clicked.connect(self.unzoom)
+        self.controls.changed.connect(self._redraw)
+        self.controls.colormapChanged.connect(self._colormap_changed)
+        layout.addWidget(self.controls)
         # Paging, sorting and jumping through a layer's channels (mosaic and zoom).
         self.channel_bar = ChannelBar()
         self.channel_bar.stepRequested.connect(self.step)
         self.channel_bar.channelChosen.connect(self.zoom)
-        self.channel_bar.orderChanged.connect(self._controls_changed)
-        bar = self.channel_bar  # its parts, by the names the tests know them by
-        self.prev_button, self.next_button = bar.prev_button, bar.next_button
-        self.page_label, self.sort_combo, self.jump_spin = (bar.page_label, bar.sort_combo,
-                                                            bar.jump_spin)
+        self.channel_bar.orderChanged.connect(self._redraw)
         layout.addWidget(self.channel_bar)
         self.pages = QStackedWidget()
         layout.addWidget(self.pages, 1)
@@ -105,56 +95,13 @@ class TensorPanel(QWidget):
         self._set_mode(MESSAGE)
 
     # -- construction -----------------------------------------------------------------------
-    def _build_controls(self) -> QHBoxLayout:
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        self.back_button = QPushButton("\u2190 All channels")
-        self.back_button.setToolTip("Back to the mosaic of all channels (Esc)")
-        self.back_button.setShortcut("Esc")
-        self.back_button.clicked.connect(self.unzoom)
-        self.norm_combo = QComboBox()
-        self.norm_combo.addItem("Scale each channel", PER_CHANNEL)
-        self.norm_combo.addItem("One scale for all", SHARED)
-        self.norm_combo.setToolTip(
-            "Each channel: every tile uses its own range, to see patterns in weak channels.\n"
-            "One scale: tiles can be compared, strong and weak channels look different."
-        )
-        self.cmap_combo = QComboBox()
-        self.cmap_combo.addItems(colormaps.names(self.diverging))
-        self.cmap_combo.setCurrentText(self._cmap)
-        self.cmap_combo.setToolTip("Colour map")
-        self.token_combo = QComboBox()
-        self.token_combo.addItem("Tokens \u00d7 features", TOKEN_HEATMAP)
-        self.token_combo.addItem("Token grid: mean of features", TOKEN_GRID_MEAN)
-        self.token_combo.addItem("Token grid: one feature", TOKEN_GRID_FEATURE)
-        self.feature_spin = QSpinBox()
-        self.feature_spin.setPrefix("feature ")
-        self.vector_combo = QComboBox()
-        self.vector_combo.addItems([AUTO, BARS, LINE])
-        self.vector_combo.setToolTip(f"Auto: bars up to {MAX_BARS} values, a line above")
-        for combo in (self.norm_combo, self.cmap_combo, self.token_combo, self.vector_combo):
-            combo.currentIndexChanged.connect(self._controls_changed)
-        self.feature_spin.valueChanged.connect(self._controls_changed)
-        for widget in (
-            self.back_button,
-            self.norm_combo,
-            self.token_combo,
-            self.feature_spin,
-            self.vector_combo,
-            self.cmap_combo,
-        ):
-            row.addWidget(widget)
-        row.addStretch(1)
-        return row
-
     def _build_mosaic_page(self) -> None:
-        view = MosaicView(self._color_bar())
+        view = MosaicView(color_bar(self.controls.cmap))
         view.channelClicked.connect(self._mosaic_clicked)
         view.hovered.connect(self._mosaic_hovered)
         self.mosaic_view = view
-        # The names the tests and the benchmark know the parts by.
-        self.mosaic, self.mosaic_item, self.mosaic_box = view.mosaic, view.item, view.box
-        self.mosaic_bar = view.bar
+        # The edit actions (ui.edits.actions) read the mosaic's tiles and image item here.
+        self.mosaic, self.mosaic_item = view.mosaic, view.item
         self._pages[MOSAIC] = view
 
     def _ensure_page(self, mode: str) -> None:
@@ -169,33 +116,20 @@ class TensorPanel(QWidget):
         self._apply_colormap()
 
     def _build_zoom_page(self) -> None:
-        page = ZoomPage(colormaps.get(self._cmap))
-        page.view.scene().sigMouseMoved.connect(self._zoom_hover)
+        page = ZoomPage(colormaps.get(self.controls.cmap))
+        page.view.scene().sigMouseMoved.connect(partial(self._hover, ZOOM))
         self.zoom_page = page
-        # The names the tests know the parts by.
-        self.zoom_plot, self.zoom_item, self.zoom_hist = page.plot, page.item, page.hist
         self._pages[ZOOM] = page.view
 
     def _build_vector_page(self) -> None:
         page = VectorPage()
-        page.plot.scene().sigMouseMoved.connect(self._vector_hover)
+        page.plot.scene().sigMouseMoved.connect(partial(self._hover, VECTOR))
         self.vector_page = page
-        # The names the tests know the parts by.
-        self.vector_plot, self.vector_bars, self.vector_line = page.plot, page.bars, page.line
         self._pages[VECTOR] = page.plot
 
     def _build_token_page(self) -> None:
-        self.tokens = TokenPage(self._color_bar(), self._token_hover)
+        self.tokens = TokenPage(color_bar(self.controls.cmap), partial(self._hover, TOKENS))
         self._pages[TOKENS] = self.tokens.view
-
-    def _color_bar(self) -> pg.ColorBarItem:
-        return pg.ColorBarItem(
-            values=(0.0, 1.0),
-            colorMap=colormaps.get(self._cmap),
-            interactive=False,
-            width=14,
-            colorMapMenu=False,
-        )
 
     # -- public -----------------------------------------------------------------------------
     def show_message(self, text: str) -> None:
@@ -263,21 +197,23 @@ class TensorPanel(QWidget):
 
     @property
     def normalisation(self) -> str:
-        return self.norm_combo.currentData()
+        return self.controls.normalisation
 
     # -- drawing ----------------------------------------------------------------------------
-    def _controls_changed(self, *_: object) -> None:
-        if self._cmap != self.cmap_combo.currentText():
-            self._cmap = self.cmap_combo.currentText()
-            self._apply_colormap()
+    def _redraw(self, *_: object) -> None:
         if self.data is not None:
             self._draw()
 
+    def _colormap_changed(self, _name: str) -> None:
+        self._apply_colormap()
+        self._redraw()
+
     def _apply_colormap(self) -> None:
-        table = colormaps.lut(self._cmap)
-        cmap = colormaps.get(self._cmap)
-        self.mosaic_item.setLookupTable(table)
-        self.mosaic_bar.setColorMap(cmap)
+        name = self.controls.cmap
+        table = colormaps.lut(name)
+        cmap = colormaps.get(name)
+        self.mosaic_view.item.setLookupTable(table)
+        self.mosaic_view.bar.setColorMap(cmap)
         if self.tokens is not None:
             self.tokens.item.setLookupTable(table)
             self.tokens.bar.setColorMap(cmap)
@@ -316,12 +252,13 @@ class TensorPanel(QWidget):
         page_data = data[start:start + len(channels)] if pages.natural() else data[channels]
         self.mosaic_view.show_page(page_data, channels, self.normalisation, self.diverging,
                                    count=data.shape[0])
+        axis = self.mosaic_view.bar.axis
         if self.normalisation == SHARED:
-            self.mosaic_bar.axis.setLabel("value")
+            axis.setLabel("value")
         elif self.diverging:
-            self.mosaic_bar.axis.setLabel("\u00f7 each channel's max |value|")
+            axis.setLabel("\u00f7 each channel's max |value|")
         else:
-            self.mosaic_bar.axis.setLabel("each channel: min \u2192 max")
+            axis.setLabel("each channel: min \u2192 max")
         self._set_mode(MOSAIC)
 
     def _draw_zoom(self, channel: np.ndarray) -> None:
@@ -332,40 +269,31 @@ class TensorPanel(QWidget):
 
     def _draw_vector(self, data: np.ndarray) -> None:
         self._ensure_page(VECTOR)
-        self.vector_page.draw(data, self.vector_combo.currentText())
+        self.vector_page.draw(data, self.controls.vector_combo.currentText())
         self._set_mode(VECTOR)
 
     def _draw_tokens(self, data: np.ndarray) -> None:
         self._ensure_page(TOKENS)
-        self.feature_spin.blockSignals(True)
-        self.feature_spin.setRange(0, data.shape[1] - 1)
-        self.feature_spin.blockSignals(False)
-        self.tokens.draw(data, self._patch_grid(data.shape[0]), self.token_combo.currentData(),
-                         self.feature_spin.value(), self.normalisation, self.diverging,
-                         self._features)
+        controls = self.controls
+        controls.set_feature_count(data.shape[1])
+        self.tokens.draw(data, self._patch_grid(data.shape[0]),
+                         controls.token_combo.currentData(), controls.feature_spin.value(),
+                         self.normalisation, self.diverging, self._features)
         self._set_mode(TOKENS)
 
     def _patch_grid(self, n_tokens: int) -> TokenGrid | None:
         """The grid of n tokens: the view's when it fits them, else a square guess."""
-        if not self._grid_allowed:
-            return None
-        grid = self._token_grid
-        if grid is not None and grid[0] + grid[1][0] * grid[1][1] == n_tokens:
-            return grid
-        return square_grid(n_tokens)
+        return grid_of(n_tokens, self._token_grid) if self._grid_allowed else None
 
     def _set_mode(self, mode: str) -> None:
         self.mode = mode
         self.pages.setCurrentWidget(self._pages[mode])
         is_tokens = mode == TOKENS
         grid = is_tokens and not self.tokens.is_heatmap
-        self.back_button.setVisible(mode == ZOOM)
-        self.norm_combo.setVisible(mode == MOSAIC or (is_tokens and not grid))
-        self.cmap_combo.setVisible(mode in (MOSAIC, ZOOM, TOKENS))
-        has_grid = is_tokens and self._patch_grid(self.data.shape[0]) is not None
-        self.token_combo.setVisible(has_grid)
-        self.feature_spin.setVisible(has_grid and self.token_combo.currentData() == TOKEN_GRID_FEATURE)
-        self.vector_combo.setVisible(mode == VECTOR)
+        self.controls.show_for(
+            zoomed=mode == ZOOM, scaled=mode == MOSAIC or (is_tokens and not grid),
+            coloured=mode in (MOSAIC, ZOOM, TOKENS), vector=mode == VECTOR,
+            token_grid=is_tokens and self._patch_grid(self.data.shape[0]) is not None)
         self._sync_channel_controls()
         if mode != self._shown_mode:  # keep a hover readout while frames of one kind arrive
             self._shown_mode = mode
@@ -386,24 +314,11 @@ class TensorPanel(QWidget):
     def _set_diverging(self, diverging: bool) -> None:
         """Sequential or diverging colours (a difference B - A is signed whatever is shown);
         each kind remembers the map last chosen for it."""
-        if diverging == self.diverging:
-            return
-        self._cmaps_chosen[self.diverging] = self._cmap
         self.diverging = diverging
-        default = colormaps.DEFAULT_DIVERGING if diverging else colormaps.DEFAULT_SEQUENTIAL
-        self._cmap = self._cmaps_chosen.get(diverging, default)
-        self.cmap_combo.blockSignals(True)
-        self.cmap_combo.clear()
-        self.cmap_combo.addItems(colormaps.names(diverging))
-        self.cmap_combo.setCurrentText(self._cmap)
-        self.cmap_combo.blockSignals(False)
-        self._apply_colormap()
+        if self.controls.offer_colormaps(diverging):
+            self._apply_colormap()
 
     # -- hover and click --------------------------------------------------------------------
-    def _mosaic_hover(self, scene_pos: QPointF) -> None:
-        """What hovering at `scene_pos` shows (the mosaic view calls it for mouse moves)."""
-        self.mosaic_view.hover(scene_pos)
-
     def _mosaic_hovered(self, hit) -> None:
         if self.mode != MOSAIC or self.data is None or hit is None:
             return
@@ -415,20 +330,16 @@ class TensorPanel(QWidget):
         if self.mode == MOSAIC:
             self.zoom(channel)
 
-    def _zoom_hover(self, scene_pos: QPointF) -> None:
-        if self.mode == ZOOM and self.data is not None:
+    def _hover(self, mode: str, scene_pos: QPointF) -> None:
+        """The line under the picture: what the zoom, vector or token page (`mode`) names
+        at `scene_pos`, while that page is shown."""
+        if self.mode != mode or self.data is None:
+            return
+        if mode == ZOOM:
             text = self.zoom_page.hover_text(scene_pos, self.data, self.zoomed)
-            if text is not None:
-                self.hover_label.setText(text)
-
-    def _token_hover(self, scene_pos: QPointF) -> None:
-        if self.mode == TOKENS and self.data is not None:
+        elif mode == TOKENS:
             text = self.tokens.hover_text(scene_pos, self.data)
-            if text is not None:
-                self.hover_label.setText(text)
-
-    def _vector_hover(self, scene_pos: QPointF) -> None:
-        if self.mode == VECTOR and self.data is not None:
+        else:
             text = self.vector_page.hover_text(scene_pos, self.data)
-            if text is not None:
-                self.hover_label.setText(text)
+        if text is not None:
+            self.hover_label.setText(text)

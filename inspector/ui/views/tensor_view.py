@@ -29,8 +29,9 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.run.frames import RunFinished, TensorFrame
-from inspector.ui.views.base import FrameView, fmt
+from inspector.ui.views.base import FrameView
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_MAX, SORT_MEAN
+from inspector.ui.views.tensor_header import diff_html, module_label, shape_text, stats_html
 from inspector.ui.views.tensor_panel import TensorPanel
 from inspector.ui.views.token_page import patch_grid
 
@@ -48,53 +49,6 @@ HOOK_NAMES = {  # the hook to turn on in the module tree
     "grad_output": "grad output",
     "grad_input": "grad input",
 }
-
-
-def module_label(name: str) -> str:
-    return name if name else "(whole model)"
-
-
-def stats_html(frame: TensorFrame) -> str:
-    """One line: shape and statistics, with problems (dead channels, NaN/Inf) in colour."""
-    s = frame.stats
-    shape = "\u00d7".join(str(d) for d in frame.shape) or "scalar"
-    parts = [
-        f"shape {shape}",
-        f"mean {fmt(s.mean)}",
-        f"std {fmt(s.std)}",
-        f"min {fmt(s.min)}",
-        f"max {fmt(s.max)}",
-        f"zeros {100 * s.zero_fraction:.1f}%",
-    ]
-    channels = len(s.channel_zero_fraction)
-    if s.dead_channels and channels > 1:
-        parts.append(f"<span style='color:#e0a030'>{s.dead_channels}/{channels} channels all zero</span>")
-    if s.nonfinite:
-        parts.append(f"<span style='color:#f05050'><b>{s.nonfinite} NaN/Inf</b></span>")
-    note = preview_note(frame)
-    if note:
-        parts.append(f"<i>{note}</i>")
-    return " \u00b7 ".join(parts)
-
-
-def preview_note(frame: TensorFrame) -> str:
-    """Says how the picture differs from the tensor (core reduces previews; see stats.preview)."""
-    p = frame.preview
-    if p is None:
-        return ""
-    item = frame.item_shape
-    notes = []
-    if frame.channels_last and p.ndim == 3:
-        notes.append("channels last (H\u00d7W\u00d7C): one tile per channel")
-    if p.shape == item:
-        return ", ".join(notes)
-    if p.ndim == 3 and len(item) == 3:
-        if p.shape[0] < item[0]:
-            notes.append(f"first {p.shape[0]} of {item[0]} channels shown")
-        if p.shape[1:] != item[1:]:
-            notes.append(f"averaged to {p.shape[1]}\u00d7{p.shape[2]}")
-        return ", ".join(notes)
-    return "shown reduced to " + "\u00d7".join(str(d) for d in p.shape)
 
 
 def channel_keys(frame: TensorFrame, reference: TensorFrame | None) -> dict[str, np.ndarray]:
@@ -204,19 +158,11 @@ class TensorView(FrameView):
         """What is shown: SHOW_B (the run shown), SHOW_A (the reference run) or SHOW_DIFF."""
         return self.compare_combo.currentData() if self.reference_run is not None else SHOW_B
 
-    def set_compare(self, what: str) -> None:
-        self.compare_combo.setCurrentIndex(self.compare_combo.findData(what))
-        self.request_panel()
-
     @property
     def reference_run(self) -> int | None:
         """Run A, when there is one that is not the run shown."""
         ref = self.store.reference_run
         return ref if ref is not None and ref != self.shown_run else None
-
-    def reference_changed(self) -> None:
-        """Run A was pinned or let go (the store does not tell its subscribers)."""
-        self.request_panel()
 
     def reference_frame(self) -> TensorFrame | None:
         """Run A's frame of the part shown (same module, kind, call and path)."""
@@ -364,7 +310,7 @@ class TensorView(FrameView):
                 self.header.setText(name)
                 self.panel.show_message(
                     f"{difference} needs both runs' previews of the same shape: "
-                    f"{second} {_shape_text(frame)}, {first} {_shape_text(reference)}.")
+                    f"{second} {shape_text(frame)}, {first} {shape_text(reference)}.")
                 return
             self.header.setText(f"{name} \u00b7 <b>{difference}</b> (run {frame.run_id} "
                                 f"\u2212 run {reference.run_id}) \u00b7 {diff_html(diff)}")
@@ -391,20 +337,3 @@ class TensorView(FrameView):
         display = started.display if started is not None else None
         input_hw = tuple(display.shape[:2]) if display is not None else None
         return {"token_grid": patch_grid(shape[1], input_hw), "features": shape[2]}
-
-
-def diff_html(diff: np.ndarray) -> str:
-    """One line about the difference of two previews: how large, how many channels it
-    touches."""
-    parts = [f"largest |difference| {fmt(float(np.abs(diff).max()) if diff.size else 0.0)}"]
-    if diff.ndim == 3:
-        changed = int(np.count_nonzero(np.abs(diff).reshape(diff.shape[0], -1).max(1) > 0))
-        parts.append(f"{changed} of {diff.shape[0]} channels changed")
-    parts.append("<i>of the previews shown</i>")
-    return " \u00b7 ".join(parts)
-
-
-def _shape_text(frame: TensorFrame) -> str:
-    if frame.preview is None:
-        return "without a preview"
-    return "\u00d7".join(str(d) for d in frame.preview.shape)

@@ -63,12 +63,6 @@ class TileNumbers:
                 item.setPos(x, y)
         self.fit()
 
-    @property
-    def texts(self) -> list[str]:
-        """The numbers on the tiles, in tile order (what the user reads)."""
-        return [item.textItem.toPlainText() for item in self.items[:len(self._shown[0])]] \
-            if self._shown else []
-
     def fits(self) -> bool:
         """Whether a tile is big enough on screen for its number to leave most of it free."""
         if not self._shown or self._tile[0] <= 0:
@@ -88,7 +82,3 @@ class TileNumbers:
         count = len(self._shown[0]) if self._shown else 0
         for k, item in enumerate(self.items):
             item.setVisible(self.visible and k < count)
-
-    def clear(self) -> None:
-        self._shown = ()
-        self.fit()

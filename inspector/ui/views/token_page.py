@@ -37,6 +37,14 @@ def square_grid(n_tokens: int) -> tuple[int, tuple[int, int]] | None:
     return None if found is None else (found[1], (found[0], found[0]))
 
 
+def grid_of(n_tokens: int,
+            grid: tuple[int, tuple[int, int]] | None) -> tuple[int, tuple[int, int]] | None:
+    """`grid` (as patch_grid gives it) when it holds exactly `n_tokens`, else a square guess."""
+    if grid is not None and grid[0] + grid[1][0] * grid[1][1] == n_tokens:
+        return grid
+    return square_grid(n_tokens)
+
+
 def patch_grid(n_tokens: int, input_hw: tuple[int, int] | None) -> tuple[int, tuple[int, int]] | None:
     """(extra tokens before the grid, (rows, columns)) of a token output, as core.tokens
     reads it for CAMs: the grid whose cells cover the model input with equal strides (197

@@ -119,7 +119,10 @@ class ErrorReporter(QObject):
         self._dialog: DetailsDialog | None = None
         self.last_message = ""
         self.last_details = ""
-        self.count = 0  # failures reported since start: tests read it
+        # Failures reported since the window opened, also those a later message replaced
+        # before anyone read them. Nothing in the window shows it: it is how a test checks
+        # that a failure was reported, and only once.
+        self.count = 0
         self._error_time: float | None = None  # when the failure on screen was reported
         self._pending_info: tuple[str, int] | None = None
         self._resolved = False  # a later action succeeded while the failure was fresh

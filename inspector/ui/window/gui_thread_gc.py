@@ -50,10 +50,6 @@ class GuiThreadCollector(QObject):
             gc.enable()
         self._was_enabled = None
 
-    @property
-    def active(self) -> bool:
-        return self._timer.isActive()
-
     def check(self) -> int | None:
         """Collect the oldest generation whose count is over its threshold; which one, or
         None when none is."""
