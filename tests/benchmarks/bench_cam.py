@@ -7,7 +7,7 @@ Variants, run interleaved (one of each per round, in a rotating order, so that l
 other processes falls on all of them alike):
   no_grad      a forward under torch.no_grad (reference only)
   floor        a forward with autograd on: what any gradient-based CAM must pay at least
-  ours         inspector.core.explain.cam.compute_cams(model, x, ["gradcam"], "layer4"): the maps
+  ours         inspector.core.explain.cam.compute.compute_cams(model, x, ["gradcam"], "layer4"): the maps
                at the input's size, in [0, 1], on the CPU
   ours_capture the Session's path: hooks.Capture keeping layer4 + a backward to the input +
                cam_from_capture (the GUI also shows every layer's gradient, so it pays more)

@@ -96,7 +96,7 @@ def _shown_pixels(window) -> np.ndarray:
 
 
 def _decoded(clip) -> list[np.ndarray]:
-    from inspector.core.inputs.video import VideoReader
+    from inspector.core.inputs.video_reader import VideoReader
 
     with VideoReader(clip) as reader:
         return [np.asarray(f.image) for f in reader.frames()]

@@ -48,10 +48,7 @@ from inspector.core.run.frames import (
     RunStarted,
     TensorFrame,
 )
-
-# Subscription: the window imports it from here (ui/views/base.py, ui/run/frame_router.py)
-# until those imports name core.run.subscriptions.
-from inspector.core.run.subscriptions import Key, Subscribers, Subscription, what_of  # noqa: F401
+from inspector.core.run.subscriptions import Key, Subscribers, what_of
 
 PartKey = tuple[str, int, str]  # (kind, call, path) of one module's tensor
 

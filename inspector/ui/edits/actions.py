@@ -74,7 +74,7 @@ class EditActions(QObject):
     def attach_mosaic(self, view) -> None:
         """Offer the channel edits on a right-click in `view`'s mosaic (an ActivationView)."""
         self._mosaic_view = view
-        view.panel.mosaic_item.scene().sigMouseClicked.connect(self._mosaic_clicked)
+        view.panel.mosaic_view.item.scene().sigMouseClicked.connect(self._mosaic_clicked)
 
     def _mosaic_clicked(self, event) -> None:
         # pyqtgraph sends every click here after its items saw it; the mosaic's ViewBox has
@@ -103,8 +103,8 @@ class EditActions(QObject):
         if frame is None:
             return None
         panel = view.panel
-        p = panel.mosaic_item.mapFromScene(scene_pos)
-        channel = panel.mosaic.channel_at(p.x(), p.y())
+        p = panel.mosaic_view.item.mapFromScene(scene_pos)
+        channel = panel.mosaic_view.mosaic.channel_at(p.x(), p.y())
         return None if channel is None else (frame.module, channel)
 
     def channel_menu(self, module: str, channel: int) -> QMenu:

@@ -39,7 +39,7 @@ class ImageEntry:
     path: Path | None
     image: Any = None  # PIL image: a pasted picture, or the video frame being run
     size: tuple[int, int] = (0, 0)
-    video: Any = None  # core.inputs.video.VideoInfo of a listed video file
+    video: Any = None  # core.inputs.video_reader.VideoInfo of a listed video file
     # The video frame's model input, made with `image` on the decoding thread
     # (core.inputs.preprocess.PreparedImage); set and cleared with `image`.
     prepared: Any = None
@@ -144,7 +144,7 @@ class ImageList(QListWidget):
                     image, info = first_frame(path)
                 else:
                     image = load_image(path)
-            except ImageLoadError as e:  # core.inputs.video.VideoLoadError too
+            except ImageLoadError as e:  # core.inputs.video_reader.VideoLoadError too
                 self._batch_errors.append(e)
                 continue
             except Exception as e:  # noqa: BLE001 - any decoder failure is the file's problem

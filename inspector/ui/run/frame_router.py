@@ -50,7 +50,8 @@ from inspector.core.run.frames import (
     RunFinished,
     RunStarted,
 )
-from inspector.core.run.store import RunStore, Subscription
+from inspector.core.run.store import RunStore
+from inspector.core.run.subscriptions import Subscription
 
 DISPLAY_INTERVAL_MS = 16
 MAX_FRAMES_PER_TICK = 400

@@ -17,7 +17,8 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
-from inspector.core.run.store import RunStore, Subscription
+from inspector.core.run.store import RunStore
+from inspector.core.run.subscriptions import Subscription
 
 HINT_STYLE = "color: #8a8a8a; padding: 12px;"
 

@@ -100,8 +100,6 @@ class TensorPanel(QWidget):
         view.channelClicked.connect(self._mosaic_clicked)
         view.hovered.connect(self._mosaic_hovered)
         self.mosaic_view = view
-        # The edit actions (ui.edits.actions) read the mosaic's tiles and image item here.
-        self.mosaic, self.mosaic_item = view.mosaic, view.item
         self._pages[MOSAIC] = view
 
     def _ensure_page(self, mode: str) -> None:

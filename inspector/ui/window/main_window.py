@@ -170,9 +170,9 @@ class MainWindow(QMainWindow):
                 self.reporter.report_exception(f"The {DOCKS[key][0]} view failed to start", e)
                 continue
             # The view subscribed to what it shows in the store. Its own zero-delay timer
-            # paints after the tick, each view in its own turn of the event loop (not
-            # `view.flush()` in the tick): a run's last frames then cost several short
-            # pauses instead of one long one that the user would feel.
+            # paints after the router's tick, each view in its own turn of the event loop
+            # (not every view at once in the tick): a run's last frames then cost several
+            # short pauses instead of one long one that the user would feel.
             self.views[key] = view
             self.docks[key].setWidget(view)
         if "activation" in self.views:

@@ -8,7 +8,3 @@
 
 Import each name from the module that defines it.
 """
-
-# The window still imports cam_layers from here (ui/window/main_window.py); it goes once
-# that import names core.explain.cam.layer.
-from inspector.core.explain.cam.layer import cam_layers  # noqa: F401
