@@ -21,19 +21,21 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check inspector tests
 	$(VENV)/bin/lint-imports
 
+# The field's reference implementations that the tests compare with (pytorch-grad-cam,
+# torch-cam, Captum, ckatorch, scikit-learn, scipy): test-only, never the app's dependencies.
+# --no-deps for the first four: resolving grad-cam's own requirements made pip backtrack to
+# an sdist that fails; what they import is installed on the second line.
+REFS_STAMP := $(VENV)/.refs-installed
+$(REFS_STAMP): $(STAMP) Makefile
+	$(PY) -m pip install --no-deps "grad-cam==1.5.7" "torchcam==0.5.0" "captum==0.9.0" "ckatorch==1.0.3" "ttach==0.0.3"
+	$(PY) -m pip install scikit-learn scipy scikit-image opencv-python-headless matplotlib seaborn
+	touch $(REFS_STAMP)
+
 # One process for the whole suite (see tests/ui/README.md for the hang that once split it).
-test: lint
+test: lint $(REFS_STAMP)
 	$(PY) -m pytest tests/core tests/ui tests/e2e
 
-# pytorch-grad-cam is the CAM benchmark's baseline only, never a dependency of the app.
-# --no-deps: resolving grad-cam's own requirements made pip backtrack to an sdist that fails.
-BENCH_STAMP := $(VENV)/.bench-installed
-$(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --no-deps "grad-cam==1.5.7"
-	$(PY) -m pip install ttach opencv-python-headless matplotlib scikit-learn scipy
-	touch $(BENCH_STAMP)
-
-bench: $(BENCH_STAMP)
+bench: $(REFS_STAMP)
 	$(PY) -m tests.benchmarks.run_all
 
 package: $(STAMP)
