@@ -38,11 +38,13 @@ class ImageEntry:
     name: str
     path: Path | None
     image: Any = None  # PIL image: a pasted picture, or the video frame being run
-    size: tuple[int, int] = (0, 0)
+    size: tuple[int, int] = (0, 0)  # the picture as decoded (what the model is given)
     video: Any = None  # core.inputs.video_reader.VideoInfo of a listed video file
     # The video frame's model input, made with `image` on the decoding thread
     # (core.inputs.preprocess.PreparedImage); set and cleared with `image`.
     prepared: Any = None
+    # A picture decoded reduced (core.inputs.images' size_note): the file's own size.
+    file_size: tuple[int, int] | None = None
 
     @property
     def source(self):
@@ -152,7 +154,10 @@ class ImageList(QListWidget):
                 continue
             if image.info.get("size_note"):
                 self._batch_notes.append(f"{path.name} was {image.info['size_note']}")
-            entry = ImageEntry(path.name, path, None, image.size, info)
+            source = image.info.get("source_size")
+            entry = ImageEntry(path.name, path, None, image.size, info,
+                               file_size=tuple(source) if source and tuple(source) !=
+                               image.size else None)
             self._append(entry, qimage_from_pil(_thumbnail(image)))
             self._batch_added.append(str(path))
             if self._select_next_added:
