@@ -19,7 +19,7 @@ from typing import Any
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon, QImage, QKeySequence, QPixmap, QShortcut
-from PySide6.QtWidgets import QListView, QListWidget, QListWidgetItem, QMenu, QWidget
+from PySide6.QtWidgets import QListView, QListWidget, QListWidgetItem, QMenu, QStyle, QWidget
 
 from inspector.core.inputs.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
 from inspector.core.inputs.video import first_frame, is_video
@@ -80,7 +80,10 @@ class ImageList(QListWidget):
         self.setGridSize(QSize(THUMB + 24, THUMB + 22))
         self.setUniformItemSizes(True)
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.setFixedHeight(THUMB + 44)
+        # A row of thumbnails with their names, and room for the scrollbar under them (as
+        # tall as the style makes it: a fixed allowance cut the names off under some styles).
+        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+        self.setFixedHeight(THUMB + 22 + bar + 2 * self.frameWidth() + 6)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._context_menu)
