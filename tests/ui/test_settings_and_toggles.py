@@ -176,7 +176,7 @@ def test_a_corrupt_settings_file_falls_back_to_defaults_with_a_note(tmp_path):
     assert settings.value("backward", True) is True
     assert settings.value("cam_method", "gradcam", choices=["gradcam", "scorecam"]) == "gradcam"
     assert settings.value("device", "") == ""  # a comma made it a list
-    assert settings.value("model_dialog/tab", 0) == 0  # four tabs: 99 is out of range
+    assert settings.value("model_dialog/tab", 0, minimum=0, maximum=5) == 0  # 99: no such tab
     assert settings.value("tree_header", QByteArray()).isEmpty()
     assert settings.value("image_dir", "") == "/tmp"  # valid values still count
     assert settings.value("module/build_model", "") == "features.3"

@@ -328,6 +328,26 @@ def test_model_dialog_search_and_the_pickle_needs_trust(qtbot, tmp_path):
     assert settings.value("model_dialog/tab", 0) == model_dialog.FACTORY
 
 
+def test_the_model_dialog_reopens_on_its_last_tab_timm_and_hugging_face_too(qtbot, tmp_path):
+    # The stored tab was capped at 3 (from when the dialog had four tabs): a dialog last
+    # closed on the timm or Hugging Face tab reopened on the catalog, with a note.
+    from inspector.ui.open_model import dialog as model_dialog
+    from inspector.ui.window.app_settings import AppSettings
+
+    settings = AppSettings.in_file(str(tmp_path / "s.ini"))
+    for tab in (model_dialog.TIMM, model_dialog.HF, model_dialog.PICKLE):
+        settings.set_value("model_dialog/tab", tab)
+        dialog = model_dialog.ModelDialog(catalog=["demo_shapes"], devices=["cpu"],
+                                          settings=settings)
+        qtbot.addWidget(dialog)
+        assert dialog.tabs.currentIndex() == tab, model_dialog.TAB_NAMES[tab]
+    assert settings.problems == []
+    settings.set_value("model_dialog/tab", len(model_dialog.TAB_NAMES))
+    dialog = model_dialog.ModelDialog(catalog=["demo_shapes"], devices=["cpu"], settings=settings)
+    qtbot.addWidget(dialog)
+    assert dialog.tabs.currentIndex() == model_dialog.CATALOG and len(settings.problems) == 1
+
+
 # -- errors, settings, command line ----------------------------------------------------------------
 
 

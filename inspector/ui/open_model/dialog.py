@@ -122,7 +122,8 @@ class ModelDialog(QDialog):
         layout.addLayout(bottom)
         layout.addWidget(self.buttons)
         if settings is not None:
-            self.tabs.setCurrentIndex(settings.value("model_dialog/tab", CATALOG))
+            self.tabs.setCurrentIndex(settings.value("model_dialog/tab", CATALOG, minimum=0,
+                                                     maximum=self.tabs.count() - 1))
         self._update_ok()
 
     # -- tabs ------------------------------------------------------------------------------

@@ -31,8 +31,6 @@ LAYOUT_VERSION = 4
 MAX_RECENT = 10
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
-# Limits of keys read by widgets that pass none themselves (the model dialog's four tabs).
-LIMITS: dict[str, dict[str, Any]] = {"model_dialog/tab": {"minimum": 0, "maximum": 3}}
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +110,9 @@ class AppSettings:
         if not self.qs.contains(full):
             return default
         raw = self.qs.value(full)
-        limits = {"minimum": minimum, "maximum": maximum, **LIMITS.get(key, {})}
         try:
             value = _as_type_of(default, raw)
-            _check(value, choices, limits["minimum"], limits["maximum"])
+            _check(value, choices, minimum, maximum)
         except InvalidSetting as e:
             self.qs.remove(full)
             self._note(f"“{key}” = {_shown(raw)} ({e}); using {_shown(default)}")
