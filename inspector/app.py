@@ -16,6 +16,7 @@ import sys
 import threading
 
 from inspector import crashlog
+from inspector.cli_options import DEVICE_HELP, MODEL_HELP, WEIGHTS_HELP
 
 # Set before torch is first imported, wherever that happens (see inspector/core/__init__.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -30,14 +31,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Look inside a PyTorch model while it runs: open the desktop app.",
     )
     parser.add_argument("images", nargs="*", help="image files or folders to open")
-    parser.add_argument(
-        "--model",
-        help="a model from the catalog (default: the bundled demo_shapes), "
-        "path/to/file.py:function for a factory, timm:NAME or hf:PATH (a Hugging Face "
-        "save_pretrained folder)",
-    )
-    parser.add_argument("--weights", help="a checkpoint (state_dict or .safetensors) for --model")
-    parser.add_argument("--device", help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
+    parser.add_argument("--model", help=MODEL_HELP)
+    parser.add_argument("--weights", help=WEIGHTS_HELP)
+    parser.add_argument("--device", help=DEVICE_HELP)
     parser.add_argument("--seed", type=int, help="seed for the model's random weights: the "
                         "same seed, the same weights (default: a new one each load)")
     parser.add_argument("--trust-remote-code", action="store_true",

@@ -167,15 +167,19 @@ def attribution_options(p: argparse.ArgumentParser) -> None:
                         f"(default {d.occlusion_stride})")
 
 
+# The window's command line (inspector.app) takes the same --model and --weights.
+MODEL_HELP = ("a catalog name (see `network-inspector models`; default demo_shapes), "
+              "path/to/file.py:function returning an nn.Module, timm:NAME (a timm model; "
+              "--weights or the local HF cache) or hf:PATH (a Hugging Face save_pretrained "
+              "folder)")
+WEIGHTS_HELP = ("a checkpoint for --model: a state_dict (.pt/.pth, loaded with weights_only) "
+                "or .safetensors")
+DEVICE_HELP = "cpu, cuda, cuda:1 or mps (default: a GPU if any)"
+
+
 def model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="demo_shapes",
-                   help="a catalog name (see `network-inspector models`; default demo_shapes), "
-                        "path/to/file.py:function returning an nn.Module, timm:NAME (a timm "
-                        "model; --weights or the local HF cache) or hf:PATH (a Hugging Face "
-                        "save_pretrained folder)")
-    p.add_argument("--weights", default=None,
-                   help="a checkpoint for --model: a state_dict (.pt/.pth, loaded with "
-                        "weights_only) or .safetensors")
+    p.add_argument("--model", default="demo_shapes", help=MODEL_HELP)
+    p.add_argument("--weights", default=None, help=WEIGHTS_HELP)
     p.add_argument("--trust-pickle", action="store_true",
                    help="--weights is a whole model saved with torch.save(model): unpickle it. "
                         "This runs code from the file: only for files you trust")
@@ -187,7 +191,7 @@ def model_options(p: argparse.ArgumentParser) -> None:
                         "weights are the same for the same seed (default: a new seed, "
                         "recorded in summary.json). analyse: also SmoothGrad's noise seed "
                         f"(default {AttributionOptions().seed})")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: a GPU if any)")
+    p.add_argument("--device", default=None, help=DEVICE_HELP)
 
 
 def model_spec(args: argparse.Namespace):
