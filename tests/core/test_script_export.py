@@ -369,10 +369,28 @@ def test_a_run_that_cannot_be_written_names_the_part(request_args, named):
     assert isinstance(e.value, ValueError)
 
 
+@pytest.mark.parametrize("name", ["squeezenet1_1", "vit_b_16"])
+def test_torchvision_random_weights_are_drawn_again_from_their_seed(name, tmp_path,
+                                                                     monkeypatch):
+    """No pretrained file: the load's seed (drawn and said in its description) is in the
+    script, which builds the same weights (vit_b_16: its zero head re-drawn as the app does)."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "empty"))
+    image = tmp_path / "photo.png"
+    Image.fromarray(np.random.default_rng(7).integers(0, 256, (230, 250, 3), np.uint8)).save(image)
+    layer = {"squeezenet1_1": "features.3", "vit_b_16": "encoder.layers.encoder_layer_11"}[name]
+    request = RunRequest(image=str(image), capture=full_capture([layer]))
+    loaded, logits, outputs, gradients = engine_run(ModelSpec(name=name, device="cpu"), request)
+    assert not loaded.pretrained and loaded.seed is not None
+    text = script_for(loaded, request)
+    assert f"SEED = {loaded.seed}" in text
+    assert_same(run_in_process(text, image, tmp_path), logits, outputs, gradients)
+
+
 def test_models_a_script_cannot_load(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "empty"))
     random = load_model(ModelSpec(name="squeezenet1_1", device="cpu"))
-    with pytest.raises(ScriptExportError, match="random weights"):
+    random.seed = None  # weights drawn with no record of how
+    with pytest.raises(ScriptExportError, match="without a recorded seed"):
         script_for(random, RunRequest(image=None))
     unknown = load_model(ModelSpec(device="cpu"))
     unknown.spec = None  # built by hand, not by load_model

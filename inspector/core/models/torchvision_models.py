@@ -137,10 +137,7 @@ def script(loaded: LoadedModel) -> ModelCode:
 
     name = loaded.name
     if not loaded.pretrained:
-        raise ScriptExportError(
-            f"{name} has random weights (no pretrained file on this machine), which a script "
-            f"cannot draw again: save them with torch.save(model.state_dict(), PATH) and open "
-            f"that file as the checkpoint for {name}")
+        return _random_weights_code(loaded)
     weights = torchvision.models.get_model_weights(name).DEFAULT
     enum = type(weights).__name__
     expr = (f"torchvision.models.{enum}.{weights.name}"
@@ -185,3 +182,36 @@ FAMILY = Family(
     names=lambda: sorted(classifiers()),
     script=script,
 )
+
+
+def _random_weights_code(loaded: LoadedModel) -> ModelCode:
+    """Random weights drawn again: load_model seeds torch's generator right before it builds
+    the model, so the same seed, torch and torchvision give the same weights."""
+    name = loaded.name
+    if loaded.seed is None:
+        raise ScriptExportError(
+            f"{name} has random weights drawn without a recorded seed, which a script cannot "
+            f"draw again: open it with a seed, or save them with "
+            f"torch.save(model.state_dict(), PATH) and open that file as its checkpoint")
+    heads = ""
+    if any("zero-initialised head" in note for note in loaded.notes):
+        heads = ("    # As in the window: a head initialised to zeros would make every logit\n"
+                 "    # and gradient 0, so it gets small random weights.\n"
+                 "    for module in model.modules():\n"
+                 "        if isinstance(module, torch.nn.Linear) and not module.weight.any():\n"
+                 "            torch.nn.init.normal_(module.weight, std=0.01)\n")
+    code = (
+        f"# -- The model: torchvision's {name} with the random weights of seed {loaded.seed} --\n"
+        f"# (no pretrained file was on the machine; the same torch and torchvision versions\n"
+        f"# draw the same weights from the same seed)\n\n"
+        f"SEED = {loaded.seed}\n"
+        f"LABELS = torchvision.models.get_model_weights({name!r}).DEFAULT.meta[\"categories\"]\n"
+        f"\n\n"
+        f"def load_model():\n"
+        f"    torch.manual_seed(SEED)\n"
+        f"    model = torchvision.models.get_model({name!r}, weights=None)\n"
+        f"{heads}"
+        f"    return model\n"
+    )
+    return ModelCode(code, f"random weights, seed {loaded.seed}",
+                     imports={"import torch", "import torchvision"})
