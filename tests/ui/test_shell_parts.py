@@ -401,6 +401,33 @@ def test_a_later_success_clears_the_failure_from_the_status_line(qtbot):
     reporter.stop()
 
 
+def test_a_hover_tip_is_not_drawn_over_the_details_button(qtbot):
+    """A toolbar's status tip shown while a failure came (or news with an unread one) had
+    the red button drawn over its text; the button waits until the tip goes."""
+    from inspector.ui.window.errors import ErrorReporter
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    reporter = ErrorReporter(window.statusBar(), window)
+    window.show()
+    window.statusBar().showMessage("Run the current image again and keep it as run A")
+    reporter.report("Could not open x.png: file is empty", "Traceback ...")
+    assert not reporter.details_button.isVisible()
+    window.statusBar().clearMessage()
+    assert reporter.details_button.isVisible()
+    window.statusBar().showMessage("a tip")
+    assert not reporter.details_button.isVisible()  # Qt hides the bar's widgets for a tip
+    reporter._error_time -= 100  # an old failure: news replaces it, its button stays
+    reporter.info("Loaded resnet18")
+    window.statusBar().clearMessage()
+    assert reporter.details_button.isVisible() and reporter.details_button.text() == "Last error…"
+    window.statusBar().showMessage("a tip")
+    reporter.show_details()  # read: the button goes, and does not come back with the tip
+    window.statusBar().clearMessage()
+    assert not reporter.details_button.isVisible()
+    reporter.stop()
+
+
 def test_status_labels_elide_long_names_and_keep_them_whole_in_their_tooltips(qtbot):
     """A long model, weights file or image name is elided in the middle, so the message at
     the left keeps room; its tooltip has the whole text. Short ones are left as they are."""

@@ -116,6 +116,11 @@ class ErrorReporter(QObject):
         self.details_button.clicked.connect(self.show_details)
         status_bar.addWidget(self.label, 1)
         status_bar.addWidget(self.details_button)
+        # A hover tip (a menu's or a toolbar's status tip) hides the status bar's widgets while
+        # it shows; the button, shown during it, would be drawn over it. It waits for the tip.
+        self._status_bar = status_bar
+        self._button_wanted = False
+        status_bar.messageChanged.connect(self._tip_changed)
         self._dialog: DetailsDialog | None = None
         self.last_message = ""
         self.last_details = ""
@@ -149,7 +154,7 @@ class ErrorReporter(QObject):
         self.label.setToolTip(message)
         self._unseen = True
         self.details_button.setText("Details…")
-        self.details_button.show()
+        self._show_button(True)
         if popup:
             self.show_details()
         self.reported.emit(message, details)
@@ -180,7 +185,7 @@ class ErrorReporter(QObject):
         self.label.setToolTip(message)
         # A failure nobody has looked at yet stays one click away.
         self.details_button.setText("Last error…")
-        self.details_button.setVisible(self._unseen)
+        self._show_button(self._unseen)
         if timeout_ms:
             self._clear_timer.start(timeout_ms)
 
@@ -206,7 +211,16 @@ class ErrorReporter(QObject):
         self.label.clear()
         self.label.setToolTip("")
         self.details_button.setText("Last error…")
-        self.details_button.setVisible(self._unseen)
+        self._show_button(self._unseen)
+
+    def _show_button(self, visible: bool) -> None:
+        self._button_wanted = visible
+        if not self._status_bar.currentMessage():
+            self.details_button.setVisible(visible)
+
+    def _tip_changed(self, message: str) -> None:
+        if not message:
+            self.details_button.setVisible(self._button_wanted)
 
     def _clear_info(self) -> None:
         if self._error_time is not None:  # the error's hold time is over
@@ -222,7 +236,7 @@ class ErrorReporter(QObject):
     def show_details(self) -> None:
         self._unseen = False
         if not self.showing_error():  # the error was already replaced
-            self.details_button.hide()
+            self._show_button(False)
         if self._dialog is None:
             self._dialog = DetailsDialog(self._window)
         self._dialog.show_error(self.last_message, self.last_details)
