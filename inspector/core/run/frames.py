@@ -170,6 +170,7 @@ class LensFrame:
     target_probs: np.ndarray  # (blocks,) float32: the explained class's probability per block
     top: tuple[tuple[Prediction, ...], ...]  # per block its top classes
     how: str = ""  # what was applied to each block's tokens, in words
+    target_label: str = ""
 
 
 @dataclass(frozen=True)
@@ -229,3 +230,6 @@ class ModelLoaded:
     notes: tuple[str, ...] = ()  # what the user should know: random weights, a slower path
     cam_layer: str | None = None  # where a CAM is computed unless the user names a layer
     source: str = ""  # the file or folder the weights came from ("" for random weights)
+    # Why the attention maps, the attention explorer and the logit lens are off for this
+    # model, in one sentence (core.explain.attention.find.refusal); "" when they apply.
+    attention: str = ""

@@ -25,6 +25,7 @@ from inspector.core import tasks
 from inspector.core.compare.kept_outputs import KeptRuns
 from inspector.core.edits.interventions import Intervention
 from inspector.core.edits.spec import EditSpecError, check_edits
+from inspector.core.explain.attention.find import attention_refusal
 from inspector.core.explain.attention.stage import AttentionRun
 from inspector.core.explain.cam.layer import find_cam_layer
 from inspector.core.hookset import HookError, HookSet, RunCancelled
@@ -135,6 +136,7 @@ class Session:
                                                 details=details, exception=type(e).__name__))
                 return None
             cam_layer = find_cam_layer(loaded, tree)
+            attention = attention_refusal(loaded, tree)
             with self._lock:
                 if load.abandoned:  # cancelled while stuck: the user moved on without it
                     return None
@@ -154,6 +156,7 @@ class Session:
                     notes=model_notes(loaded),
                     cam_layer=cam_layer,
                     source=loaded.source,
+                    attention=attention,
                 )
             )
             return loaded

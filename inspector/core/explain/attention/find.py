@@ -159,6 +159,15 @@ def refusal(model: nn.Module, tree, found: AttentionModel | None = None) -> str:
     return ""
 
 
+def attention_refusal(loaded, tree) -> str:
+    """`refusal` for a loaded model (core.models.base.LoadedModel), said at load time; a
+    model whose probe recorded nothing usable is refused, never an error."""
+    try:
+        return refusal(loaded.model, tree)
+    except Exception as e:  # noqa: BLE001 - a model of an unexpected shape: refused, said so
+        return f"Attention maps cannot be read from this model ({type(e).__name__}: {e})."
+
+
 def legrad_blocks(found: AttentionModel, first: str | None, count: int) -> tuple[int, ...]:
     """The blocks LeGrad reads (indices into found.attention): from the block `first` names
     (a block, its attention, or any module inside the block) to the last; None: the last

@@ -240,7 +240,7 @@ class AttentionRun:
         how = (f"each block's tokens through the model's own final norm and head "
                f"({self.found.family}); the last block's is the model's output")
         run.put(LensFrame(run.run_id, tuple(blocks), target,
-                          probs[:, target].numpy().astype(np.float32), top, how))
+                          probs[:, target].numpy().astype(np.float32), top, how, label(target)))
 
     def release(self) -> None:
         """Let go of the run's tensors and their graph."""
