@@ -41,7 +41,7 @@ from inspector.core.run.frames import AttentionFrame, CamFrame, LensFrame, Predi
 
 # The explorer's frame holds every query's attention up to this size (float16); beyond it,
 # the class token's row only.
-ATTENTION_FRAME_BYTES = 128 * 2**20
+ATTENTION_FRAME_BYTES = 64 * 2**20
 LENS_TOP_SHOWN = 3  # classes per block in the window's Depth tab
 
 
