@@ -225,8 +225,10 @@ class AttentionRun:
         try:
             blocks, lens = lens_logits_by_block(run.loaded.model, self.found, cap.block_outputs,
                                                 logits.to(run.loaded.device))
-        except (ValueError, HeadMissing) as e:
-            run.outcome.notes.append(f"No logit lens: {e}")
+        except Exception as e:  # noqa: BLE001 - a head of an unexpected shape: no lens, said so
+            reason = str(e) if isinstance(e, (ValueError, HeadMissing)) else (
+                f"its head does not take a block's tokens ({type(e).__name__}: {e})")
+            run.outcome.notes.append(f"No logit lens: {reason}")
             return
         first = lens[:, 0]  # the run's one image
         label = run.loaded.label
