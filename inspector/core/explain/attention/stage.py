@@ -168,7 +168,9 @@ class AttentionRun:
         for name in self.ask.options.keep:
             last = [c for c in cap.captured if c.name == name]
             if last:
-                run.outcome.attention[name] = last[-1].probs[0].detach().float().cpu().numpy()
+                # A copy: the captured tensor is the model's own intermediate.
+                probs = last[-1].probs[0].detach().float().cpu()
+                run.outcome.attention[name] = probs.numpy().copy()
 
     def _map(self, method: str, layer: str | None, prefix: int, grid, hw) -> None:
         cap, found, run = self.cap, self.found, self.run
