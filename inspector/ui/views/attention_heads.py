@@ -95,7 +95,7 @@ class DistancePlot(QObject):
     def __init__(self) -> None:
         super().__init__()
         self.plot = depth_plot("block, in forward order (input \u2192 output)",
-                               "mean attention distance (patches)")
+                               "distance")  # in patches: the tooltip says so
         self.plot.setToolTip(
             "Per head, over the patch queries, the attention-weighted mean distance in patches "
             "to the patches attended (renormalised over the patch keys; Dosovitskiy et al. "

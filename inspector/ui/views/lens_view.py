@@ -46,7 +46,9 @@ class LensView(FrameView):
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setWordWrap(True)
         self.plot = depth_plot("block, in forward order (input \u2192 output)",
-                               "probability of the explained class")
+                               "p(class)")
+        self.plot.setToolTip("The explained class's probability after each block: the softmax "
+                             "of the model's final norm and head on that block's tokens")
         self.curve = self.plot.plot(pen=pg.mkPen(CURVE_COLOR, width=1.5), symbol="o",
                                     symbolSize=6, symbolBrush=CURVE_COLOR, symbolPen=None)
         self.cursor = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#888", width=1))
@@ -63,6 +65,7 @@ class LensView(FrameView):
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.plot)
         split.addWidget(self.table)
+        split.setSizes([1, 1])  # the table's rows as visible as the plot
         self.empty = hint_label(EMPTY_TEXT)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
