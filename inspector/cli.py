@@ -134,6 +134,7 @@ def _split(text: str) -> list[str]:
 def _analyse(args: argparse.Namespace) -> int:
     from inspector.batch.analyse import Analysis
     from inspector.core.edits.spec import parse_edit
+    from inspector.core.explain.attention.options import AttentionOptions
 
     try:
         # Read before the model loads: a mistyped spec is refused at once (exit status 2);
@@ -171,6 +172,8 @@ def _analyse(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
             workers=args.workers,
             verbose=args.verbose,
+            attention=AttentionOptions(fusion=args.rollout_fusion, discard=args.rollout_discard),
+            logit_lens=args.logit_lens,
         )
     except ValueError as e:
         _error(str(e))

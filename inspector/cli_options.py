@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from inspector.core.explain.attention.options import FUSIONS
 from inspector.core.explain.catalog import (
+    ATTENTION_CAMS,
     ATTRIBUTION_METHODS,
     CAM_METHODS,
     DEFAULT_CAM,
@@ -28,12 +30,28 @@ def add_analyse(sub) -> argparse.ArgumentParser:
     model_options(a)
     a.add_argument("--layers", default="",
                    help="comma-separated modules whose activation and gradient to save "
-                        "(default: the CAM layer); see `network-inspector tree`")
+                        "(default: the CAM layer); see `network-inspector tree`. A "
+                        "transformer's attention module (encoder.layers.encoder_layer_3."
+                        "self_attention, blocks.3.attn) saves its attention instead: NPZ "
+                        "attention/NAME, (heads, tokens, tokens)")
     a.add_argument("--cam", default=DEFAULT_CAM,
                    help=f"comma-separated CAM methods: {', '.join(CAM_METHODS)}; 'none' for "
-                        f"none (default: {DEFAULT_CAM})")
+                        f"none (default: {DEFAULT_CAM}). {', '.join(sorted(ATTENTION_CAMS))} "
+                        f"are maps of a ViT's attention over its blocks (NPZ grid/METHOD: "
+                        f"the map on the patch grid)")
     a.add_argument("--cam-layer", default=None,
-                   help="the layer the CAMs read (default: chosen for the model)")
+                   help="the layer the CAMs read (default: chosen for the model); for legrad "
+                        "its first block (a block, or a module in it; default: the last 4)")
+    a.add_argument("--rollout-fusion", choices=FUSIONS, default="mean",
+                   help="attention rollout: how each block's heads are fused (default mean)")
+    a.add_argument("--rollout-discard", type=float, default=0.0, metavar="F",
+                   help="attention rollout: the fraction (0 <= F < 1) of the lowest entries of "
+                        "each block's head-fused attention set to 0 first, as vit-explain's "
+                        "discard_ratio (default 0)")
+    a.add_argument("--logit-lens", action="store_true",
+                   help="a ViT's logit lens: each image's entry in summary.json gets "
+                        "\"logit_lens\", per block the --topk classes of the model's own "
+                        "final norm and head on that block's tokens")
     attribution_options(a)
     a.add_argument("--target", default="top1",
                    help="what to explain: top1 (default), a class index or a class name; "

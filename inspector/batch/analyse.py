@@ -52,6 +52,7 @@ from inspector.batch.analyse_writers import (
 )
 from inspector.batch.inputs import Source, list_sources
 from inspector.core.edits.interventions import Intervention
+from inspector.core.explain.attention.options import AttentionOptions
 from inspector.core.explain.catalog import AttributionOptions, attribution_method, cam_method
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 
@@ -85,6 +86,8 @@ class Analysis:
         ray_address: str | None = None,
         workers: int | None = None,
         verbose: bool = False,
+        attention: AttentionOptions | None = None,
+        logit_lens: bool = False,
     ) -> None:
         self.spec = spec
         self.seed_given = spec.seed is not None  # --seed (else drawn, or the stored run's)
@@ -94,6 +97,12 @@ class Analysis:
         self.methods = list(dict.fromkeys(cam_method(m) for m in methods))  # ValueError early
         self.attributions = list(dict.fromkeys(attribution_method(m) for m in attributions))
         self.attribution_options = attribution_options or AttributionOptions()
+        # Attention rollout's options, --logit-lens (the lens's top-k: --topk), and, once
+        # the model is loaded, the attention modules of --layers and LeGrad's first block
+        # (batch.analyse_attention).
+        self.attention = attention or AttentionOptions()
+        self.logit_lens = logit_lens
+        self.legrad_from: str | None = None
         self.cam_layer = cam_layer
         self.target_text = target
         self.topk = topk
@@ -273,6 +282,8 @@ class Analysis:
             "attr": self.attributions, "attr_options": self.attribution_options.as_dict(),
             "edit": [e["spec"] for e in edits_of(self.edits)], "compare": self.compare,
             "every": self.every,
+            "attention": [self.attention.fusion, self.attention.discard, self.attention.lens,
+                          sorted(self.attention.keep)],
         }
         return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
 
@@ -317,12 +328,26 @@ class Analysis:
         for note in model_notes(loaded):  # what the window's status bar says too
             if not note.startswith("No pretrained weights"):  # said just above
                 self.warn(f"note: {note}")
+        given_layer = self.cam_layer  # LeGrad's first block, when given
         try:
             self.target, self.cam_layer, layers, self.edits = check_options(self, session, loaded)
         except ValueError as e:  # options that cannot work with this model: exit status 2
             self.warn(str(e))
             session.close()
             return None, None, 2
+        from inspector.batch.analyse_attention import check_attention
+
+        try:
+            choice = check_attention(self.methods, self.attention,
+                                     self.topk if self.logit_lens else 0, given_layer,
+                                     layers, loaded, session.tree, self.warn)
+        except ValueError as e:
+            self.warn(str(e))
+            session.close()
+            return None, None, 2
+        self.methods, self.attention, self.legrad_from = (choice.methods, choice.options,
+                                                          choice.legrad_from)
+        layers = choice.layers
         self.layers = layers
         self.capture = CaptureSpec(
             modules={n: frozenset({OUTPUT, GRAD_OUTPUT}) for n in layers},
@@ -339,6 +364,7 @@ class Analysis:
             target=self.target, methods=self.methods, cam_layer=self.cam_layer,
             attributions=self.attributions, attribution_options=self.attribution_options,
             edits=self.edits, compare=self.compare, topk=self.topk, stretch=self.stretch,
+            attention=self.attention, legrad_from=self.legrad_from,
         )
         return session, loaded, 0
 

@@ -17,7 +17,7 @@ from inspector.batch.analyse_writers import write_image_files
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.out_dir import write_failure
 from inspector.core.export.arrays import full_arrays
-from inspector.core.run.frames import ErrorFrame, PredictionFrame
+from inspector.core.run.frames import CamFrame, ErrorFrame, PredictionFrame
 
 
 @dataclass
@@ -35,6 +35,8 @@ class ImageJob:
     compare: bool
     topk: int
     stretch: bool
+    attention: Any = None  # RunRequest.attention (core.explain.attention.options)
+    legrad_from: str | None = None  # LeGrad's first block; None: its last 4
 
 
 def entry_of(source: Source, error: str | None = None) -> dict[str, Any]:
@@ -102,12 +104,18 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
             return
         compared["top_before"] = top_of(frames)
         reference = before.run_id
-    wanted = tuple((m, job.cam_layer) for m in job.methods)
+    from inspector.core.explain.catalog import ATTENTION_CAMS
+
+    wanted = tuple((m, job.legrad_from if m in ATTENTION_CAMS else job.cam_layer)
+                   for m in job.methods)
     outcome = session.run(
         x, capture=job.capture, target=job.target, cams=wanted, topk=job.topk,
         label=label, attributions=tuple(job.attributions),
         attribution_options=job.attribution_options, interventions=job.edits,
-        compare_with=reference,
+        compare_with=reference, attention=job.attention,
+        # A backward to the input only for captured gradients (attention maps start their
+        # own graph at the first block).
+        gradients=bool(job.capture.modules) or not wanted,
     )
     frames = session.channel.drain()
     if reference is not None:
@@ -121,6 +129,8 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
     if outcome.notes:
         entry["notes"] = list(outcome.notes)
     entry["top"] = top_of(frames)
+    if job.attention is not None and job.attention.lens:
+        entry["logit_lens"] = outcome.logit_lens
     if loaded.task == "detection":
         entry["detections"] = _detections(outcome, loaded.preprocess, image.size)
     if compared is not None:
@@ -129,8 +139,11 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         compared["notes"] = outcome.notes
     arrays = full_arrays(frames)
     arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
+    arrays.update({("grid", m): g for m, g in outcome.grids.items()})
+    arrays.update({("attention", n): a for n, a in outcome.attention.items()})
+    where = {f.method: f.layer for f in frames if isinstance(f, CamFrame)}
     entry["files"] = write_image_files(out, name, loaded, source, image, x, arrays, cams,
-                                       job.cam_layer, outcome, step, tb)
+                                       job.cam_layer, outcome, step, tb, where)
 
 
 def failure(outcome, frames) -> str:

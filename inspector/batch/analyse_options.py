@@ -24,13 +24,17 @@ def check_options(a, session, loaded
         from inspector.core.tasks import parse_target
 
         target = parse_target(str(a.target_text), loaded.task, loaded.categories, loaded.model)
+    from inspector.core.explain.catalog import ATTENTION_CAMS
+
     cam_layer = a.cam_layer
-    if a.methods:
+    # The attention maps read no layer (--cam-layer is LeGrad's first block).
+    layer_cams = [m for m in a.methods if m not in ATTENTION_CAMS]
+    if layer_cams:
         cam_layer = cam_layer or session.default_cam_layer()
         if cam_layer is None:
             raise ValueError(f"{loaded.name} has no layer a CAM can be computed from: "
                              f"name one with --cam-layer, or --cam none")
-    layers = a.layers or ([cam_layer] if cam_layer else [])
+    layers = a.layers or ([cam_layer] if cam_layer and layer_cams else [])
     tree = session.tree
     unknown = [n for n in [*layers, cam_layer] if n and n not in tree.modules]
     if unknown:

@@ -2,7 +2,8 @@
 the run summary.json and compare.json.
 
     DIR/<name>/<name>.npz             input, logits, activation/<module>, gradient/<module>,
-                                      cam/<method>, attr/<method> (the layout: core.export.arrays);
+                                      cam/<method>, grid/<method>, attention/<module>,
+                                      attr/<method> (the layout: core.export.arrays);
                                       segmentation models: mask, the class per pixel of the
                                       input image (-1 where the crop left it out)
     DIR/<name>/cam_<method>.png       the CAM over the whole original picture, with its
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from inspector.batch.analyse_attention import attention_summary
 from inspector.batch.inputs import Source
 from inspector.batch.names import safe_name
 from inspector.core.edits.spec import format_edit
@@ -34,9 +36,11 @@ MAX_OVERLAY_SIDE = 2048  # overlays of huge photos are written at most this larg
 
 
 def write_image_files(out: Path, name: str, loaded, source: Source, image, x, arrays, cams,
-                      cam_layer: str | None, outcome, step: int, tb) -> dict[str, str]:
+                      cam_layer: str | None, outcome, step: int, tb,
+                      where: dict[str, str] | None = None) -> dict[str, str]:
     """One image's files in out/<name>/ (and its TensorBoard records at `step`); returns
-    what summary.json lists: key -> path relative to `out`."""
+    what summary.json lists: key -> path relative to `out`. `where`: what each map was
+    computed at, where it is not `cam_layer` (the attention maps' blocks)."""
     import torch
 
     from inspector.batch.figures import figure_size, map_figure, mosaic_figure
@@ -72,7 +76,8 @@ def write_image_files(out: Path, name: str, loaded, source: Source, image, x, ar
     seen = pre.to_original(np.ones(input_hw, np.float32), size)
     label = _class_caption(loaded, outcome)
     for method, cam in cams.items():
-        caption = [*label, f"{CAM_METHODS[method].title} at {cam_layer}"]
+        at = (where or {}).get(method, cam_layer)
+        caption = [*label, f"{CAM_METHODS[method].title} at {at}"]
         fig = map_figure(shown, pre.to_original(cam, size), seen, caption)
         files[f"cam/{method}"] = rel(save_png(folder / f"cam_{safe_name(method)}.png",
                                               fig.image))
@@ -161,6 +166,9 @@ def summary_document(analysis, loaded, entries: list[dict[str, Any]]) -> dict[st
             **a.attribution_options.as_dict(),
         },
         "layers": a.layers,
+        # How the attention maps (rollout, gradrollout, legrad), attention/NAME and the
+        # logit lens were made (batch.analyse_attention).
+        "attention": attention_summary(a.methods, a.attention, a.legrad_from),
         "target": a.target_text,
         # How 16-bit, 32-bit and float images became the input: their type's range
         # (false), or their own min..max stretched to the full range (true).

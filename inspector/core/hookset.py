@@ -163,8 +163,10 @@ class HookSet:
         self._handles.append(handle)
         return handle
 
-    def forward(self, module: nn.Module, fn: Callable, *, with_kwargs: bool = False) -> Any:
-        handle = module.register_forward_hook(fn, with_kwargs=with_kwargs)
+    def forward(self, module: nn.Module, fn: Callable, *, with_kwargs: bool = False,
+                prepend: bool = False) -> Any:
+        """prepend: before the module's other forward hooks (they then see what it returns)."""
+        handle = module.register_forward_hook(fn, with_kwargs=with_kwargs, prepend=prepend)
         self._handles.append(handle)
         return handle
 

@@ -12,6 +12,7 @@ import sys
 BENCHMARKS = [
     ("capture overhead", ["tests.benchmarks.bench_capture", "--load"]),
     ("CAM time", ["tests.benchmarks.bench_cam"]),
+    ("attention maps", ["tests.benchmarks.bench_attention"]),
     ("activation mosaic", ["tests.benchmarks.bench_mosaic"]),
     ("desktop app", ["tests.benchmarks.bench_ui"]),
     ("atlas throughput", ["tests.benchmarks.bench_atlas"]),

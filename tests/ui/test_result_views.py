@@ -105,10 +105,12 @@ def test_cam_method_and_layer_choices_emit_signals(qtbot):
     with qtbot.waitSignal(view.methodChanged) as blocker:
         view.controls.method_combo.setCurrentIndex(view.controls.method_combo.findData("scorecam"))
     assert blocker.args == ["scorecam"]
-    # The CAMs, a separator (no data), then the input attributions.
+    # The CAMs (a ViT's attention maps last), a separator (no data), then the input
+    # attributions.
     methods = view.controls.method_combo
     assert [methods.itemData(i) for i in range(methods.count())] == [
         "gradcam", "gradcam++", "xgradcam", "layercam", "hirescam", "eigencam", "scorecam",
+        "rollout", "gradrollout", "legrad",
         None, "saliency", "gxi", "smoothgrad", "ig", "occlusion"]
 
 

@@ -16,6 +16,10 @@ CAM = "cam"  # a map at a layer's resolution, from its activations (and their gr
 # A value per input pixel and channel: from the input gradient, or (occlusion) from forwards
 # of occluded copies of the input.
 ATTRIBUTION = "attribution"
+# What a CAM is computed from: a layer's activations (and gradients), or a transformer's
+# attention probabilities over its blocks (core.explain.attention).
+LAYER = "layer"
+ATTENTION = "attention"
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class Method:
     # pixel would push the score; "sum" (positive part) for occlusion, whose sign says
     # whether covering the patch lowers the score (evidence) or raises it (counter-evidence).
     display: str = "abs_max"
+    source: str = LAYER  # CAMs: LAYER or ATTENTION
 
 
 _TABLE = (
@@ -39,6 +44,9 @@ _TABLE = (
     Method("hirescam", "HiResCAM", CAM, True),
     Method("eigencam", "EigenCAM", CAM, False),
     Method("scorecam", "Score-CAM", CAM, False),
+    Method("rollout", "Attention rollout", CAM, False, source=ATTENTION),
+    Method("gradrollout", "Gradient rollout", CAM, True, source=ATTENTION),
+    Method("legrad", "LeGrad", CAM, True, source=ATTENTION),
     Method("saliency", "Saliency", ATTRIBUTION, True),
     Method("gxi", "Gradient × Input", ATTRIBUTION, True),
     Method("smoothgrad", "SmoothGrad", ATTRIBUTION, True),
@@ -54,6 +62,8 @@ DEFAULT_CAM = "gradcam"
 # The "layer" an attribution's map is reported at: the model input (CamFrame.layer).
 ATTRIBUTION_LAYER = "(input)"
 GRADIENT_FREE_CAMS = frozenset(n for n, m in CAM_METHODS.items() if not m.needs_grad)
+# CAMs of a transformer's attention, over its blocks: they read no layer.
+ATTENTION_CAMS = frozenset(n for n, m in CAM_METHODS.items() if m.source == ATTENTION)
 # CAMs that run the model again after the run's own forward (Score-CAM's masked inputs);
 # the others are computed from what the run's hooks kept.
 FORWARD_CAMS = frozenset({"scorecam"})
@@ -67,6 +77,9 @@ _ALIASES = {
     "inputxgradient": "gxi",
     "integratedgradients": "ig",
     "occlusionsensitivity": "occlusion",
+    "attentionrollout": "rollout",
+    "gradientrollout": "gradrollout",
+    "chefer": "gradrollout",
 }
 
 

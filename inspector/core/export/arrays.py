@@ -9,6 +9,10 @@ either reads the same way:
                            dict output's parts as activation/<module>:<path>
     gradient/<module>      the gradient of the explained class's score w.r.t. that output
     cam/<method>           H x W of the model input, in [0, 1]
+    grid/<method>          an attention map (rollout, gradrollout, legrad) on the patch grid,
+                           rows x columns, before upsampling and scaling (float32)
+    attention/<module>     an attention module's (heads, tokens, tokens) attention of the
+                           first image (core.explain.attention)
     attr/<method>          3 x H x W input attributions, signed, not scaled (core.explain.attributions)
 
 Frames carry whole tensors only where their capture asked for them (CaptureSpec.full).

@@ -1,8 +1,9 @@
 """Hugging Face transformers image classifiers (`hf:PATH`), from a `save_pretrained` folder.
 
-AutoModelForImageClassification loads the model offline (`local_files_only=True`) with
-`attn_implementation="eager"`: fused attention (SDPA) computes softmax(QK^T)V in one op, so
-hooks on the attention's submodules would never see its parts. Its output is a ModelOutput
+AutoModelForImageClassification loads the model offline (`local_files_only=True`) with the
+attention transformers picks (SDPA, fused, where the model supports it): a run that reads
+the attention probabilities switches the model to eager attention for that run only
+(core.explain.attention.capture), so plain runs keep the fused kernel. Its output is a ModelOutput
 (a dict with `logits`), which core.explain.cam.logits_of unwraps; the models take the pixel values
 as their first positional argument, so the engine calls them as any other model. Code
 shipped in the folder (config.json's `auto_map`) runs only with `trust_remote_code`, the
@@ -80,8 +81,7 @@ def load(spec, device: torch.device) -> LoadedModel:
     with _quiet(transformers) as report:
         try:
             model = transformers.AutoModelForImageClassification.from_pretrained(
-                str(folder), attn_implementation="eager", local_files_only=True,
-                trust_remote_code=trust)
+                str(folder), local_files_only=True, trust_remote_code=trust)
         except Exception as e:  # noqa: BLE001 - transformers' reasons are many; one line each
             raise _load_error(folder, e, report.getvalue()) from None
     pre, notes = _preprocess(transformers, folder, trust, model.config)

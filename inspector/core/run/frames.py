@@ -137,6 +137,43 @@ class CamFrame:
 
 
 @dataclass(frozen=True)
+class AttentionFrame:
+    """Every block's attention of the run's first image, for the attention explorer
+    (core.explain.attention: its probabilities, read on the non-fused path for this run).
+
+    probs: (blocks, heads, queries, tokens) float16; queries is every token, or only the
+        class token's row (1) when the whole would exceed the frame's budget (`all_queries`).
+    distance: (blocks, heads) float32, each head's mean attention distance in patches.
+    prefix: the tokens before the patch grid (class, distillation, registers); grid: the
+        patch grid (rows, columns) of the model input.
+    """
+
+    run_id: int
+    modules: tuple[str, ...]  # the attention modules, forward order
+    probs: np.ndarray
+    distance: np.ndarray
+    prefix: int
+    grid: tuple[int, int]
+    class_token: bool = True
+    all_queries: bool = True
+    budget_note: str = ""  # why only the class token's row came, when so
+
+
+@dataclass(frozen=True)
+class LensFrame:
+    """The logit lens: after each block, its tokens through the model's own final norm and
+    head (core.explain.attention.lens), as class probabilities."""
+
+    run_id: int
+    blocks: tuple[str, ...]  # forward order
+    target: int | None  # the class explained
+    target_probs: np.ndarray  # (blocks,) float32: the explained class's probability per block
+    top: tuple[tuple[Prediction, ...], ...]  # per block its top classes
+    how: str = ""  # what was applied to each block's tokens, in words
+    target_label: str = ""
+
+
+@dataclass(frozen=True)
 class DivergenceFrame:
     """Where this run parts ways with a reference run (run A, or the unedited run): per
     captured module, in forward order, the relative L2 distance ||B - A|| / ||A|| and the
@@ -193,3 +230,6 @@ class ModelLoaded:
     notes: tuple[str, ...] = ()  # what the user should know: random weights, a slower path
     cam_layer: str | None = None  # where a CAM is computed unless the user names a layer
     source: str = ""  # the file or folder the weights came from ("" for random weights)
+    # Why the attention maps, the attention explorer and the logit lens are off for this
+    # model, in one sentence (core.explain.attention.find.refusal); "" when they apply.
+    attention: str = ""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from inspector.core.edits.interventions import Intervention
+    from inspector.core.explain.attention.options import AttentionOptions
     from inspector.core.explain.catalog import AttributionOptions
     from inspector.core.run.capture_spec import CaptureSpec
 
@@ -69,6 +70,11 @@ class RunRequest:
     # None options: AttributionOptions() defaults.
     attributions: tuple[str, ...] = ()
     attribution_options: AttributionOptions | None = None
+    # Attention rollout's options and what else the run reads of a transformer's attention
+    # (the explorer's frame, the logit lens, attention kept whole); None: nothing beyond the
+    # attention maps in `cams`, with the default options. Only then is attention read on
+    # the non-fused path: otherwise the model runs its fused kernels untouched.
+    attention: AttentionOptions | None = None
     topk: int = 5
     label: str = ""
     # 16-bit, 32-bit and float images: False scales them by their type's range (as

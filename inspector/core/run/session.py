@@ -25,6 +25,8 @@ from inspector.core import tasks
 from inspector.core.compare.kept_outputs import KeptRuns
 from inspector.core.edits.interventions import Intervention
 from inspector.core.edits.spec import EditSpecError, check_edits
+from inspector.core.explain.attention.find import attention_refusal
+from inspector.core.explain.attention.stage import AttentionRun
 from inspector.core.explain.cam.layer import find_cam_layer
 from inspector.core.hookset import HookError, HookSet, RunCancelled
 from inspector.core.inputs.images import ImageLoadError
@@ -71,6 +73,13 @@ class RunOutcome:
     # What the caller should know about a run that went fine: a comparison that could not
     # be made. One line each.
     notes: list[str] = field(default_factory=list)
+    # Attention maps on the patch grid (rows, columns) before upsampling or scaling, float32,
+    # by method (NPZ grid/METHOD); attention (heads, tokens, tokens) of the first image by
+    # attention module (RunRequest.attention.keep; NPZ attention/NAME); the logit lens, one
+    # entry per block (RunRequest.attention.lens; summary.json's "logit_lens").
+    grids: dict[str, Any] = field(default_factory=dict)
+    attention: dict[str, Any] = field(default_factory=dict)
+    logit_lens: list[dict] | None = None
 
 
 class Session:
@@ -127,6 +136,7 @@ class Session:
                                                 details=details, exception=type(e).__name__))
                 return None
             cam_layer = find_cam_layer(loaded, tree)
+            attention = attention_refusal(loaded, tree)
             with self._lock:
                 if load.abandoned:  # cancelled while stuck: the user moved on without it
                     return None
@@ -146,6 +156,7 @@ class Session:
                     notes=model_notes(loaded),
                     cam_layer=cam_layer,
                     source=loaded.source,
+                    attention=attention,
                 )
             )
             return loaded
@@ -307,8 +318,11 @@ class Session:
                                         self.tree, outcome.notes)
         cap = Capture(loaded.model, plan.capture, put, run_id, req.interventions, cancel,
                       plan.graph_from)
+        # Attention on the non-fused path only when the run asks for it; hooked after the
+        # Capture's (and so the edits'), to see what flows on.
+        attention = AttentionRun(run, plan.attention)
         try:
-            with cap, HookSet() as extra, torch.set_grad_enabled(plan.full_backward):
+            with cap, HookSet() as extra, torch.set_grad_enabled(plan.full_backward), attention:
                 if recorder is not None:  # after the Capture's hooks: sees the edited output
                     recorder.install(loaded.model, extra)
                 cap.eval()
@@ -319,9 +333,10 @@ class Session:
                         run_id, req.compare_with, modules,
                         np.asarray(rel, np.float64), np.asarray(cos, np.float64))
                     put(outcome.divergence)
-                stages.backward(run, plan, cap)
+                stages.backward(run, plan, cap, attention)
             run.never_called = tuple(cap.never_called())
             stages.explain(run, plan, cap)
+            attention.explain()
         except RunCancelled:
             self._channel_of(run_id).cancel_run(run_id)
             return self._finish(run, "cancelled", cap)
@@ -334,6 +349,7 @@ class Session:
             return self._finish(run, "error", cap)
         finally:
             cap.kept.clear()  # nothing of this run's tensors outlives it
+            attention.release()
         if recorder is not None and recorder.keep:
             self._kept.keep(recorder.kept(run_id))
         run.timings["total"] = time.perf_counter() - began

@@ -29,6 +29,7 @@ from PIL import Image
 
 from inspector.core import tasks
 from inspector.core.edits.hooks import EditHooks
+from inspector.core.explain.attention.stage import ask_of, is_attention_map
 from inspector.core.explain.cam.compute import cam_from_capture
 from inspector.core.explain.cam.targets import logits_of
 from inspector.core.explain.catalog import (
@@ -95,10 +96,13 @@ class Plan:
     # Else the layers a gradient CAM reads, at whose outputs the graph starts (Capture's
     # graph_from): the backward stops there, and the forward before them records nothing.
     graph_from: frozenset[str]
+    # What the run asks of attention (core.explain.attention.stage.AttentionAsk), or None.
+    attention: Any = None
 
     @property
     def needs_grad(self) -> bool:
-        return self.full_backward or bool(self.graph_from)
+        return (self.full_backward or bool(self.graph_from)
+                or (self.attention is not None and self.attention.needs_grad))
 
     @property
     def explains(self) -> bool:
@@ -172,13 +176,15 @@ def plan(run: InFlight, default_cam_layer: str | None) -> Plan:
                                                                            DEFAULT_KINDS)
     if not req.gradients:
         spec = spec.without_gradients()
-    cams = tuple((method, layer or default_cam_layer) for method, layer in req.cams)
-    cam_layers = {layer for _, layer in cams} - {None}
+    # Attention maps read no layer (LeGrad's names its first block, or None).
+    cams = tuple((method, layer if is_attention_map(method) else layer or default_cam_layer)
+                 for method, layer in req.cams)
+    cam_layers = {layer for m, layer in cams if not is_attention_map(m)} - {None}
     if cam_layers:
         spec = spec.with_(keep=spec.keep | cam_layers)
     # An edit of gradients may sit anywhere on the way: it needs the backward to the input.
     full = req.gradients or any(i.edits_gradient for i in req.interventions)
-    return Plan(spec, cams, full, frozenset() if full else gradient_cam_layers(cams))
+    return Plan(spec, cams, full, frozenset() if full else gradient_cam_layers(cams), ask_of(req))
 
 
 def gradient_cam_layers(cams) -> frozenset[str]:
@@ -191,7 +197,8 @@ def gradient_cam_layers(cams) -> frozenset[str]:
         except (ValueError, KeyError):
             return True
 
-    return frozenset(layer for method, layer in cams if layer is not None and needs_grad(method))
+    return frozenset(layer for method, layer in cams if layer is not None and needs_grad(method)
+                     and not is_attention_map(method))
 
 
 # -- forward --------------------------------------------------------------------------------------
@@ -259,17 +266,23 @@ def top_predictions(logits: torch.Tensor, loaded: LoadedModel, req: RunRequest):
 # -- backward -------------------------------------------------------------------------------------
 
 
-def backward(run: InFlight, plan: Plan, cap: Capture) -> None:
+def backward(run: InFlight, plan: Plan, cap: Capture, attention=None) -> None:
     """Gradients w.r.t. the model input only (every hooked activation lies on the way, so
     its tensor hooks fire, and autograd skips the parameter gradients), or down to the CAM
-    layers only. Without a root there (the layer did not run) or a score that depends on one,
-    the CAM says why when it is computed."""
+    layers only (and the leaf at the first attention, for gradient rollout: `attention`, the
+    run's core.explain.attention.stage.AttentionRun, whose LeGrad gradients come first).
+    Without a root there (the layer did not run) or a score that depends on one, the CAM
+    says why when it is computed."""
+    roots = list(cap.graph_roots)
+    if attention is not None:
+        attention.before_backward()
+        roots += attention.roots
     if plan.full_backward:
         with run.timed("backward"):
             torch.autograd.grad(run.score, run.x)
-    elif plan.needs_grad and cap.graph_roots and run.score.requires_grad:
+    elif plan.needs_grad and roots and run.score.requires_grad:
         with run.timed("backward"):
-            torch.autograd.grad(run.score, cap.graph_roots, allow_unused=True)
+            torch.autograd.grad(run.score, roots, allow_unused=True)
 
 
 # -- explain --------------------------------------------------------------------------------------
@@ -294,6 +307,8 @@ def explain(run: InFlight, plan: Plan, cap: Capture) -> None:
 
 def _cams(run: InFlight, cams, cap: Capture, x: torch.Tensor) -> None:
     for method, layer in cams:
+        if is_attention_map(method):
+            continue  # from the run's attention (core.explain.attention.stage)
         if layer is None:
             raise ValueError("No layer of this model has an output a CAM can be computed "
                              "from: choose a CAM layer")

@@ -34,7 +34,7 @@ from inspector.ui.run.settings import RunSettingsModel
 RERUN_DELAY_MS = 120
 # What a change of each setting does: run at once, or soon (a burst of changes: one run).
 RUN_NOW = frozenset({"gradients", "cam_method", "cam_layer", "stretch", "edits", "target"})
-RUN_SOON = frozenset({"attribution_options", "capture"})
+RUN_SOON = frozenset({"attribution_options", "capture", "attention_views"})
 
 
 class RunBuilder(QObject):

@@ -30,6 +30,7 @@ from inspector.core.explain.catalog import (
 )
 from inspector.ui.run import capture_choice
 
+LENS_TOPK = 3  # the Depth dock's classes per block
 # AppSettings keys (the first is the name the first versions saved it under).
 GRADIENTS_KEY = "backward"
 CAM_METHOD_KEY = "cam_method"
@@ -50,6 +51,9 @@ class RunSettings:
     edits: tuple = ()  # core.edits.interventions.Intervention, the enabled edits in order
     target: Any = None  # what to explain (core.run.request.Target); None: the top prediction
     live: bool = False  # a video or the camera plays: each run is a lean live run
+    # The views shown that read a transformer's attention: "explorer" (the Attention dock),
+    # "lens" (the Depth dock). Only while one is shown do runs read it (ui.attention.wiring).
+    attention_views: frozenset[str] = frozenset()
 
     @property
     def attributions(self) -> tuple[str, ...]:
@@ -90,6 +94,12 @@ class RunSettings:
             preview = capture_choice.preview_modules(tree, modules, self.selected,
                                                      self.gradients)
         options = self.attribution_options if self.cam_method == "occlusion" else None
+        attention = None
+        if self.attention_views:
+            from inspector.core.explain.attention.options import AttentionOptions
+
+            attention = AttentionOptions(explorer="explorer" in self.attention_views,
+                                         lens=LENS_TOPK if "lens" in self.attention_views else 0)
         return RunRequest(
             image=image,
             capture=CaptureSpec(modules=modules, preview=preview),
@@ -102,6 +112,7 @@ class RunSettings:
             stretch=self.stretch,
             interventions=self.edits,
             threads=threads,
+            attention=attention,
         )
 
 

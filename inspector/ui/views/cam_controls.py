@@ -1,6 +1,10 @@
 """The CAM pane's row of controls: how the map is computed (a CAM method, or an input
 attribution), the layer a CAM is computed at, and the opacity of the map over the image.
 
+The attention maps (rollout, gradient rollout, LeGrad) read a transformer's blocks, not a
+layer: the list is disabled for them, and they are greyed out, with the reason as their
+tooltip, for a model they do not apply to (`set_attention_refusal`).
+
 An attribution's map is at the model input: it has no layer to choose (the list is
 disabled, and hidden for Occlusion, whose patch and stride the pane shows in a row of its
 own: occlusion_controls.py).
@@ -11,12 +15,28 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSlider, QWidget
 
-from inspector.core.explain.catalog import ATTRIBUTION_LAYER, ATTRIBUTION_METHODS, CAM_METHODS
+from inspector.core.explain.catalog import (
+    ATTENTION_CAMS,
+    ATTRIBUTION_LAYER,
+    ATTRIBUTION_METHODS,
+    CAM_METHODS,
+)
 
 DEFAULT_ALPHA = 0.5
 METHOD_CHARS, LAYER_CHARS = 10, 12  # the lists' widths, in characters
 ALPHA_SLIDER_WIDTH = 80  # pixels
 ALPHA_TIP = "Opacity of the map over the image: 0% shows the image alone, 100% the map alone"
+ATTENTION_TIPS = {
+    "rollout": "Attention rollout (Abnar & Zuidema 2020): each block's attention, heads "
+               "averaged, half mixed with the identity, multiplied over the blocks; the class "
+               "token's row over the patches",
+    "gradrollout": "Gradient rollout (Chefer et al. 2021): each block's attention weighted by "
+                   "its positive gradient of the class score, accumulated over the blocks",
+    "legrad": "LeGrad (Bousselham et al. 2024): the positive gradient of each of the last 4 "
+              "blocks' own class score w.r.t. its attention, averaged",
+}
+LAYER_TIP = "The layer whose activations the map is built from"
+ATTENTION_LAYER_TIP = "Attention maps read the blocks' attention, not a layer"
 
 
 class CamControls(QWidget):
@@ -32,6 +52,9 @@ class CamControls(QWidget):
         self.method_combo = QComboBox()
         for key, method in CAM_METHODS.items():
             self.method_combo.addItem(method.title, key)
+            if key in ATTENTION_TIPS:
+                self.method_combo.setItemData(self.method_combo.count() - 1, ATTENTION_TIPS[key],
+                                              Qt.ItemDataRole.ToolTipRole)
         self.method_combo.insertSeparator(self.method_combo.count())
         for key, method in ATTRIBUTION_METHODS.items():
             self.method_combo.addItem(f"{method.title} (input)", key)
@@ -49,7 +72,7 @@ class CamControls(QWidget):
         self.layer_combo = QComboBox()
         self.layer_combo.setMinimumContentsLength(LAYER_CHARS)
         self.layer_combo.setSizeAdjustPolicy(fit)
-        self.layer_combo.setToolTip("The layer whose activations the map is built from")
+        self.layer_combo.setToolTip(LAYER_TIP)
         self.layer_combo.currentIndexChanged.connect(self._layer_chosen)
         self.alpha_slider = QSlider(Qt.Orientation.Horizontal)
         self.alpha_slider.setRange(0, 100)
@@ -85,6 +108,8 @@ class CamControls(QWidget):
     def layer(self) -> str | None:
         if self.method in ATTRIBUTION_METHODS:
             return ATTRIBUTION_LAYER  # an attribution's map is at the model input
+        if self.method in ATTENTION_CAMS:
+            return None  # over the blocks (LeGrad: the last 4)
         return self.layer_combo.currentData()
 
     @property
@@ -109,8 +134,21 @@ class CamControls(QWidget):
             self.method_combo.blockSignals(False)
             self._enable_layers()
 
+    def set_attention_refusal(self, why: str) -> None:
+        """Grey out the attention maps with `why` as their tooltip ("": they apply)."""
+        model = self.method_combo.model()
+        for key in ATTENTION_CAMS:
+            index = self.method_combo.findData(key)
+            if index < 0:
+                continue
+            model.item(index).setEnabled(not why)
+            self.method_combo.setItemData(index, why or ATTENTION_TIPS.get(key, ""),
+                                          Qt.ItemDataRole.ToolTipRole)
+
     def _enable_layers(self) -> None:
-        self.layer_combo.setEnabled(self.method not in ATTRIBUTION_METHODS)
+        attention = self.method in ATTENTION_CAMS
+        self.layer_combo.setEnabled(self.method not in ATTRIBUTION_METHODS and not attention)
+        self.layer_combo.setToolTip(ATTENTION_LAYER_TIP if attention else LAYER_TIP)
         occlusion = self.method == "occlusion"
         self.at_label.setVisible(not occlusion)
         self.layer_combo.setVisible(not occlusion)

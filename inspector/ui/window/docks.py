@@ -4,8 +4,10 @@ Every pane is a QDockWidget, so a user can move, tab, float or close it; View â–
 layout brings back the layout made here. The default puts what is read together side by
 side: the module tree on the left; the image and its predictions in the middle; the
 selected module's activations (tabbed with gradients, input statistics and the divergence
-of two runs) above the class activation map on the right. The Dataset dock (a channel
-atlas) is a tab behind the predictions, under the image its thumbnails open.
+of two runs, and a vision transformer's attention explorer, the Attention dock) above the
+class activation map (tabbed with Depth, a vision transformer's logit lens) on the right.
+The Dataset dock (a channel atlas) is a tab behind the predictions, under the image its
+thumbnails open.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ DOCKS: dict[str, tuple[str, tuple[str, str] | None]] = {
     "divergence": ("Divergence", ("divergence_view", "DivergenceView")),
     "predictions": ("Predictions", ("predictions_view", "PredictionsView")),
     "cam": ("Class activation map", ("cam_view", "CamView")),
+    # A vision transformer's attention (ui.attention): the explorer, the logit lens.
+    "attention": ("Attention", ("attention_view", "AttentionView")),
+    "depth": ("Depth", ("lens_view", "LensView")),
     "dataset": ("Dataset", None),  # a channel atlas's top images (dataset_dock.py fills it)
 }
 DEFAULT_SIZE = (1440, 900)
@@ -70,9 +75,12 @@ def default_layout(window: QMainWindow, docks: dict[str, Dock]) -> None:
     window.tabifyDockWidget(d["activation"], d["gradient"])
     window.tabifyDockWidget(d["gradient"], d["input_stats"])
     window.tabifyDockWidget(d["input_stats"], d["divergence"])
+    window.tabifyDockWidget(d["divergence"], d["attention"])
     window.tabifyDockWidget(d["predictions"], d["dataset"])
+    window.tabifyDockWidget(d["cam"], d["depth"])
     d["activation"].raise_()
     d["predictions"].raise_()
+    d["cam"].raise_()
     default_sizes(window, docks)
 
 

@@ -22,6 +22,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 
 from inspector.core.run.frames import ModelLoaded, RunFinished, RunStarted
+from inspector.ui.attention import wiring as attention_wiring
 from inspector.ui.compare import actions as compare_actions
 from inspector.ui.edits import window_edits
 from inspector.ui.export import save_view
@@ -116,6 +117,8 @@ class MainWindow(QMainWindow):
         self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
                                   self.settings, self.images, self.control)
         self.video = video_player.install(self.context)  # videos and File ▸ Camera, live
+        # Runs read a transformer's attention while the Attention or Depth dock is shown.
+        self.attention = attention_wiring.install(self.context)
         self._connect()
         self._restored = self.saved.restore()
 
@@ -190,6 +193,7 @@ class MainWindow(QMainWindow):
                 lambda: self.run_settings.update(attribution_options=cam.occlusion.options()))
             self.run_settings.update(quiet=True, attribution_options=cam.occlusion.options())
         self.compare.views_ready()  # the divergence plot selects modules in the tree
+        self.attention.views_ready()
         # File ▸ Save view as PNG / Save run as NPZ; File ▸ Open atlas and the Dataset dock.
         if self.save_actions is None:  # once, also when build_views is called again
             self.save_actions = save_view.install_save_actions(self.context)

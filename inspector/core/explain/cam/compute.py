@@ -28,6 +28,7 @@ from inspector.core.explain.cam.layer import default_target_layer
 from inspector.core.explain.cam.methods import METHODS, method_name, normalize_maps
 from inspector.core.explain.cam.scorecam import Progress, score_cam
 from inspector.core.explain.cam.targets import Target, class_scores, logits_of, resolve_target
+from inspector.core.explain.catalog import ATTENTION_CAMS
 from inspector.core.hookset import HookSet, ModelState, replace_leaf, tensor_leaves
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.tokens import Layout, spatialize, to_spatial
@@ -140,12 +141,21 @@ def compute_cams(
 
     target: None (top-1 per image), a class index, a class name (with `categories`), one
     index per image, or a function logits (B, classes) -> scores (B,).
+
+    Attention maps (rollout, gradrollout, legrad) read no layer: they come from
+    core.explain.attention.maps, in a forward of their own; `layer` is LeGrad's first block
+    when they are all that is asked for, else LeGrad reads the last 4 blocks.
     """
     names = [method_name(m) for m in methods]
     if not names:
         raise ValueError("no CAM method asked for")
     if x.ndim == 3:
         x = x[None]
+    attention = [n for n in names if n in ATTENTION_CAMS]
+    if attention:
+        return _with_attention(model, x, names, attention, layer, target, tree=tree,
+                               categories=categories, progress=progress,
+                               score_batch_size=score_batch_size)
     layer = layer if layer is not None else _default_layer(model, x, tree)
     modules = dict(model.named_modules())
     if layer not in modules:
@@ -182,6 +192,23 @@ def compute_cams(
         layer=layer,
         layout=layout,
     )
+
+
+def _with_attention(model, x, names, attention, layer, target, **rest) -> CamResult:
+    """compute_cams of a list with attention maps: those from their own forward, the
+    layer's CAMs (if any) from compute_cams, in one CamResult."""
+    from inspector.core.explain.attention.maps import attention_maps
+
+    others = [n for n in names if n not in attention]
+    maps = attention_maps(model, x, attention, target, categories=rest["categories"],
+                          legrad_from=None if others else layer)
+    if not others:
+        return CamResult(cams=maps.cams, raw=dict(maps.grids), logits=maps.logits,
+                         targets=maps.targets, layer="")
+    result = compute_cams(model, x, others, layer, target, **rest)
+    result.cams.update(maps.cams)
+    result.raw.update(maps.grids)
+    return result
 
 
 def _default_layer(model: nn.Module, x: torch.Tensor, tree) -> str:

@@ -90,9 +90,10 @@ _FUNCTIONS: dict[str, Callable[..., torch.Tensor] | None] = {
     "eigencam": eigencam,
     "scorecam": None,
 }
+# The CAMs of a layer (the attention maps are core.explain.attention's).
 METHODS: dict[str, CamMethod] = {
     name: CamMethod(name, _FUNCTIONS[name], m.needs_grad, m.title)
-    for name, m in _table.CAM_METHODS.items()
+    for name, m in _table.CAM_METHODS.items() if m.source == _table.LAYER
 }
 
 
