@@ -174,4 +174,4 @@ class ChannelCorrelation:
 
 def _dead(m2: torch.Tensor, mean: torch.Tensor, n: int) -> list[int]:
     var = m2 / n
-    return torch.flatnonzero(var <= DEAD_VARIANCE * (1 + mean * mean)).tolist()
+    return torch.nonzero(var <= DEAD_VARIANCE * (1 + mean * mean)).flatten().tolist()

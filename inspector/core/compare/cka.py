@@ -186,12 +186,12 @@ class ExactCKA:
         first = first.to(torch.bool).cpu()
         sides = (first, ~first)
         for side, counted in zip(sides, diagonal, strict=True):
-            rows = torch.flatnonzero(side)
+            rows = torch.nonzero(side).flatten()
             if counted and rows.numel():
                 self._block(index[rows], index[rows], ka[:, rows][:, :, rows],
                             kb[:, rows][:, :, rows], 1.0)
                 self.diagonal[index[rows]] += 1
-        i, j = torch.flatnonzero(sides[0]), torch.flatnonzero(sides[1])
+        i, j = torch.nonzero(sides[0]).flatten(), torch.nonzero(sides[1]).flatten()
         if cross and i.numel() and j.numel():
             self._block(index[i], index[j], ka[:, i][:, :, j], kb[:, i][:, :, j], 2.0)
         self.seen[index] = True
@@ -220,10 +220,10 @@ class ExactCKA:
     def check(self) -> None:
         """ValueError when the blocks do not add up to one Gram matrix over the same images:
         an image read in one forward but not in another, or a diagonal block counted twice."""
-        twice = torch.flatnonzero(self.diagonal > 1)
+        twice = torch.nonzero(self.diagonal > 1).flatten()
         if twice.numel():
             raise ValueError(f"image {int(twice[0])}'s diagonal block was counted twice")
-        partial = torch.flatnonzero(self.seen & (self.diagonal == 0))
+        partial = torch.nonzero(self.seen & (self.diagonal == 0)).flatten()
         if partial.numel():
             raise ValueError(f"image {int(partial[0])} was read in one forward but not in "
                              f"another: run again")

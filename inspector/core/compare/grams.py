@@ -4,12 +4,13 @@ forward's own plus n x n numbers per layer, however wide the layers are.
 
 A module that runs several times per forward is read at its last call (as the atlas reads
 it); (N, B, D) token outputs are read batch first. One layer may also give its channels as
-samples (core.compare.channels.ChannelRead) for matched channels, in the same forward.
+samples (core.compare.channels.ChannelRead) for matched channels, in the same forward (two
+layers, when A and B are one model).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
@@ -22,28 +23,28 @@ from inspector.core.hookset import HookSet, ModelState, tensor_leaves
 class GramRecorder:
     """`with GramRecorder(model, calls) as rec: grams, samples = rec.run(x)`.
 
-    calls: layer -> its calls per forward, in the order the Grams are returned; seq_first:
-    the layers whose output is (N, B, D); samples: (layer, read, its calls per forward) of
-    the layer whose channels to return as samples too (at its last call), or None. The hooks are removed on exit, also after a failure.
+    calls: layer -> its calls per forward (the Gram is taken at the last); seq_first: the
+    layers whose output is (N, B, D); samples: (layer, read, its calls per forward) of each
+    layer whose channels to return as samples too (at its last call). The hooks are removed
+    on exit, also after a failure.
     """
 
     def __init__(self, model: nn.Module, calls: Mapping[str, int],
                  seq_first: frozenset[str] = frozenset(),
-                 samples: tuple[str, ChannelRead, int] | None = None) -> None:
+                 samples: Sequence[tuple[str, ChannelRead, int]] = ()) -> None:
         self.model = model
         self.calls = dict(calls)
         self.seq_first = seq_first
-        self.sample_layer, self.sample_read, self.sample_calls = (
-            samples if samples is not None else (None, None, 0))
+        self.sampled = list(samples)
         self._seen: dict[str, int] = {}
         self._grams: dict[str, torch.Tensor] = {}
-        self._samples: torch.Tensor | None = None
+        self._samples: dict[int, torch.Tensor] = {}
         self._hooks = HookSet()
         self._state = ModelState(model, training=False)
 
     def __enter__(self) -> GramRecorder:
         modules = dict(self.model.named_modules())
-        wanted = set(self.calls) | ({self.sample_layer} - {None})
+        wanted = set(self.calls) | {layer for layer, _, _ in self.sampled}
         missing = sorted(wanted - set(modules))
         if missing:
             raise KeyError(f"no module named {', '.join(map(repr, missing))} in the model")
@@ -66,8 +67,8 @@ class GramRecorder:
         last = self.calls.get(name)
         in_gram = name in self.calls
         seq_first = name in self.seq_first
-        sampled = name == self.sample_layer
-        last_sample = self.sample_calls
+        sampled = [(k, read, calls) for k, (layer, read, calls) in enumerate(self.sampled)
+                   if layer == name]
 
         def hook(module, args, output):
             count = self._seen[name] = self._seen.get(name, 0) + 1
@@ -77,16 +78,18 @@ class GramRecorder:
                 raise TypeError(f"layer '{name}' returned no tensor")
             if in_gram and count == last:
                 self._grams[name] = gram(t.transpose(0, 1) if seq_first else t)
-            if sampled and count == last_sample:
-                self._samples = self.sample_read.samples(t)
+            for k, read, calls in sampled:
+                if count == calls:
+                    self._samples[k] = read.samples(t)
             return None
 
         return hook
 
-    def run(self, x: torch.Tensor, forward=None) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    def run(self, x: torch.Tensor, forward=None
+            ) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
         """One forward of `x` (`forward(model, x)` where the model is not called plainly):
-        the Gram of each layer in `calls`' order, and the samples (or None)."""
-        self._seen, self._grams, self._samples = {}, {}, None
+        the Gram of each layer of `calls`, and each sampled layer's samples in order."""
+        self._seen, self._grams, self._samples = {}, {}, {}
         with torch.no_grad():
             if forward is None:
                 self.model(x)
@@ -96,6 +99,8 @@ class GramRecorder:
         if missing:
             raise RuntimeError(f"layer '{missing[0]}' did not run (or ran fewer times than "
                                f"the probe forward) in this forward")
-        samples, self._samples = self._samples, None
-        grams = [self._grams.pop(n) for n in self.calls]
+        if len(self._samples) != len(self.sampled):
+            raise RuntimeError("a layer to match did not run in this forward")
+        samples = [self._samples[k] for k in range(len(self.sampled))]
+        grams, self._grams, self._samples = self._grams, {}, {}
         return grams, samples
