@@ -166,6 +166,8 @@ def _analyse(args: argparse.Namespace) -> int:
             ),
             edits=edits,
             compare=args.compare,
+            patch_sweep=args.patch_sweep,
+            sweep_depth=args.sweep_depth,
             warn=_error,
             emit_script=args.emit_script,
             every=args.every,

@@ -54,6 +54,14 @@ def add_analyse(sub) -> argparse.ArgumentParser:
                    help="also run each image without the edits and write DIR/compare.json: "
                         "per image and captured module the relative L2 distance and cosine "
                         "between the two runs' outputs, and the top predictions before and after")
+    a.add_argument("--patch-sweep", default=None, metavar="PATH",
+                   help="activation patching: for each module in forward order, run each image "
+                        "with that module's output taken from its run on the image PATH, and "
+                        "add to its summary.json entry \"patch_sweep\": the explained class's "
+                        "logit and probability per patched module")
+    a.add_argument("--sweep-depth", type=int, default=None, metavar="N",
+                   help="--patch-sweep: patch the modules at depth N (1: the model's "
+                        "children) instead of the leaves")
     a.add_argument("--no-tensorboard", action="store_true", help="do not write a TensorBoard log")
     a.add_argument("--emit-script", type=Path, default=None, metavar="PATH",
                    help="also write the run as a standalone Python script (torch, torchvision, "

@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inspector.batch.analyse_image import ImageJob, compared_of, entry_of
+from inspector.batch.analyse_image import ImageJob, check_sweep_source, compared_of, entry_of
 from inspector.batch.analyse_shards import run_shards
 from inspector.batch.analyse_writers import (
     comparison_document,
@@ -76,6 +76,8 @@ class Analysis:
         attribution_options: AttributionOptions | None = None,
         edits: Sequence[Intervention] = (),
         compare: bool = False,
+        patch_sweep: str | None = None,
+        sweep_depth: int | None = None,
         warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
         emit_script: Path | None = None,
         every: int = 1,
@@ -105,6 +107,9 @@ class Analysis:
             raise ValueError("--compare compares each image with and without the edits: "
                              "give at least one --edit")
         self.compare = compare
+        # --patch-sweep: the source image, read now (a bad path is refused before the model
+        # loads); --sweep-depth: the modules patched (None: the leaves)
+        self.patch_sweep, self.sweep_depth = check_sweep_source(patch_sweep, sweep_depth)
         self.warn = warn
         self.emit_script = emit_script  # where to write the run as a script (--emit-script)
         self.target: Any = None
@@ -273,6 +278,7 @@ class Analysis:
             "attr": self.attributions, "attr_options": self.attribution_options.as_dict(),
             "edit": [e["spec"] for e in edits_of(self.edits)], "compare": self.compare,
             "every": self.every,
+            "patch_sweep": self.patch_sweep, "sweep_depth": self.sweep_depth,
         }
         return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
 
@@ -339,6 +345,7 @@ class Analysis:
             target=self.target, methods=self.methods, cam_layer=self.cam_layer,
             attributions=self.attributions, attribution_options=self.attribution_options,
             edits=self.edits, compare=self.compare, topk=self.topk, stretch=self.stretch,
+            patch_sweep=self.patch_sweep, sweep_depth=self.sweep_depth,
         )
         return session, loaded, 0
 
