@@ -62,6 +62,9 @@ class CompareOptions:
     progress: bool = True
     verbose: bool = False
     seeds_drawn: bool = False  # the seeds were drawn, not given (see ShardStore.prepare)
+    # (A, B, A's tree, B's tree) already loaded and probed from spec_a and spec_b (B is A's
+    # object when spec_b is None): the window keeps its pair loaded between runs.
+    models: tuple | None = None
     warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
     on_progress: Callable[[int, int], None] | None = None
     cancel: threading.Event | None = None

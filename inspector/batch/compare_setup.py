@@ -65,7 +65,7 @@ def setup(opts, inputs: list[str]):
     if not sources:
         warn(f"no image files found in {', '.join(inputs)}")
         return 1
-    rule = _fix_seeds(opts)
+    rule = fix_seeds(opts)
     models = _load(opts)
     if isinstance(models, int):
         return models
@@ -83,7 +83,7 @@ def setup(opts, inputs: list[str]):
     return Ready(a, b, opts.spec_a, opts.spec_b, job, store, todo, sources, missing, notes)
 
 
-def _fix_seeds(opts) -> str:
+def fix_seeds(opts) -> str:
     """Fix both seeds (see the module docstring); B's follows A's: "same" (--seed given) or
     "next" (drawn: A's plus one), so that a resumed run rebuilds both from the stored one."""
     stored_seed, stored_rule = None, None
@@ -106,11 +106,19 @@ def _fix_seeds(opts) -> str:
 
 
 def _load(opts):
+    if opts.models is not None:
+        return opts.models
+    return load_pair(opts.spec_a, opts.spec_b, opts.warn)
+
+
+def load_pair(spec_a, spec_b, warn):
+    """(A, B, A's tree, B's tree), B the same objects as A's when spec_b is None; or the exit
+    status 1, said through `warn`."""
     from inspector.core.models.files import ModelLoadError
     from inspector.core.models.load import load_model, probe_tree
 
     loaded, trees = [], []
-    for side, spec in (("A", opts.spec_a), ("B", opts.spec_b)):
+    for side, spec in (("A", spec_a), ("B", spec_b)):
         if spec is None:
             loaded.append(loaded[0])
             trees.append(trees[0])
@@ -119,13 +127,13 @@ def _load(opts):
             model = load_model(spec)
             tree = probe_tree(model)
         except ModelLoadError as e:
-            opts.warn(f"model {side}: {e}")
+            warn(f"model {side}: {e}")
             return 1
         except Exception as e:  # every loader failure is reported in words, not a traceback
-            opts.warn(f"could not load model {side}, {spec.what()}: {e}")
+            warn(f"could not load model {side}, {spec.what()}: {e}")
             return 1
         if not model.pretrained:
-            opts.warn(f"warning: model {side}, {model.description}: random weights (seed "
+            warn(f"warning: model {side}, {model.description}: random weights (seed "
                       f"{model.seed})")
         loaded.append(model)
         trees.append(tree)

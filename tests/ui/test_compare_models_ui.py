@@ -1,0 +1,89 @@
+"""Comparing models in the window: File ▸ Compare with model… runs compare-models on the
+strip's images and shows the CKA heatmap; a clicked cell selects its layer in the tree and
+lists the pair's matched channels with both mosaics; A/B compare's "Patch sweep from A"
+plots the sweep beside the divergence plot, and a clicked point selects its module."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from PySide6.QtCore import QPointF, Qt
+from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401 (a fixture)
+
+
+def _images(tmp_path, count=6):
+    colours = [(40, 80, 160), (200, 40, 40), (30, 160, 60), (120, 120, 20), (90, 30, 140),
+               (10, 10, 10), (220, 220, 220), (60, 200, 200)]
+    return [write_png(tmp_path / f"img{i}.png", color=colours[i % len(colours)])
+            for i in range(count)]
+
+
+def test_compare_with_model_shows_the_heatmap_and_matched_channels(
+        make_window, qtbot, tmp_path):  # noqa: F811
+    window = make_window(images=_images(tmp_path))
+    wait_run(qtbot, window)
+    actions = window.compare_models
+    assert actions.action.text() == "Compare with &model…"
+    actions.open_dialog()
+    dialog = actions.dialog
+    assert dialog is not None and dialog.use_strip.isChecked()
+    assert "MB" in dialog.memory.text() or "KB" in dialog.memory.text()
+    assert dialog.spec_b() is None  # the same name, no weights: B is A
+    dialog.out.setText(str(tmp_path / "cmp"))
+    dialog.run()
+    qtbot.waitUntil(lambda: actions.view is not None and actions.view.doc is not None,
+                    timeout=TIMEOUT)
+    view = actions.view
+    doc = json.loads((tmp_path / "cmp" / "cka.json").read_text())
+    assert view.doc == doc and doc["images"] == 6
+    assert np.abs(np.diag(view.values) - 1).max() <= 1e-6
+    assert actions.dock.isVisible() and "Linear CKA" in view.header.text()
+    assert "exact" in view.header.text()
+    # A cell: its layer of A is selected in the tree, its channels matched on the thread.
+    row = next(i for i, n in enumerate(doc["layers_a"]) if window.tree.select_module(n) and
+               len(window.control.session.tree[n].output_shape or ()) == 4)
+    window.tree.select_module(doc["layers_a"][-1])
+    view.select(row, row)
+    assert window.tree.current_module() == doc["layers_a"][row]
+    qtbot.waitUntil(lambda: view.matches.table.rowCount() > 0
+                    or view.matches.status.text().startswith("No matched"), timeout=TIMEOUT)
+    assert view.matches.table.rowCount() > 0, view.matches.status.text()
+    assert float(view.matches.table.item(0, 2).text()) == 1.0  # itself
+    assert not view.matches.mosaic_a.pixmap().isNull()
+    assert not view.matches.mosaic_b.pixmap().isNull()
+    qtbot.waitUntil(lambda: not actions.runner.running, timeout=TIMEOUT)
+    qtbot.wait(200)
+    actions.dock.grab().save(str(tmp_path / "model_comparison.png"))
+
+
+def test_patch_sweep_from_a_beside_the_divergence_plot(make_window, qtbot, tmp_path):  # noqa: F811
+    first, second = _images(tmp_path, 2)
+    window = make_window(images=[first])
+    wait_run(qtbot, window)
+    compare = window.compare
+    panel = compare.sweep.panel
+    assert panel.button.text() == "Patch sweep from A"
+    assert not compare.sweep.run(None)  # nothing pinned yet: said in the panel
+    assert "Pin a run as A" in panel.header.text()
+    compare.pin_action.trigger()
+    wait_run(qtbot, window)
+    window.images.add_paths([second])
+    qtbot.waitUntil(lambda: window.control.last_request.label == second.name, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    window.docks["divergence"].show()
+    window.docks["divergence"].raise_()
+    assert compare.sweep.run(None)
+    qtbot.waitUntil(lambda: panel.sweep is not None, timeout=TIMEOUT)
+    sweep = panel.sweep
+    assert sweep.logit[-1] == sweep.clean_logit  # the last module gives A's run
+    assert len(panel.curve.getData()[0]) == len(sweep.modules)
+    assert "Patch sweep" in panel.header.text()
+    qtbot.waitExposed(panel)
+    vb = panel.plot.getPlotItem().vb
+    scene = vb.mapViewToScene(QPointF(0, sweep.logit[0]))
+    view_pos = panel.plot.mapFromScene(scene)
+    qtbot.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton, pos=view_pos)
+    qtbot.waitUntil(lambda: window.tree.current_module() == sweep.modules[0], timeout=TIMEOUT)
+    qtbot.wait(200)  # the header's new lines laid out
+    window.docks["divergence"].widget().grab().save(str(tmp_path / "patch_sweep.png"))
