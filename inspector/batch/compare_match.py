@@ -96,7 +96,7 @@ def _examples(a, b, plan: MatchPlan, x_a, x_b):
         module = dict(loaded.model.named_modules())[layer]
         with HookSet() as hooks, torch.no_grad():
             hooks.forward(module, lambda m, i, o, seen=seen: seen.append(
-                (o if isinstance(o, torch.Tensor) else None)))
+                o if isinstance(o, torch.Tensor) else None))
             loaded.model(x)
         t = seen[calls - 1] if len(seen) >= calls else None
         out.append(None if t is None else t[0].detach().float().cpu().clone())

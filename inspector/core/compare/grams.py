@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
-from inspector.core.compare.cka import gram
 from inspector.core.compare.channels import ChannelRead
+from inspector.core.compare.cka import gram
 from inspector.core.hookset import HookSet, ModelState, tensor_leaves
 
 

@@ -50,6 +50,29 @@ class CompareModelsDialog(QDialog):
         self.setWindowTitle("Compare with model")
         self.runner, self.spec_a, self.tree = runner, spec_a, tree
         self.weights_a_bytes, self.strip = weights_a_bytes, list(strip)
+        form = self._options_form(spec_a, model_a, catalog)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.buttons = QDialogButtonBox()
+        self.run_button = self.buttons.addButton("Run", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.cancel_button = self.buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self.run)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.memory)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(self.buttons)
+        runner.progress.connect(self._progress)
+        runner.compared.connect(self._finished)
+        self.update_memory()
+        self._set_running(runner.running)
+
+    def _options_form(self, spec_a, model_a: str, catalog) -> QFormLayout:
+        """The options, one row each (the widgets are kept: request reads them)."""
         self.a_text = spec_a.factory or spec_a.name or model_a  # how A was asked for
         self.model_b = QComboBox()
         self.model_b.setEditable(True)
@@ -104,25 +127,7 @@ class CompareModelsDialog(QDialog):
         form.addRow("Estimator", self.estimator)
         form.addRow("Batch size", self.batch_size)
         form.addRow("Output folder", self.out)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1)
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
-        self.buttons = QDialogButtonBox()
-        self.run_button = self.buttons.addButton("Run", QDialogButtonBox.ButtonRole.AcceptRole)
-        self.cancel_button = self.buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
-        self.buttons.accepted.connect(self.run)
-        self.buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.memory)
-        layout.addWidget(self.progress)
-        layout.addWidget(self.status)
-        layout.addWidget(self.buttons)
-        runner.progress.connect(self._progress)
-        runner.compared.connect(self._finished)
-        self.update_memory()
-        self._set_running(runner.running)
+        return form
 
     # -- the options ------------------------------------------------------------------------------
     def spec_b(self):
