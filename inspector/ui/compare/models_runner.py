@@ -65,6 +65,7 @@ class ModelPairRunner(QObject):
         self._pair: tuple | None = None  # (A, B, tree A, tree B) while it stays loaded
         self._request: CompareRequest | None = None
         self._keep = True
+        self._stale = False  # released while a job ran: dropped when it ends
         self._progressed.connect(self.progress, Qt.ConnectionType.QueuedConnection)
         self._compared.connect(self._compare_done, Qt.ConnectionType.QueuedConnection)
         self._matched.connect(self._match_done, Qt.ConnectionType.QueuedConnection)
@@ -101,10 +102,13 @@ class ModelPairRunner(QObject):
         return True
 
     def release(self) -> None:
-        """Forget the loaded pair (a new model in the window, the dock closed)."""
+        """Forget the loaded pair (a new model in the window): now, or when the job running
+        ends."""
         if self._thread is None:
             self._pair = None
             gc.collect()
+        else:
+            self._stale = True
 
     def _start(self, work, *args) -> bool:
         if self._thread is not None:
@@ -189,6 +193,8 @@ class ModelPairRunner(QObject):
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
+        if self._stale:
+            self._stale, self._pair = False, None
         if self._pair is None:
             gc.collect()
 
