@@ -42,8 +42,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inspector.batch.analyse_image import ImageJob, check_sweep_source, compared_of, entry_of
+from inspector.batch.analyse_image import ImageJob, compared_of, entry_of
 from inspector.batch.analyse_shards import run_shards
+from inspector.batch.analyse_sweep import check_sweep_source
 from inspector.batch.analyse_writers import (
     comparison_document,
     edits_of,

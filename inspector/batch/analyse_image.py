@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inspector.batch.analyse_sweep import sweep_entries
 from inspector.batch.analyse_writers import write_image_files
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.out_dir import write_failure
@@ -127,43 +128,12 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         compared["top_after"] = entry["top"]
         compared["modules"] = _divergence(outcome)
         compared["notes"] = outcome.notes
-    if job.patch_sweep is not None:
-        _sweep(session, job, x, outcome, entry)
+    if job.patch_sweep is not None:  # --patch-sweep: the entry's "patch_sweep"
+        entry.update(sweep_entries(session, job, x, outcome.target))
     arrays = full_arrays(frames)
     arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
     entry["files"] = write_image_files(out, name, loaded, source, image, x, arrays, cams,
                                        job.cam_layer, outcome, step, tb)
-
-
-def check_sweep_source(path: str | None, depth: int | None) -> tuple[str | None, int | None]:
-    """--patch-sweep PATH and --sweep-depth N, checked before the model loads: ValueError
-    (exit status 2) for a source that cannot be read, or a depth without a sweep."""
-    if path is None:
-        if depth is not None:
-            raise ValueError("--sweep-depth sets the modules of --patch-sweep: give "
-                             "--patch-sweep PATH")
-        return None, None
-    from inspector.core.inputs.images import ImageLoadError, load_image
-
-    try:
-        load_image(path)
-    except ImageLoadError as e:
-        raise ValueError(f"--patch-sweep {path}: {e.reason}") from None
-    if depth is not None and depth < 1:
-        raise ValueError(f"--sweep-depth counts from 1 (the model's children), not {depth}")
-    return str(path), depth
-
-
-def _sweep(session, job: ImageJob, x, outcome, entry: dict[str, Any]) -> None:
-    """The image's patch sweep from job.patch_sweep (core.compare.patch_sweep): its entry's
-    "patch_sweep" and "patch_reference"; a sweep that fails is the entry's error."""
-    from inspector.core.compare.sweep_job import submit_patch_sweep
-
-    sweep = submit_patch_sweep(session, job.patch_sweep, x, depth=job.sweep_depth,
-                               target=outcome.target, edits=job.edits,
-                               stretch=job.stretch).result()
-    entry["patch_sweep"] = sweep.entries()
-    entry["patch_reference"] = sweep.reference(job.patch_sweep)
 
 
 def failure(outcome, frames) -> str:

@@ -37,22 +37,10 @@ def check_options(a, session, loaded
         raise ValueError(unknown_modules(unknown, tree))
     edits = session.check_edits(a.edits)
     if a.patch_sweep is not None:
+        from inspector.batch.analyse_sweep import check_sweep
+
         check_sweep(a, loaded, tree, edits)
     return target, cam_layer, layers, edits
-
-
-def check_sweep(a, loaded, tree, edits) -> None:
-    """--patch-sweep with this model: a classifier, modules to patch, no patch edit."""
-    from inspector.core.compare.patch_sweep import sweep_modules
-    from inspector.core.edits.patching import has_patches
-
-    if loaded.task != "classification":
-        raise ValueError(f"--patch-sweep records a class's logit: {loaded.name} is a "
-                         f"{loaded.task} model")
-    if has_patches(edits):
-        raise ValueError("--patch-sweep cannot be combined with a patch edit "
-                         "(--edit MODULE:patch=...): give one or the other")
-    sweep_modules(tree, a.sweep_depth)  # ValueError: nothing at that depth
 
 
 def write_script(a, loaded) -> bool:
