@@ -93,18 +93,21 @@ def cka_figure(doc: dict[str, Any]) -> Image.Image:
     measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     label_w = max((int(measure.textlength(n, font=text)) for n in names_a if n), default=0) + 8
     label_h = max((int(measure.textlength(n, font=text)) for n in names_b if n), default=0) + 8
-    bar_w, pad, head = 16, 10, size * 3 + 14
-    width = pad + label_w + cols * cell + pad + bar_w + 40 + pad
+    bar_w, pad = 16, 10
+    width = max(420, pad + label_w + cols * cell + pad + bar_w + 40 + pad)
+    lines = [caption(doc), ESTIMATOR_TEXT[doc["estimator"]]]
+    if step_a > 1 or step_b > 1:
+        lines.append(f"every {max(step_a, step_b)}-th layer named")
+    lines = [part for line in lines
+             for part in _wrapped(line, width - 2 * pad, measure, text)]
+    head = len(lines) * (size + 3) + 8
     height = head + rows * cell + label_h + pad
-    img = Image.new("RGB", (max(width, 420), height), (255, 255, 255))
+    img = Image.new("RGB", (width, height), (255, 255, 255))
     x0, y0 = pad + label_w, head
     heat = Image.fromarray(viridis(values)).resize((cols * cell, rows * cell),
                                                    Image.Resampling.NEAREST)
     img.paste(heat, (x0, y0))
     draw = ImageDraw.Draw(img)
-    lines = [caption(doc), ESTIMATOR_TEXT[doc["estimator"]]]
-    if step_a > 1 or step_b > 1:
-        lines.append(f"every {max(step_a, step_b)}-th layer named")
     for k, line in enumerate(lines):
         draw.text((pad, 4 + k * (size + 3)), line, fill=(0, 0, 0), font=text)
     for r, name in enumerate(names_a):
@@ -122,6 +125,17 @@ def cka_figure(doc: dict[str, Any]) -> Image.Image:
     img.paste(strip.rotate(90, expand=True), (x0, y0 + rows * cell))
     _colour_bar(draw, x0 + cols * cell + pad, y0, bar_w, max(rows * cell, 60), text)
     return img
+
+
+def _wrapped(line: str, width: int, measure: ImageDraw.ImageDraw, text) -> list[str]:
+    """`line` cut at spaces into lines no wider than `width` pixels (a word wider stays whole)."""
+    out: list[str] = []
+    for word in line.split(" "):
+        if out and measure.textlength(f"{out[-1]} {word}", font=text) <= width:
+            out[-1] = f"{out[-1]} {word}"
+        else:
+            out.append(word)
+    return out
 
 
 def _thinned(names: list[str]) -> tuple[list[str], int]:
