@@ -136,3 +136,57 @@ def test_resume_reuses_finished_shards(tmp_path: Path, shuffled_weights: Path, c
     assert _compare(tmp_path, *options, "--order-seed", "1", "--resume") == 2
     assert "--order-seed" in capsys.readouterr().err
     assert len(list((tmp_path / "shards").glob("shard-*.pt"))) == 3
+
+
+NET_B = '''
+import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 12, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(12, 4))
+'''
+
+
+def test_two_architectures(tmp_path: Path, capsys):
+    """B another network (a model file's function): its own leaves as columns, a matched pair
+    whose grids differ pooled to the coarser one, and channels beyond the narrower side lost."""
+    (tmp_path / "net.py").write_text(NET_B)
+    assert _compare(tmp_path / "out", "--model-b", f"{tmp_path / 'net.py'}:build",
+                    "--match", "stage2.1.conv:2") == 0
+    assert "finer grid is average-pooled" in capsys.readouterr().err
+    doc, values = _cka(tmp_path / "out")
+    assert doc["model_b"] != doc["model_a"] and doc["same_model"] is False
+    assert doc["layers_b"] == ["0", "1", "2", "3", "4", "6"]  # the Flatten passes its input on
+    assert values.shape == (len(doc["layers_a"]), 6)
+    assert np.isfinite(values).all() and (values > 0).all() and (values < 1).all()
+    matches = json.loads((tmp_path / "out" / "matches.json").read_text())
+    assert (matches["channels_a"], matches["channels_b"]) == (64, 12)
+    assert len(matches["pairs"]) == 12  # one-to-one: as many pairs as the narrower side
+    assert len({p["a"] for p in matches["pairs"]}) == 12
+    corr = [p["corr"] for p in matches["pairs"]]
+    assert corr == sorted(corr, reverse=True)
+    assert len(matches["lost"]) >= 64 - 12  # A's channels left without a partner are lost
+    assert matches["grid"] == [16, 16]  # demo_shapes' stage2 at 128 px; B's finer grid pooled
+
+
+def test_atlas_crops_beside_the_matched_channels(tmp_path: Path, capsys):
+    atlas = tmp_path / "atlas"
+    assert cli.main(["atlas", "--model", "demo_shapes", "--device", "cpu", "--quiet",
+                     "--workers", "0", "--layers", "stage3.1.conv", "--top", "2", "--out",
+                     str(atlas), str(SAMPLES)]) == 0
+    assert _compare(tmp_path / "out", "--layers", "stage3.1.conv,head", "--match",
+                    "stage3.1.conv:stage3.1.conv", "--atlas-a", str(atlas), "--atlas-b",
+                    str(tmp_path / "nothing")) == 0
+    assert "no crops from" in capsys.readouterr().err  # B's folder holds no atlas: a note
+    matches = json.loads((tmp_path / "out" / "matches.json").read_text())
+    assert matches["crops_b"] == {}
+    crops = matches["crops_a"]
+    assert sorted(map(int, crops)) == list(range(96))
+    for channel, paths in crops.items():
+        assert [Path(p).name for p in paths] == ["0.png", "1.png"]
+        assert all(Path(p).is_file() and Path(p).parent.name == channel for p in paths)
