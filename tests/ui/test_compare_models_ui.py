@@ -30,6 +30,13 @@ def test_compare_with_model_shows_the_heatmap_and_matched_channels(
     assert dialog is not None and dialog.use_strip.isChecked()
     assert "MB" in dialog.memory.text() or "KB" in dialog.memory.text()
     assert dialog.spec_b() is None  # the same name, no weights: B is A
+    small = dialog.cost.batch
+    dialog.model_b.setCurrentText("resnet34")  # another architecture: its own activations
+    dialog.update_memory()
+    assert dialog.cost.batch > small + 100 * 2**20 and "resnet34" in dialog.memory.text()
+    dialog.model_b.setCurrentText(dialog.a_text)
+    dialog.update_memory()
+    assert dialog.spec_b() is None and dialog.cost.batch == small
     dialog.out.setText(str(tmp_path / "cmp"))
     dialog.run()
     qtbot.waitUntil(lambda: actions.view is not None and actions.view.doc is not None,

@@ -149,6 +149,8 @@ class CompareModelsDialog(QDialog):
             MemoryCost,
             available_bytes,
             batch_bytes,
+            output_sizes,
+            spec_output_sizes,
             spec_weights_bytes,
         )
 
@@ -156,9 +158,17 @@ class CompareModelsDialog(QDialog):
         b = self.weights_a_bytes if spec_b is None else spec_weights_bytes(spec_b)
         batch = self.batch_size.value()
         layers = sum(1 for info in self.tree.modules.values() if info.is_leaf) if self.tree else 0
+        sizes_a = output_sizes(self.tree) if self.tree else []
+        sizes_b, layers_b, known = sizes_a, layers, True  # B: A's architecture
+        if spec_b is None:
+            sizes_b, layers_b = [], 0  # B is A: one forward, the same Gram matrices
+        elif (spec_b.name, spec_b.factory) != (self.spec_a.name, self.spec_a.factory):
+            probed = spec_output_sizes(spec_b)
+            known = probed is not None
+            sizes_b, layers_b = (probed, len(probed)) if known else ([], 0)
         cost = MemoryCost(self.weights_a_bytes, 0 if spec_b is None else b,
-                          batch_bytes(self.tree, batch, 2 * layers) if self.tree else 0,
-                          available_bytes())
+                          batch_bytes(batch, sizes_a, layers, sizes_b, layers_b),
+                          available_bytes(), batch_b_known=known)
         name = "model A again" if spec_b is None else (spec_b.factory or spec_b.name)
         self.memory.setText(cost.describe(name, batch))
         self.cost = cost
