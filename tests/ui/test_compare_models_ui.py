@@ -64,6 +64,56 @@ def test_compare_with_model_shows_the_heatmap_and_matched_channels(
     actions.dock.grab().save(str(tmp_path / "model_comparison.png"))
 
 
+NET_B = """
+import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 12, 3, stride=2, padding=1), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(12, 4))
+"""
+
+
+def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path):  # noqa: F811
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    images = _images(folder, 5)
+    window = make_window(images=images[:1])
+    wait_run(qtbot, window)
+    (tmp_path / "net.py").write_text(NET_B)
+    actions = window.compare_models
+    actions.open_dialog()
+    dialog = actions.dialog
+    assert dialog.use_folder.isChecked()  # one image in the strip: too few, a folder
+    dialog.model_b.setCurrentText(f"{tmp_path / 'net.py'}:build")
+    assert dialog.spec_b() is not None and dialog.spec_b().factory.endswith("net.py:build")
+    assert "unknown until B loads" in dialog.memory.text()  # not torchvision's: said so
+    dialog.folder.setText(str(folder))
+    dialog.out.setText(str(tmp_path / "cmp"))
+    dialog.run()
+    qtbot.waitUntil(lambda: actions.view is not None and actions.view.doc is not None,
+                    timeout=TIMEOUT)
+    view = actions.view
+    doc = view.doc
+    assert doc["images"] == 5 and doc["same_model"] is False
+    assert doc["layers_b"] == ["0", "1", "2", "4"]  # B's own leaves (the Flatten passes on)
+    assert view.values.shape == (len(doc["layers_a"]), 4)
+    tree = window.control.session.tree
+    row = next(i for i, n in enumerate(doc["layers_a"])
+               if len(tree[n].output_shape or ()) == 4)
+    view.select(row, 0)  # A's convolution layer against B's convolution
+    assert window.tree.current_module() == doc["layers_a"][row]
+    assert "<b>B</b> 0" in view.matches.title.text()
+    qtbot.waitUntil(lambda: view.matches.table.rowCount() > 0
+                    or view.matches.status.text().startswith("No matched"), timeout=TIMEOUT)
+    channels_a = tree[doc["layers_a"][row]].output_shape[1]
+    assert view.matches.table.rowCount() == min(channels_a, 12), view.matches.status.text()
+    assert not view.matches.mosaic_b.pixmap().isNull()
+    qtbot.waitUntil(lambda: not actions.runner.running, timeout=TIMEOUT)
+
+
 def test_patch_sweep_from_a_beside_the_divergence_plot(make_window, qtbot, tmp_path):  # noqa: F811
     first, second = _images(tmp_path, 2)
     window = make_window(images=[first])
