@@ -76,7 +76,13 @@ def build():
 """
 
 
-def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path):  # noqa: F811
+def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path,  # noqa: F811
+                                            monkeypatch):
+    """With memory short after loading (under KEEP_FREE free), the pair is not kept: a click
+    loads both models again, and says so."""
+    from inspector.batch import compare_memory
+
+    monkeypatch.setattr(compare_memory, "available_bytes", lambda: 1 << 20)
     folder = tmp_path / "folder"
     folder.mkdir()
     images = _images(folder, 5)
@@ -103,8 +109,11 @@ def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path):  # no
     tree = window.control.session.tree
     row = next(i for i, n in enumerate(doc["layers_a"])
                if len(tree[n].output_shape or ()) == 4)
+    qtbot.waitUntil(lambda: not actions.runner.running, timeout=TIMEOUT)
+    assert not actions.runner.loaded  # released at the end of the job
     view.select(row, 0)  # A's convolution layer against B's convolution
     assert window.tree.current_module() == doc["layers_a"][row]
+    assert "Loading both models again" in view.matches.status.text()
     assert "<b>B</b> 0" in view.matches.title.text()
     qtbot.waitUntil(lambda: view.matches.table.rowCount() > 0
                     or view.matches.status.text().startswith("No matched"), timeout=TIMEOUT)
