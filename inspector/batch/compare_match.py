@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -33,6 +33,11 @@ class LayerMatch:
     # Each layer's output on the first image read, (C, ...) float32 on the CPU
     example_a: torch.Tensor | None
     example_b: torch.Tensor | None
+    # Atlas crop files per channel (batch.compare_writers.atlas_crops), where an atlas of
+    # that model was given; and why one could not be used
+    crops_a: dict[int, list[str]] = field(default_factory=dict)
+    crops_b: dict[int, list[str]] = field(default_factory=dict)
+    crop_notes: tuple[str, ...] = ()
 
 
 def match_layers(a, b, tree_a, tree_b, sources: Sequence, layer_a: str, layer_b: str,

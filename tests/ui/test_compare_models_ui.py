@@ -98,6 +98,14 @@ def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path,  # noq
     assert "unknown until B loads" in dialog.memory.text()  # not torchvision's: said so
     dialog.folder.setText(str(folder))
     dialog.out.setText(str(tmp_path / "cmp"))
+    from inspector import cli
+
+    atlas_b = tmp_path / "atlas_b"  # an atlas of model B's first convolution
+    assert cli.main(["atlas", "--model", f"{tmp_path / 'net.py'}:build", "--device", "cpu",
+                     "--quiet", "--workers", "0", "--layers", "0", "--top", "1", "--out",
+                     str(atlas_b), str(folder)]) == 0
+    dialog.atlas_a.setText(str(tmp_path / "no_atlas"))
+    dialog.atlas_b.setText(str(atlas_b))
     dialog.run()
     qtbot.waitUntil(lambda: actions.view is not None and actions.view.doc is not None,
                     timeout=TIMEOUT)
@@ -120,7 +128,14 @@ def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path,  # noq
     channels_a = tree[doc["layers_a"][row]].output_shape[1]
     assert view.matches.table.rowCount() == min(channels_a, 12), view.matches.status.text()
     assert not view.matches.mosaic_b.pixmap().isNull()
+    # B's atlas: the top pairs' crops under B's mosaic; A's folder holds none: said
+    crops = view.matches.crops_b.pixmap()
+    assert not crops.isNull()
+    assert crops.width() == min(4, view.matches.table.rowCount()) * (52 + 2)
+    assert view.matches.crops_a.pixmap().isNull()
+    assert "no crops from" in view.matches.status.toolTip()
     qtbot.waitUntil(lambda: not actions.runner.running, timeout=TIMEOUT)
+    view.grab().save(str(tmp_path / "model_comparison_atlas.png"))
 
 
 def test_patch_sweep_from_a_beside_the_divergence_plot(make_window, qtbot, tmp_path):  # noqa: F811

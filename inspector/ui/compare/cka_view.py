@@ -33,6 +33,7 @@ from inspector.ui.views.base import hint_label
 
 MAX_TICKS = 40  # layer names per axis; beyond, every k-th
 MOSAIC_PAIRS = 16  # the top matched pairs shown as tiles
+CROP_PAIRS, CROP_SIDE = 4, 52  # the top pairs whose atlas crops are shown, and their size
 EMPTY_TEXT = ("File \u25b8 Compare with model\u2026 runs model A (the one loaded) and a model B "
               "over images and shows here how similar each layer of A is to each layer of B.")
 
@@ -181,11 +182,14 @@ class MatchPanel(QWidget):
             label.setAlignment(Qt.AlignmentFlag.AlignCenter)
             label.setMinimumSize(96, 96)
         self.caption_a, self.caption_b = QLabel(""), QLabel("")
+        self.crops_a, self.crops_b = QLabel(), QLabel()  # atlas crops, where an atlas was given
         tiles = QHBoxLayout()
-        for caption, mosaic in ((self.caption_a, self.mosaic_a), (self.caption_b, self.mosaic_b)):
+        for caption, mosaic, crops in ((self.caption_a, self.mosaic_a, self.crops_a),
+                                       (self.caption_b, self.mosaic_b, self.crops_b)):
             box = QVBoxLayout()
             box.addWidget(caption)
             box.addWidget(mosaic, 1)
+            box.addWidget(crops)
             tiles.addLayout(box)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 0, 0, 0)
@@ -200,8 +204,10 @@ class MatchPanel(QWidget):
                            "matched here.</i>")
         self.status.setText("")
         self.table.setRowCount(0)
-        for label in (self.mosaic_a, self.mosaic_b, self.caption_a, self.caption_b):
+        for label in (self.mosaic_a, self.mosaic_b, self.caption_a, self.caption_b,
+                      self.crops_a, self.crops_b):
             label.clear()
+            label.setToolTip("")
 
     def waiting(self, layer_a: str, layer_b: str, value: float) -> None:
         self.clear()
@@ -222,7 +228,7 @@ class MatchPanel(QWidget):
             f"{result.images} images, {result.samples} samples{grid}\n{len(m.pairs)} pairs, "
             f"{len(m.lost)} lost (A), {len(m.new)} new (B) below {m.threshold:g}; dead: "
             f"{len(m.dead_a)} (A), {len(m.dead_b)} (B)")
-        self.status.setToolTip(plan.note or "")
+        self.status.setToolTip("\n".join(n for n in (plan.note, *result.crop_notes) if n))
         self.table.setRowCount(len(m.pairs))
         for row, (a, b, r) in enumerate(m.pairs):
             for col, text in enumerate((str(a), str(b), f"{r:.3f}")):
@@ -246,6 +252,47 @@ class MatchPanel(QWidget):
             label.setPixmap(QPixmap.fromImage(qimg).scaled(
                 220, 220, Qt.AspectRatioMode.KeepAspectRatio,
                 Qt.TransformationMode.FastTransformation))
+        for label, caption, crops, channels, name in (
+                (self.crops_a, self.caption_a, result.crops_a, [a for a, _, _ in m.pairs], "A"),
+                (self.crops_b, self.caption_b, result.crops_b, [b for _, b, _ in m.pairs], "B")):
+            self._show_crops(label, caption, crops, channels[:CROP_PAIRS], name)
+
+    def _show_crops(self, label: QLabel, caption: QLabel, crops: dict[int, list[str]],
+                    channels: list[int], name: str) -> None:
+        """The top atlas crop of each of the top pairs' channels, in the table's order."""
+        strip = _crop_strip([crops.get(c, [None])[0] for c in channels])
+        if strip is None:
+            return
+        caption.setText(f"{caption.text()}; under it, the\natlas's top crop of the first "
+                        f"{len(channels)}")
+        qimg = QImage(strip.data, strip.shape[1], strip.shape[0], strip.strides[0],
+                      QImage.Format.Format_RGB888).copy()
+        label.setPixmap(QPixmap.fromImage(qimg))
+        label.setToolTip(f"Model {name}'s atlas: the image that excites each channel most "
+                         f"(its crop), for the top {len(channels)} pairs in the table's order; "
+                         f"blank where the atlas has no crop of the channel")
+
+
+def _crop_strip(paths: list[str | None]) -> np.ndarray | None:
+    """The crop files side by side, each in a CROP_SIDE square (blank where None or
+    unreadable); None when there is none."""
+    from PIL import Image
+
+    if not any(paths):
+        return None
+    strip = Image.new("RGB", (len(paths) * (CROP_SIDE + 2), CROP_SIDE), (255, 255, 255))
+    for k, path in enumerate(paths):
+        if path is None:
+            continue
+        try:
+            with Image.open(path) as img:
+                crop = img.convert("RGB")
+        except OSError:
+            continue
+        crop.thumbnail((CROP_SIDE, CROP_SIDE))
+        strip.paste(crop, (k * (CROP_SIDE + 2) + (CROP_SIDE - crop.width) // 2,
+                           (CROP_SIDE - crop.height) // 2))
+    return np.ascontiguousarray(np.asarray(strip))
 
 
 def _tiles(example, channels: list[int]) -> np.ndarray | None:

@@ -127,7 +127,20 @@ class CompareModelsDialog(QDialog):
         form.addRow("Estimator", self.estimator)
         form.addRow("Batch size", self.batch_size)
         form.addRow("Output folder", self.out)
+        form.addRow("Atlases", self._atlas_row())
         return form
+
+    def _atlas_row(self) -> QHBoxLayout:
+        """Optional atlas folders of A and B: a clicked cell's channels get their crops."""
+        self.atlas_a, self.atlas_b = QLineEdit(), QLineEdit()
+        row = QHBoxLayout()
+        for side, edit in (("A", self.atlas_a), ("B", self.atlas_b)):
+            edit.setPlaceholderText(f"an atlas folder of model {side} (optional)")
+            edit.setToolTip(f"--atlas-{side.lower()}: a folder written by File \u25b8 New "
+                            f"atlas\u2026 or `network-inspector atlas` for model {side}; the "
+                            f"matched channels then show their top crops from it")
+            row.addWidget(edit, 1)
+        return row
 
     # -- the options ------------------------------------------------------------------------------
     def spec_b(self):
@@ -190,8 +203,11 @@ class CompareModelsDialog(QDialog):
         if spec_b is not None and spec_b.seed is None:
             spec_b = dataclasses.replace(spec_b, seed=self.spec_a.seed)  # as --seed does
         estimator = None if self.estimator.currentText() == AUTO else self.estimator.currentText()
+        atlases = [Path(e.text().strip()).expanduser() if e.text().strip() else None
+                   for e in (self.atlas_a, self.atlas_b)]
         return CompareRequest(self.spec_a, spec_b, tuple(inputs), Path(out).expanduser(),
-                              estimator, self.batch_size.value())
+                              estimator, self.batch_size.value(), atlas_a=atlases[0],
+                              atlas_b=atlases[1])
 
     def _browse_weights(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Weights of model B", "", WEIGHTS_FILTER)

@@ -34,6 +34,8 @@ class CompareRequest:
     estimator: str | None = None
     batch_size: int = 32
     layers: str = "auto"
+    atlas_a: Path | None = None  # atlas folders: matched channels get their crops
+    atlas_b: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ class ModelPairRunner(QObject):
                                       batch_size=request.batch_size, cancel=cancel,
                                       on_progress=lambda d, t: self._progressed.emit(
                                           "match", d, t))
+                result = with_crops(result, request, pair[0].name, pair[1].name)
         except MatchCancelled:
             result = "cancelled"
         except Exception as e:  # noqa: BLE001 - said under the heatmap, in one line
@@ -205,6 +208,18 @@ class ModelPairRunner(QObject):
     def _match_done(self, result) -> None:
         self._join()
         self.matched.emit(result)
+
+
+def with_crops(result, request: CompareRequest, model_a: str, model_b: str):
+    """A LayerMatch with the crops of its layers' channels from the request's atlases."""
+    import dataclasses
+
+    from inspector.batch.compare_writers import atlas_crops
+
+    crops_a, note_a = atlas_crops(request.atlas_a, model_a, result.plan.layer_a)
+    crops_b, note_b = atlas_crops(request.atlas_b, model_b, result.plan.layer_b)
+    return dataclasses.replace(result, crops_a=crops_a, crops_b=crops_b,
+                               crop_notes=tuple(n for n in (note_a, note_b) if n))
 
 
 def _modified(path: Path) -> int | None:
