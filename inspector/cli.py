@@ -3,6 +3,7 @@
     network-inspector [IMAGE...] [--model NAME]      open the desktop app
     network-inspector analyse --model resnet18 --out DIR IMAGE_OR_FOLDER...
     network-inspector atlas --model resnet18 --layers layer4 --out DIR FOLDER...
+    network-inspector compare-models --model resnet18 --weights-b B.pt --out DIR FOLDER...
     network-inspector models                         the model catalog
     network-inspector tree --model NAME              the module tree, shapes, hazards
     network-inspector train-demo --out DIR           train the bundled demo model
@@ -23,7 +24,8 @@ import inspector.core  # noqa: F401  (sets the OpenMP wait policy before torch l
 from inspector import cli_options
 from inspector.core.explain.catalog import AttributionOptions
 
-COMMANDS = ("analyse", "analyze", "atlas", "models", "download", "tree", "train-demo")
+COMMANDS = ("analyse", "analyze", "atlas", "compare-models", "models", "download", "tree",
+            "train-demo")
 RANDOM_WEIGHTS_NOTE = (
     "warning: {name} has RANDOM weights (no pretrained file on this machine): its predictions "
     "and maps show an untrained network"
@@ -34,6 +36,7 @@ usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device D
                          [--seed N] [--trust-remote-code] [--edit SPEC ...] [--reset-settings]
        network-inspector analyse --model NAME --out DIR [options] IMAGE_OR_FOLDER ...
        network-inspector atlas --model NAME --layers L1,L2 --out DIR [options] FOLDER_OR_VIDEO ...
+       network-inspector compare-models --model A [--model-b B] [--weights-b FILE] --out DIR FOLDER ...
        network-inspector models
        network-inspector download NAME              (pretrained torchvision weights)
        network-inspector tree --model NAME [--weights FILE] [--depth N]
@@ -114,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, prog="network-inspector")
     cli_options.add_analyse(sub).set_defaults(func=_analyse)
     cli_options.add_atlas(sub).set_defaults(func=_atlas)
+    cli_options.add_compare_models(sub).set_defaults(func=_compare_models)
     cli_options.add_models(sub).set_defaults(func=_models)
     cli_options.add_download(sub).set_defaults(func=_download)
     cli_options.add_tree(sub).set_defaults(func=_tree)
@@ -163,6 +167,8 @@ def _analyse(args: argparse.Namespace) -> int:
             ),
             edits=edits,
             compare=args.compare,
+            patch_sweep=args.patch_sweep,
+            sweep_depth=args.sweep_depth,
             warn=_error,
             emit_script=args.emit_script,
             every=args.every,
@@ -208,6 +214,28 @@ def _atlas(args: argparse.Namespace) -> int:
                      seed_drawn=args.seed is None),
         args.images,
     )
+
+
+def _compare_models(args: argparse.Namespace) -> int:
+    from inspector.batch.compare_models import CompareOptions, run_compare_models
+
+    try:
+        spec_a = cli_options.model_spec(args)
+        spec_b = cli_options.model_b_spec(args)
+    except ValueError as e:
+        _error(str(e))
+        return 2
+    layers_b = None if args.layers_b is None else (
+        "auto" if args.layers_b.strip() == "auto" else _split(args.layers_b))
+    opts = CompareOptions(
+        spec_a=spec_a, spec_b=spec_b, out=args.out,
+        layers_a="auto" if args.layers.strip() == "auto" else _split(args.layers),
+        layers_b=layers_b, estimator=args.estimator, batch_size=args.batch_size,
+        order_seed=args.order_seed, shard_size=args.shard_size, match=args.match,
+        match_threshold=args.match_threshold, atlas_a=args.atlas_a, atlas_b=args.atlas_b,
+        workers=args.workers, engine=args.engine, ray_address=args.ray_address,
+        resume=args.resume, progress=not args.quiet, verbose=args.verbose, warn=_error)
+    return run_compare_models(opts, args.images)
 
 
 # -- models and tree ------------------------------------------------------------------------------

@@ -72,6 +72,14 @@ def add_analyse(sub) -> argparse.ArgumentParser:
                    help="also run each image without the edits and write DIR/compare.json: "
                         "per image and captured module the relative L2 distance and cosine "
                         "between the two runs' outputs, and the top predictions before and after")
+    a.add_argument("--patch-sweep", default=None, metavar="PATH",
+                   help="activation patching: for each module in forward order, run each image "
+                        "with that module's output taken from its run on the image PATH, and "
+                        "add to its summary.json entry \"patch_sweep\": the explained class's "
+                        "logit and probability per patched module")
+    a.add_argument("--sweep-depth", type=int, default=None, metavar="N",
+                   help="--patch-sweep: patch the modules at depth N (1: the model's "
+                        "children) instead of the leaves")
     a.add_argument("--no-tensorboard", action="store_true", help="do not write a TensorBoard log")
     a.add_argument("--emit-script", type=Path, default=None, metavar="PATH",
                    help="also write the run as a standalone Python script (torch, torchvision, "
@@ -105,6 +113,56 @@ def add_atlas(sub) -> argparse.ArgumentParser:
                    "per CPU)")
     input_options(at, "rank")
     return at
+
+
+def add_compare_models(sub) -> argparse.ArgumentParser:
+    """`compare-models`: layer-by-layer similarity of two models over a folder (CKA)."""
+    c = sub.add_parser(
+        "compare-models",
+        help="how similar every layer of model A is to every layer of model B over a folder "
+             "(linear CKA: cka.json, cka.png; --match: matched channels)",
+        description="Run two models (or one with two weights files) over the same images and "
+        "write DIR/cka.json and DIR/cka.png: the linear CKA of every captured layer of A with "
+        "every one of B, rows A's layers and columns B's in forward order; with --match "
+        "LAYER_A:LAYER_B, DIR/matches.json: that pair's channels matched one to one by "
+        "correlation, and the lost and new ones. Resumable (--resume), on one machine or Ray.",
+    )
+    model_options(c)
+    c.add_argument("--model-b", default=None,
+                   help="model B, as --model (default: A's architecture, with --weights-b; "
+                        "without either, B is A itself)")
+    c.add_argument("--weights-b", default=None, help="a checkpoint for model B, as --weights")
+    c.add_argument("--layers", default="auto",
+                   help="A's layers: auto (default: every leaf module with one output tensor, "
+                        "but pass-through ones) or a comma-separated list")
+    c.add_argument("--layers-b", default=None,
+                   help="B's layers, as --layers (default: A's names where B has them all, "
+                        "else auto)")
+    c.add_argument("--estimator", choices=("exact", "minibatch"), default=None,
+                   help="exact: the biased CKA over all images (in blocks when they do not "
+                        "fit one forward); minibatch: Nguyen et al. 2021's unbiased estimator "
+                        "over minibatches of a seeded random order (default: exact up to 4 "
+                        "blocks, else minibatch). Their values differ: compare like with like")
+    c.add_argument("--batch-size", type=int, default=64,
+                   help="images per forward, and the minibatch size (default 64)")
+    c.add_argument("--order-seed", type=int, default=0,
+                   help="minibatch: the seed of the images' random order (default 0)")
+    c.add_argument("--match", default=None, metavar="LAYER_A:LAYER_B",
+                   help="also match that pair's channels by correlation: DIR/matches.json")
+    c.add_argument("--match-threshold", type=float, default=0.5,
+                   help="--match: a channel whose best correlation is below this is lost (A) "
+                        "or new (B) (default 0.5)")
+    c.add_argument("--atlas-a", type=Path, default=None,
+                   help="--match: an atlas folder of model A (`network-inspector atlas`): its "
+                        "crops are listed beside each channel")
+    c.add_argument("--atlas-b", type=Path, default=None, help="--match: the same for model B")
+    c.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    batch_options(c, shard_size=256, workers_help="local: processes decoding images "
+                  "(default min(4, CPUs)); ray: model actors (default one per GPU, else one "
+                  "per CPU)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
+    return c
 
 
 def add_models(sub) -> argparse.ArgumentParser:
@@ -236,3 +294,16 @@ def model_spec(args: argparse.Namespace):
     if family == "hf" and args.weights:
         raise ValueError("--weights is not used with hf:PATH: the weights are in the folder")
     return spec
+
+
+def model_b_spec(args: argparse.Namespace):
+    """compare-models' model B: --model-b (default A's --model) with --weights-b; None when
+    neither is given (B is A itself). ValueError (exit status 2) for options that cannot work."""
+    if not args.model_b and not args.weights_b:
+        return None
+    if args.trust_pickle and not args.model_b:
+        raise ValueError("--trust-pickle loads model A from a pickle: name model B with "
+                         "--model-b (its --weights-b are a state_dict or .safetensors)")
+    b = argparse.Namespace(**{**vars(args), "model": args.model_b or args.model,
+                              "weights": args.weights_b, "trust_pickle": False})
+    return model_spec(b)

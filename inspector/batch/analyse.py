@@ -44,6 +44,7 @@ from typing import Any
 
 from inspector.batch.analyse_image import ImageJob, compared_of, entry_of
 from inspector.batch.analyse_shards import run_shards
+from inspector.batch.analyse_sweep import check_sweep_source
 from inspector.batch.analyse_writers import (
     comparison_document,
     edits_of,
@@ -77,6 +78,8 @@ class Analysis:
         attribution_options: AttributionOptions | None = None,
         edits: Sequence[Intervention] = (),
         compare: bool = False,
+        patch_sweep: str | None = None,
+        sweep_depth: int | None = None,
         warn: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
         emit_script: Path | None = None,
         every: int = 1,
@@ -114,6 +117,9 @@ class Analysis:
             raise ValueError("--compare compares each image with and without the edits: "
                              "give at least one --edit")
         self.compare = compare
+        # --patch-sweep: the source image, read now (a bad path is refused before the model
+        # loads); --sweep-depth: the modules patched (None: the leaves)
+        self.patch_sweep, self.sweep_depth = check_sweep_source(patch_sweep, sweep_depth)
         self.warn = warn
         self.emit_script = emit_script  # where to write the run as a script (--emit-script)
         self.target: Any = None
@@ -284,6 +290,7 @@ class Analysis:
             "every": self.every,
             "attention": [self.attention.fusion, self.attention.discard, self.attention.lens,
                           sorted(self.attention.keep)],
+            "patch_sweep": self.patch_sweep, "sweep_depth": self.sweep_depth,
         }
         return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
 
@@ -365,6 +372,7 @@ class Analysis:
             attributions=self.attributions, attribution_options=self.attribution_options,
             edits=self.edits, compare=self.compare, topk=self.topk, stretch=self.stretch,
             attention=self.attention, legrad_from=self.legrad_from,
+            patch_sweep=self.patch_sweep, sweep_depth=self.sweep_depth,
         )
         return session, loaded, 0
 

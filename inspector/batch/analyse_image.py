@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inspector.batch.analyse_sweep import sweep_entries
 from inspector.batch.analyse_writers import write_image_files
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.out_dir import write_failure
@@ -37,6 +38,8 @@ class ImageJob:
     stretch: bool
     attention: Any = None  # RunRequest.attention (core.explain.attention.options)
     legrad_from: str | None = None  # LeGrad's first block; None: its last 4
+    patch_sweep: str | None = None  # --patch-sweep: the image patched from
+    sweep_depth: int | None = None
 
 
 def entry_of(source: Source, error: str | None = None) -> dict[str, Any]:
@@ -137,6 +140,8 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         compared["top_after"] = entry["top"]
         compared["modules"] = _divergence(outcome)
         compared["notes"] = outcome.notes
+    if job.patch_sweep is not None:  # --patch-sweep: the entry's "patch_sweep"
+        entry.update(sweep_entries(session, job, x, outcome.target))
     arrays = full_arrays(frames)
     arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
     arrays.update({("grid", m): g for m, g in outcome.grids.items()})

@@ -39,7 +39,12 @@ def check_options(a, session, loaded
     unknown = [n for n in [*layers, cam_layer] if n and n not in tree.modules]
     if unknown:
         raise ValueError(unknown_modules(unknown, tree))
-    return target, cam_layer, layers, session.check_edits(a.edits)
+    edits = session.check_edits(a.edits)
+    if a.patch_sweep is not None:
+        from inspector.batch.analyse_sweep import check_sweep
+
+        check_sweep(a, loaded, tree, edits)
+    return target, cam_layer, layers, edits
 
 
 def write_script(a, loaded) -> bool:

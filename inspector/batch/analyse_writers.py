@@ -176,6 +176,14 @@ def summary_document(analysis, loaded, entries: list[dict[str, Any]]) -> dict[st
         # Applied to every image: the NPZs, maps and predictions are the edited runs'.
         "edits": edits_of(a.edits),
         "compare": "compare.json" if a.compare else None,
+        # --patch-sweep: what each image's "patch_sweep" holds.
+        "patch_sweep": None if a.patch_sweep is None else {
+            "source": a.patch_sweep,
+            "modules": "the leaves" if a.sweep_depth is None else f"depth {a.sweep_depth}",
+            "values": "per module in forward order, the explained class's logit and "
+                      "probability of the image's run with that module's output taken from "
+                      "its run on the source (one batched forward; see patch_reference)",
+        },
         "images": entries,
     }
 

@@ -16,6 +16,7 @@ BENCHMARKS = [
     ("activation mosaic", ["tests.benchmarks.bench_mosaic"]),
     ("desktop app", ["tests.benchmarks.bench_ui"]),
     ("atlas throughput", ["tests.benchmarks.bench_atlas"]),
+    ("comparing models (CKA, patch sweep)", ["tests.benchmarks.bench_compare"]),
     ("edit to prediction", ["tests.benchmarks.bench_edits"]),
     ("video throughput", ["tests.benchmarks.bench_video", "--window"]),
     ("memory over model switches", ["tests.benchmarks.bench_model_switch"]),

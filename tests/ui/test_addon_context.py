@@ -12,12 +12,14 @@ import pytest
 from inspector.ui.atlas import actions as atlas_actions
 from inspector.ui.attention import wiring as attention_wiring
 from inspector.ui.compare import actions as compare_actions
+from inspector.ui.compare import models_actions
 from inspector.ui.edits import window_edits
 from inspector.ui.export import save_view
 from inspector.ui.video import player
 from inspector.ui.window.context import WindowContext
 
-ADD_ONS = [window_edits, compare_actions, atlas_actions, save_view, player, attention_wiring]
+ADD_ONS = [window_edits, compare_actions, models_actions, atlas_actions, save_view, player,
+           attention_wiring]
 
 
 def _dotted(node: ast.AST) -> str:
@@ -52,8 +54,8 @@ def test_the_window_gives_each_add_on_its_context(qtbot, tmp_path):
     qtbot.addWidget(window)
     window.build_views()
     assert isinstance(window.context, WindowContext)
-    for addon in (window.window_edits, window.compare, window.atlas, window.save_actions,
-                  window.attention):
+    for addon in (window.window_edits, window.compare, window.compare_models, window.atlas,
+                  window.save_actions, window.attention):
         assert addon.ctx is window.context
     assert window.context.views is window.views  # views built later are seen by add-ons
     assert "edits" in window.docks  # the edits' dock, placed through the context

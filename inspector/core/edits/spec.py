@@ -9,6 +9,8 @@
     layer4:grad-scale=0.5        multiply the gradient flowing back into layer4's output
     input:occlude=10,20,60,80    fill input pixels x 10..60, y 20..80 (x1, y1 exclusive)
     :occlude=10,20,60,80         the same (an empty MODULE is the model itself)
+    layer3:patch=other.png       replace layer3's output by its output on other.png
+                                 (activation patching; core.edits.patching)
 
 `parse_edit` reads one spec without a model (a wrong spec is refused before anything
 loads); `check_edits` then checks the edits against the loaded model's module tree (what its
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
@@ -36,6 +39,7 @@ from inspector.core.edits.interventions import (
     channel_dim,
     check_channels,
 )
+from inspector.core.edits.patching import PatchFrom, ReplaceOutput
 from inspector.core.models.tree import NEVER_CALLED, TUPLE_OUTPUT, ModuleTree
 from inspector.core.tokens import NHWC, detect_layout
 
@@ -152,6 +156,11 @@ def _occlude(module, args):
     return Occlude("", box=(x0, y0, x1, y1), value=value)
 
 
+def _patch(module, args):
+    source = _args(args, "patch", "patch=IMAGE (the image whose output replaces this run's)")
+    return PatchFrom(module, source=source.strip())
+
+
 OPS: dict[str, Callable[[str, str | None], Intervention]] = {
     "zero": _zero,
     "keep": _keep,
@@ -161,6 +170,7 @@ OPS: dict[str, Callable[[str, str | None], Intervention]] = {
     "mean": _mean,
     "grad-scale": _grad_scale,
     "occlude": _occlude,
+    "patch": _patch,
 }
 
 
@@ -227,6 +237,8 @@ def format_edit(edit: Intervention) -> str:
         box = ",".join(str(v) for v in edit.box)
         value = f",{_num(edit.value)}" if edit.value else ""
         return f"input:occlude={box}{value}"
+    if isinstance(edit, (PatchFrom, ReplaceOutput)):
+        return f"{m}:patch={edit.source}"
     raise TypeError(f"no spec for {type(edit).__name__}")
 
 
@@ -278,6 +290,8 @@ def _check(edit: Intervention, tree: ModuleTree, hw: tuple[int, ...] | None) -> 
         raise refuse(f"{where} is never called in a forward, so nothing would change")
     if TUPLE_OUTPUT in info.hazards:
         raise refuse(f"{where} returns a tuple, list or dict: edits need one output tensor")
+    if isinstance(edit, PatchFrom) and not os.path.isfile(edit.source):
+        raise refuse(f"{edit.source}: no such file")
     shape = info.output_shape
     if not _uses_channels(edit):
         return edit

@@ -24,6 +24,7 @@ import torch
 from inspector.core import tasks
 from inspector.core.compare.kept_outputs import KeptRuns
 from inspector.core.edits.interventions import Intervention
+from inspector.core.edits.patching import has_patches, resolve_patches
 from inspector.core.edits.spec import EditSpecError, check_edits
 from inspector.core.explain.attention.find import attention_refusal
 from inspector.core.explain.attention.stage import AttentionRun
@@ -300,6 +301,9 @@ class Session:
         began = time.perf_counter()
         try:
             stages.prepare_input(run)
+            if has_patches(req.interventions):  # the source image's outputs, before the run
+                req = run.request = req.with_(interventions=resolve_patches(
+                    loaded, req.interventions, req.stretch, run_id))
         except (ImageLoadError, ValueError, OSError) as e:
             put(RunStarted(run_id, run.label, loaded.name, str(loaded.device), time=time.time()))
             put(ErrorFrame(run_id, str(e), details=str(e), exception=type(e).__name__))

@@ -5,7 +5,8 @@ Pinning runs the current request again with `keep_outputs=True`, so that the Ses
 that run's outputs for the runs compared with it (B: they carry `compare_with=A`), and pins
 the new run in the run store, which keeps it whatever runs come after it. The views read
 the comparison from the store (`reference_run`); the divergence plot's clicks select a
-module in the tree.
+module in the tree. Beside that plot, "Patch sweep from A" (patch_sweep_panel) patches each
+module of run B from run A's image.
 
 Installed by one call from the main window (`install`) with the window's context
 (ui.window.context.WindowContext): the run store, the session, the reporter, the views and
@@ -30,6 +31,8 @@ class CompareActions(QObject):
         self.ctx = ctx
         self.store = ctx.store
         self.control = ctx.control
+        self.pinned_request = None  # run A's request: its image is the patch sweep's A
+        self.sweep = None  # the patch sweep beside the divergence plot, once the views exist
         window = ctx.parent
         self.pin_action = QAction("Pin as &A", window)
         self.pin_action.setStatusTip(
@@ -73,7 +76,8 @@ class CompareActions(QObject):
         # with the previous run A is not compared with anything: it is the new A.
         baseline = self.store.baseline_run
         compare_with = request.compare_with if request.compare_with == baseline else None
-        run_id = self.control.submit(request.with_(keep_outputs=True, compare_with=compare_with))
+        self.pinned_request = request.with_(keep_outputs=True, compare_with=compare_with)
+        run_id = self.control.submit(self.pinned_request)
         self.store.pin(run_id)
         self._reference_changed()
         return run_id
@@ -112,6 +116,10 @@ class CompareActions(QObject):
         divergence = self.ctx.views.get("divergence")
         if divergence is not None:
             divergence.moduleClicked.connect(self.ctx.tree.select_module)
+        if self.sweep is None:  # "Patch sweep from A", beside the divergence plot
+            from inspector.ui.compare.patch_sweep_panel import install_sweep
+
+            self.sweep = install_sweep(self.ctx, divergence, lambda: self.pinned_request)
 
     def _run_changed(self, frame) -> None:
         if frame.run_id == self.store.pinned_run:

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
 from inspector.core.run.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.ui.attention import wiring as attention_wiring
 from inspector.ui.compare import actions as compare_actions
+from inspector.ui.compare import models_actions
 from inspector.ui.edits import window_edits
 from inspector.ui.export import save_view
 from inspector.ui.image.pane import ImagePane
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         self.menus = menus.build_menus(self)
         self.model_loads.attach_menus(self.menus)
         self.compare = compare_actions.install(self.context)  # Compare ▸ Pin as A / Unpin A
+        self.compare_models = models_actions.install(self.context)  # File ▸ Compare with model…
         self.recent = RecentFiles(self, self.menus.recent_images, self.menus.recent_models,
                                   self.settings, self.images, self.control)
         self.video = video_player.install(self.context)  # videos and File ▸ Camera, live

@@ -1,0 +1,217 @@
+"""`network-inspector compare-models`: how similar every layer of model A is to every layer of
+model B over a folder of images (linear CKA, core.compare.cka), and which channels of a layer
+pair match (--match).
+
+    options checked (exit 2), the output folder claimed, both models loaded and probed,
+    their layers chosen (exit 2 for an unknown one, before any image is read)
+    -> the plan: exact (all images in one forward, or blocks) or minibatch (a seeded
+       permutation in minibatches), said in one line; cut into shards
+    -> the shards, here or on Ray                          DIR/shards/shard-NNNNN.pt
+    -> the shards merged in order                          DIR/cka.json, cka.png,
+                                                           matches.json (--match)
+
+Exit status: 0, 1 when an image could not be read (listed in cka.json's "failed") or the run
+failed or was cancelled, 2 for options that cannot work.
+
+A program that runs it on a thread of its own (the window's File ▸ Compare with model…)
+passes `on_progress(done, total)` and `cancel` (a threading.Event looked at after each
+forward): a cancelled run stops with its finished shards kept, for --resume.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inspector.batch.job import OptionError
+from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
+from inspector.core.compare.cka import ESTIMATORS, EXACT, MIN_MINIBATCH, MINIBATCH
+from inspector.core.models.base import ModelSpec
+
+ENGINES = ("local", "ray")
+
+
+class CompareCancelled(Exception):
+    """CompareOptions.cancel was set: the run stops after the forward running."""
+
+
+@dataclass
+class CompareOptions:
+    spec_a: ModelSpec
+    spec_b: ModelSpec | None  # None: B is A itself
+    out: Path
+    layers_a: list[str] | str = "auto"
+    layers_b: list[str] | str | None = None  # None: A's names where B has them all, else auto
+    # None: exact up to compare_setup.EXACT_MAX_BLOCKS blocks, else minibatch
+    estimator: str | None = None
+    batch_size: int = 64  # images per forward; the minibatch size
+    order_seed: int = 0  # the minibatches' permutation
+    shard_size: int = 256
+    match: str | None = None  # "LA:LB"
+    match_threshold: float = 0.5
+    atlas_a: Path | None = None
+    atlas_b: Path | None = None
+    workers: int | None = None
+    engine: str = "local"
+    ray_address: str | None = None
+    resume: bool = False
+    progress: bool = True
+    verbose: bool = False
+    seeds_drawn: bool = False  # the seeds were drawn, not given (see ShardStore.prepare)
+    # (A, B, A's tree, B's tree) already loaded and probed from spec_a and spec_b (B is A's
+    # object when spec_b is None): the window keeps its pair loaded between runs.
+    models: tuple | None = None
+    warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+    on_progress: Callable[[int, int], None] | None = None
+    cancel: threading.Event | None = None
+
+    def check(self) -> None:
+        for name in ("batch_size", "shard_size"):
+            if getattr(self, name) < 1:
+                raise OptionError(f"--{name.replace('_', '-')} must be 1 or more")
+        if self.estimator is not None and self.estimator not in ESTIMATORS:
+            raise OptionError(f"unknown estimator '{self.estimator}'; choose "
+                              f"{' or '.join(ESTIMATORS)}")
+        if self.estimator == MINIBATCH and self.batch_size < MIN_MINIBATCH:
+            raise OptionError(f"--estimator minibatch needs --batch-size {MIN_MINIBATCH} or "
+                              f"more (HSIC_1 is defined from 4 images)")
+        if self.estimator == EXACT and self.batch_size < 2:
+            raise OptionError("--estimator exact needs --batch-size 2 or more")
+        if not -1.0 <= self.match_threshold <= 1.0:
+            raise OptionError("--match-threshold is a correlation: between -1 and 1")
+        if (self.atlas_a or self.atlas_b) and not self.match:
+            raise OptionError("--atlas-a and --atlas-b add crops to --match's channels: give "
+                              "--match LAYER_A:LAYER_B")
+        if self.workers is not None and self.workers < 0:
+            raise OptionError("--workers must be 0 or more")
+        if self.engine not in ENGINES:
+            raise OptionError(f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")
+        if self.ray_address and self.engine != "ray":
+            raise OptionError("--ray-address needs --engine ray")
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+
+def run_compare_models(opts: CompareOptions, inputs: list[str]) -> int:
+    t0 = time.perf_counter()
+    warn = opts.warn
+    try:
+        opts.check()
+        if opts.engine == "ray":
+            from inspector.batch.ray_engine import require_ray
+
+            require_ray()
+    except OptionError as e:
+        warn(str(e))
+        return 2
+    try:
+        lock = claim(Path(opts.out), "compare-models", warn=warn)
+    except OutDirError as e:
+        warn(str(e))
+        return 2
+    from inspector.batch.ray_logs import ray_logs_to_file
+
+    with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
+        try:
+            return _run(opts, inputs, t0)
+        except OSError as e:
+            failure = write_failure(e, Path(opts.out))
+            if failure is None:
+                raise
+            warn(str(failure))
+            remove_partial(Path(opts.out))
+            return 1
+
+
+def _run(opts: CompareOptions, inputs: list[str], t0: float) -> int:
+    from inspector.batch.compare_setup import setup
+
+    warn = opts.warn
+    ready = setup(opts, inputs)
+    if isinstance(ready, int):
+        return ready
+    total = ready.job.plan.images_forwarded()
+    todo_images = sum(len(g.images) for s in ready.todo for g in ready.job.plan.shards[s])
+    bar = _Progress(opts, total, total - todo_images)
+    try:
+        _shards(opts, ready, bar)
+    except CompareCancelled:
+        warn(f"the comparison was cancelled; the finished shards are kept in "
+             f"{ready.store.folder}: run again with --resume to continue")
+        return 1
+    except Exception as e:  # a model that fails in a forward, a lost cluster
+        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
+            raise  # said in run_compare_models, as a sentence about the disk
+        warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
+             f"{ready.store.folder}: run again with --resume to continue")
+        return 1
+    finally:
+        bar.close()
+    from inspector.batch.compare_finish import finish
+
+    return finish(opts, ready, t0)
+
+
+def _shards(opts: CompareOptions, ready, bar: _Progress) -> None:
+    import torch
+
+    def save(shard: int, state: dict) -> None:
+        ready.store.save(shard, _State(state))
+
+    if not ready.todo:
+        return
+    if opts.engine == "ray":
+        from inspector.batch.compare_engines import run_ray
+
+        run_ray(ready.job, ready.spec_a, ready.spec_b, ready.todo, save, opts.ray_address,
+                opts.workers, on_images=bar.update, verbose=opts.verbose)
+        return
+    from inspector.batch.compare_engines import run_local
+    from inspector.batch.inputs import default_workers
+
+    workers = default_workers() if opts.workers is None else opts.workers
+    with torch.no_grad():
+        run_local(ready.job, ready.a.model, ready.b.model, ready.a.device, ready.todo, save,
+                  workers, on_images=bar.update)
+
+
+class _State:
+    """A shard's state as batch.shards.ShardStore.save takes it (anything with state())."""
+
+    def __init__(self, state: dict) -> None:
+        self._state = state
+
+    def state(self) -> dict:
+        return self._state
+
+
+class _Progress:
+    """tqdm's bar over the images forwarded, on_progress, and the cancel check."""
+
+    def __init__(self, opts: CompareOptions, total: int, done: int) -> None:
+        self.opts, self.total, self.done = opts, total, done
+        self.bar = None
+        if opts.progress:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, unit="img", desc="compare",
+                            file=sys.stderr, dynamic_ncols=True)
+        self.update(0)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+        self.done += n
+        if self.opts.on_progress is not None:
+            self.opts.on_progress(self.done, self.total)
+        if self.opts.cancelled():
+            raise CompareCancelled
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
