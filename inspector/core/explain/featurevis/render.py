@@ -155,17 +155,13 @@ class Optimisation:
 
     def check_targets(self) -> None:
         """ValueError naming the first index the layer (or the output) does not have."""
-        with torch.no_grad(), ModelState(self.loaded.model, training=False), HookSet() as hooks:
-            x = torch.full((1, 3, *self.crop), 0.5, device=self.loaded.device)
-            out = layer_output(self.loaded, self.layer, x, hooks)
         kind = self.targets[0].kind
-        size = out.shape[1] if kind == CLASS else \
-            objectives.as_spatial(out, self.crop, self.layer).shape[1]
+        size = target_count(self.loaded, self.layer, kind)
         what = "classes" if kind == CLASS else "channels"
         for t in self.targets:
             if t.kind != kind:
                 raise ValueError("the images of one batch share one kind of objective")
-            if not 0 <= t.index < size and t.vector is None:
+            if t.vector is None and not 0 <= t.index < size:
                 raise ValueError(f"{self.layer or 'the output'} has {size} {what}: "
                                  f"{t.index} is out of range")
             if t.vector is not None and len(t.vector) != size:
@@ -222,6 +218,20 @@ class Optimisation:
         value = evaluate(self.loaded, self.layer, pixels, self.targets, self.settings.cossim_pow)
         return Visualisation(self.layer, self.targets, pixels, value, self.done, self.settings,
                              self.seconds)
+
+
+def target_count(loaded: LoadedModel, layer: str, kind: str) -> int:
+    """How many channels the layer has (classes the output has, for CLASS): one forward of
+    a grey picture. ValueError when the layer's output is not a map of channels."""
+    crop = tuple(loaded.preprocess.crop_size)
+    with torch.no_grad(), ModelState(loaded.model, training=False), HookSet() as hooks:
+        x = torch.full((1, 3, *crop), 0.5, device=loaded.device)
+        out = layer_output(loaded, layer, x, hooks)
+    if kind == CLASS:
+        if out.ndim < 2:
+            raise ValueError("the model's output has no classes to maximise")
+        return int(out.shape[1])
+    return int(objectives.as_spatial(out, crop, layer).shape[1])
 
 
 def render(loaded: LoadedModel, layer: str, targets: Sequence[Target],
