@@ -176,6 +176,8 @@ def _analyse(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
             workers=args.workers,
             verbose=args.verbose,
+            dff=args.dff,
+            dff_layer=args.dff_layer,
         )
     except ValueError as e:
         _error(str(e))

@@ -35,6 +35,13 @@ def add_analyse(sub) -> argparse.ArgumentParser:
     a.add_argument("--cam-layer", default=None,
                    help="the layer the CAMs read (default: chosen for the model)")
     attribution_options(a)
+    a.add_argument("--dff", type=int, default=0, metavar="K",
+                   help="deep feature factorisation into K concepts per image (needs the "
+                        "[concepts] extra): NPZ dff/concepts (channels x K, as "
+                        "pytorch-grad-cam returns them) and dff/heatmaps (K x h x w at the "
+                        "layer's resolution)")
+    a.add_argument("--dff-layer", default=None,
+                   help="the layer --dff factorises (default: the CAM layer)")
     a.add_argument("--target", default="top1",
                    help="what to explain: top1 (default), a class index or a class name; "
                         "det:K for a detection model (the K-th detection by score, default "

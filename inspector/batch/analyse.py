@@ -85,8 +85,11 @@ class Analysis:
         ray_address: str | None = None,
         workers: int | None = None,
         verbose: bool = False,
+        dff: int = 0,
+        dff_layer: str | None = None,
     ) -> None:
         self.spec = spec
+        self.dff, self.dff_layer = dff, dff_layer  # analyse_dff.py
         self.seed_given = spec.seed is not None  # --seed (else drawn, or the stored run's)
         self.out = Path(out)
         self.layers = list(dict.fromkeys(layers))
@@ -272,7 +275,7 @@ class Analysis:
             "target": str(self.target_text), "topk": self.topk, "stretch": self.stretch,
             "attr": self.attributions, "attr_options": self.attribution_options.as_dict(),
             "edit": [e["spec"] for e in edits_of(self.edits)], "compare": self.compare,
-            "every": self.every,
+            "every": self.every, "dff": self.dff, "dff_layer": self.dff_layer,
         }
         return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
 
@@ -299,6 +302,7 @@ class Analysis:
     def _load(self):
         """The Session with the model loaded, the options that need the model checked, and
         the ImageJob every image runs: (session, loaded, 0), or (None, None, exit status)."""
+        from inspector.batch.analyse_dff import check_dff
         from inspector.batch.analyse_options import check_options, write_script
         from inspector.core.run.capture_spec import CaptureSpec
         from inspector.core.run.loading import model_notes
@@ -319,6 +323,7 @@ class Analysis:
                 self.warn(f"note: {note}")
         try:
             self.target, self.cam_layer, layers, self.edits = check_options(self, session, loaded)
+            self.dff_layer, layers = check_dff(self, session, self.cam_layer, layers)
         except ValueError as e:  # options that cannot work with this model: exit status 2
             self.warn(str(e))
             session.close()
@@ -339,6 +344,7 @@ class Analysis:
             target=self.target, methods=self.methods, cam_layer=self.cam_layer,
             attributions=self.attributions, attribution_options=self.attribution_options,
             edits=self.edits, compare=self.compare, topk=self.topk, stretch=self.stretch,
+            dff=self.dff, dff_layer=self.dff_layer,
         )
         return session, loaded, 0
 

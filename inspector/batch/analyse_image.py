@@ -35,6 +35,8 @@ class ImageJob:
     compare: bool
     topk: int
     stretch: bool
+    dff: int = 0  # analyse --dff K: concepts of dff_layer into the NPZ (analyse_dff.py)
+    dff_layer: str | None = None
 
 
 def entry_of(source: Source, error: str | None = None) -> dict[str, Any]:
@@ -127,6 +129,10 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         compared["notes"] = outcome.notes
     arrays = full_arrays(frames)
     arrays.update({("attr", m): a for m, a in outcome.attributions.items()})
+    if job.dff:
+        from inspector.batch.analyse_dff import dff_arrays
+
+        arrays.update(dff_arrays(job.dff, job.dff_layer, arrays, loaded.preprocess.crop_size))
     entry["files"] = write_image_files(out, name, loaded, source, image, x, arrays, cams,
                                        job.cam_layer, outcome, step, tb)
 
