@@ -244,6 +244,8 @@ def _run(opts: VisualiseOptions, targets: list[Target]) -> int:
 
             run_ray(opts, batches, todo, store, bar.update)
         for s in todo if opts.engine == "local" else ():
+            if opts.cancel is not None and opts.cancel.is_set():
+                raise VisualiseCancelled
             _local_shard(opts, loaded, batches[s], s, store, bar)
     except VisualiseCancelled:
         opts.warn(f"the visualisation was cancelled; the finished shards are kept in "
@@ -317,7 +319,8 @@ def _size(opts, loaded) -> tuple[int, int]:
 
 
 class _Bar:
-    """tqdm in channel-steps, on_progress and the cancel check."""
+    """tqdm in channel-steps and on_progress (the cancel is checked by the optimisation
+    after each step, and before each batch)."""
 
     def __init__(self, opts: VisualiseOptions, total: int) -> None:
         self.opts, self.total, self.done, self.bar = opts, total, 0, None
@@ -333,8 +336,6 @@ class _Bar:
             self.bar.update(n)
         if self.opts.on_progress is not None:
             self.opts.on_progress("visualise", self.done, self.total)
-        if self.opts.cancel is not None and self.opts.cancel.is_set():
-            raise VisualiseCancelled
 
     def close(self) -> None:
         if self.bar is not None:

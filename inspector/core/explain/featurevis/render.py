@@ -171,7 +171,8 @@ class Optimisation:
     def run(self, steps: int, on_step: StepCallback | None = None,
             cancel: threading.Event | None = None) -> None:
         """Up to `steps` more steps (fewer at the end). Raises Cancelled after the step in
-        which `cancel` was found set."""
+        which `cancel` was found set, unless that step was the last (the pictures are then
+        whole)."""
         loaded, s = self.loaded, self.settings
         began = time.perf_counter()
         try:
@@ -181,7 +182,7 @@ class Optimisation:
                     self._step(state)
                     if on_step is not None:
                         on_step(self.done, s.steps, self.values)
-                    if cancel is not None and cancel.is_set():
+                    if cancel is not None and cancel.is_set() and not self.finished:
                         raise Cancelled(self.done)
         finally:
             self.seconds += time.perf_counter() - began
@@ -245,7 +246,7 @@ def render(loaded: LoadedModel, layer: str, targets: Sequence[Target],
 
 def as_pixels(pictures: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
     """(n, 3, h, w) float in [0, 1] of (n, h, w, 3) uint8 pictures."""
-    x = torch.from_numpy(np.ascontiguousarray(pictures)).to(device)
+    x = torch.from_numpy(np.array(pictures, np.uint8)).to(device)
     return x.permute(0, 3, 1, 2).float() / 255.0
 
 
