@@ -185,3 +185,23 @@ def test_ray_gives_the_local_concepts(tmp_path):
                           np.load(tmp_path / "ray" / "concepts.npz")["components"])
     assert a["error"] == pytest.approx(b["error"], abs=1e-6)
     assert a["layers"] == b["layers"]
+
+
+def test_removing_a_concept_projects_it_out_and_round_trips_as_text(demo, stage3):
+    from inspector.core.edits.interventions import ProjectOut
+    from inspector.core.edits.spec import check_edits, format_edit, parse_edit
+    from inspector.core.explain.concepts import dff
+    from inspector.core.models.load import probe_tree
+
+    concept = dff(stage3[:1], 4).vectors[0]
+    edit = ProjectOut("stage3", tuple(float(v) for v in concept))
+    (checked,) = check_edits([edit], probe_tree(demo), demo.preprocess.crop_size)
+    out = checked.edit_output(torch.from_numpy(stage3[:1]), 0)
+    u = torch.from_numpy(concept)
+    along = (out * u[None, :, None, None]).sum(dim=1)
+    assert float(along.abs().max()) < 1e-4  # nothing of the concept is left
+    rest = torch.from_numpy(stage3[:1]) - out  # and only the concept was removed
+    assert torch.allclose(rest, (torch.from_numpy(stage3[:1]) * u[None, :, None, None]).sum(
+        1, keepdim=True) * u[None, :, None, None], atol=1e-4)
+    again = parse_edit(format_edit(edit))
+    assert np.allclose(again.vector, edit.vector, rtol=1e-6)
