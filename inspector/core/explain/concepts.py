@@ -135,3 +135,51 @@ def top_classes(logits: np.ndarray, categories: list[str], n: int = 5) -> list[l
         out.append([{"index": int(i), "label": categories[i] if i < len(categories)
                      else f"class {i}", "p": float(row[i])} for i in best])
     return out
+
+
+@dataclass
+class ImageConcepts:
+    """One image's concepts at a layer, for the window's Concepts view."""
+
+    layer: str
+    display: np.ndarray  # (H, W, 3) uint8: the model input's picture
+    maps: np.ndarray  # (K, h, w): each concept's heatmap scaled to [0, 1] (grad-cam's way)
+    result: Concepts
+    classes: list[list[dict]] | None  # per concept its top classes (None: no class effect)
+
+
+def image_concepts(loaded: LoadedModel, image, layer: str, k: int) -> ImageConcepts:
+    """The concepts of one image (a path, a PIL image, a PreparedImage) at `layer`."""
+    from PIL import Image
+
+    from inspector.core.inputs.images import as_rgb, load_image
+    from inspector.core.inputs.preprocess import PreparedImage
+    from inspector.core.tokens import spatialize
+
+    if isinstance(image, PreparedImage):
+        image = image.image
+    img = image if isinstance(image, Image.Image) else load_image(image)
+    prepared = loaded.preprocess.prepare(img if img.mode == "RGB" else as_rgb(img))
+    kept: list[torch.Tensor] = []
+
+    def hook(_module, _args, output):
+        if isinstance(output, torch.Tensor):
+            kept[:] = [output.detach()]
+
+    with torch.no_grad(), ModelState(loaded.model, training=False), HookSet() as hooks:
+        hooks.forward(loaded.model.get_submodule(layer), hook)
+        x = prepared.x[None].to(loaded.device)
+        loaded.model(list(x) if loaded.task == "detection" else x)
+    if not kept:
+        raise ValueError(f"'{layer}' returned no single tensor to factorise")
+    acts = kept[0]
+    acts = acts[:, :, None, None] if acts.ndim == 2 else spatialize(
+        acts, tuple(loaded.preprocess.crop_size), layer, batch_size=1)[0]
+    result = dff(acts.float().cpu().numpy(), k)
+    maps = result.heatmaps[0]
+    lo = maps.min(axis=(1, 2), keepdims=True)
+    maps = maps - lo
+    maps = maps / (1e-7 + maps.max(axis=(1, 2), keepdims=True))  # grad-cam's scale_cam_image
+    logits = concept_logits(loaded, layer, result.concepts.T)
+    classes = top_classes(logits, loaded.categories) if logits is not None else None
+    return ImageConcepts(layer, np.asarray(prepared.display), maps, result, classes)
