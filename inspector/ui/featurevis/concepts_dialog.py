@@ -73,6 +73,7 @@ class ConceptsDialog(QDialog):
         layout.addLayout(top)
         layout.addLayout(body, 1)
         layout.addWidget(self.note)
+        self.resize(900, SHOWN + 160)
         self.result = None
 
     def compute(self) -> None:
@@ -112,7 +113,7 @@ class ConceptsDialog(QDialog):
             self.legend.addWidget(self._row(result, c))
         self.legend.addStretch(1)
         r = result.result
-        notes = "; ".join(r.notes)
+        notes = "; ".join(n[:1].upper() + n[1:] + "." for n in r.notes)
         self.note.setText(
             f"NMF of the {r.concepts.shape[0]} channels x {result.maps[0].size} positions of "
             f"{result.layer} (scikit-learn, random init, seed 0, as pytorch-grad-cam's dff): "

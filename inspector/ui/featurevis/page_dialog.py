@@ -45,7 +45,8 @@ class PageDialog(QDialog):
         self.list.setResizeMode(QListView.ResizeMode.Adjust)
         self.list.setMovement(QListView.Movement.Static)
         self.list.setIconSize(QSize(ICON, ICON))
-        self.list.setUniformItemSizes(True)
+        # A fixed grid: the items are laid out before their pictures exist.
+        self.list.setGridSize(QSize(ICON + 12, ICON + 28))
         self.list.setSpacing(4)
         self.progress = QProgressBar()
         self.steps = QSpinBox()
