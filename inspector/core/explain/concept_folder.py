@@ -104,8 +104,11 @@ class Coder:
             h, _, _ = self.decomposition.non_negative_factorization(
                 x, H=w, n_components=w.shape[0], init="custom", update_H=False,
                 solver="cd", max_iter=TRANSFORM_ITER)
-        self.residual += float(((x.astype(np.float64) - h @ w) ** 2).sum())
-        self.total += float((x.astype(np.float64) ** 2).sum())
+        h = h.astype(np.float32)
+        # Element-wise in float32, summed in float64: exact enough, and the error terms
+        # cost less than the coding itself.
+        self.residual += float(np.square(x - h @ w).sum(dtype=np.float64))
+        self.total += float(np.square(x).sum(dtype=np.float64))
         self.share += (h.astype(np.float64) ** 2).sum(axis=0) * (w.astype(np.float64) ** 2).sum(1)
         self.rows += len(x)
         per_image = h.reshape(n, p, -1)
