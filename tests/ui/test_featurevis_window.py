@@ -119,3 +119,17 @@ def test_concepts_of_the_image_and_removing_one_as_an_edit(window, qtbot):
     assert "concept direction" in window.edits[len(window.edits) - 1].describe()
     wait_run(qtbot, window)
     dialog.close()
+
+
+def test_a_folders_concepts_open_in_the_dataset_dock(window, tmp_path, demo_samples):
+    out = tmp_path / "concepts"
+    assert cli.main(["concepts", "--model", "demo_shapes", "--device", "cpu", "--layer",
+                     "stage3", "--k", "3", "--top", "2", "--workers", "0", "--quiet",
+                     "--out", str(out), str(Path(demo_samples[0]).parent)]) == 0
+    assert window.atlas.open(out)
+    view = window.atlas.view
+    assert view.atlas.kind == "concepts" and view.atlas.layers["stage3"].channels == 3
+    view.select("stage3", 1)
+    assert "<b>Concepts</b>" in view.header.text()
+    assert len(view.list.items()) == 2
+    assert window.featurevis.strip.isHidden()  # a concept is no channel to visualise
