@@ -4,6 +4,7 @@ a page as one batch, the Dataset dock's strip, the Concepts view and its edit.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -121,7 +122,8 @@ def test_concepts_of_the_image_and_removing_one_as_an_edit(window, qtbot):
     dialog.close()
 
 
-def test_a_folders_concepts_open_in_the_dataset_dock(window, tmp_path, demo_samples):
+def test_a_folders_concepts_open_in_the_dataset_dock_and_one_becomes_an_edit(
+        window, qtbot, tmp_path, demo_samples):
     out = tmp_path / "concepts"
     assert cli.main(["concepts", "--model", "demo_shapes", "--device", "cpu", "--layer",
                      "stage3", "--k", "3", "--top", "2", "--workers", "0", "--quiet",
@@ -132,4 +134,29 @@ def test_a_folders_concepts_open_in_the_dataset_dock(window, tmp_path, demo_samp
     view.select("stage3", 1)
     assert "<b>Concepts</b>" in view.header.text()
     assert len(view.list.items()) == 2
-    assert window.featurevis.strip.isHidden()  # a concept is no channel to visualise
+    # A concept is no channel to visualise: the strip gives its numbers and its removal.
+    fv = window.featurevis
+    assert fv.strip.isVisible() and fv.strip_remove.isVisible()
+    assert not fv.strip_button.isVisible() and not fv.strip_picture.isVisible()
+    doc = json.loads((out / "concepts.json").read_text())
+    share = doc["concepts"][1]["share"]
+    assert "Concept 1" in fv.strip_caption.text()
+    assert f"{100 * share:.1f}% of the layer" in fv.strip_caption.text()
+    assert "Σ‖h" in fv.strip_caption.toolTip()  # how the share is computed
+    assert doc["concepts"][1]["top_classes"][0]["label"] in fv.strip_caption.text()
+    edits = len(window.edits)
+    fv.strip_remove.click()
+    assert len(window.edits) == edits + 1
+    edit = window.edits[len(window.edits) - 1].intervention
+    assert edit.module == "stage3" and "concept direction" in edit.describe()
+    expected = np.load(out / "concepts.npz")["vectors"][1]
+    assert np.allclose(edit.vector, expected, rtol=1e-6)
+    wait_run(qtbot, window)
+    # Back on an atlas of channels, the strip is the picture's again.
+    atlas = tmp_path / "atlas"
+    assert cli.main(["atlas", "--model", "demo_shapes", "--device", "cpu", "--layers",
+                     "stage3", "--top", "2", "--workers", "0", "--quiet", "--out", str(atlas),
+                     str(Path(demo_samples[0]).parent)]) == 0
+    assert window.atlas.open(atlas)
+    view.select("stage3", 1)
+    assert fv.strip_picture.isVisible() and not fv.strip_remove.isVisible()

@@ -7,7 +7,9 @@
 - The zoom page (TensorPanel.zoom_picture): the channel's picture, while it forms or from the
   cache, beside the channel's activation.
 - The Dataset dock: above an atlas channel's top images, that channel's picture (for the
-  model the atlas was made with), or a button to make it.
+  model the atlas was made with), or a button to make it; above a folder concept's top
+  images (`network-inspector concepts`), its share and classes and *Remove this concept*,
+  the edit that projects it out of the layer's output.
 
 Installed once by the main window after its views and the Dataset dock exist.
 """
@@ -210,11 +212,18 @@ class FeatureVisActions(QObject):
         self.strip_button.setToolTip("Optimise the picture this channel responds to most "
                                      "(feature visualisation), with the loaded model")
         self.strip_button.clicked.connect(self._visualise_dataset_channel)
+        self.strip_remove = QPushButton("Remove this concept")
+        self.strip_remove.setToolTip("An edit: project this concept's direction (its unit "
+                                     "vector in concepts.npz) out of the layer's output at "
+                                     "every position, in the next runs")
+        self.strip_remove.clicked.connect(self._remove_dataset_concept)
+        self.strip_concept = None
         row.addWidget(self.strip_picture)
         side = QWidget()
         column = QHBoxLayout(side)
         column.addWidget(self.strip_caption, 1)
         column.addWidget(self.strip_button)
+        column.addWidget(self.strip_remove)
         row.addWidget(side, 1)
         strip.hide()
         return strip
@@ -222,10 +231,17 @@ class FeatureVisActions(QObject):
     def _dataset_channel(self, layer, channel) -> None:
         view, loaded = self.dataset, self.ctx.control.loaded
         atlas = view.atlas if view is not None else None
-        if layer is None or channel is None or atlas is None or atlas.kind != "atlas" \
+        self.strip_concept = None
+        if layer is None or channel is None or atlas is None \
                 or loaded is None or atlas.model != self.ctx.model_name():
             self.strip.hide()
             return
+        if atlas.kind == "concepts":
+            self._dataset_concept(atlas, layer, channel)
+            return
+        self.strip_picture.show()
+        self.strip_remove.hide()
+        self.strip_caption.setToolTip("")
         found = self.picture(layer, channel)
         if found is None:
             self.strip_picture.clear()
@@ -239,6 +255,33 @@ class FeatureVisActions(QObject):
             self.strip_caption.setText(f"Feature visualisation: {found[1]}")
         self.strip_button.setVisible(found is None)
         self.strip.show()
+
+    def _dataset_concept(self, atlas, layer: str, index: int) -> None:
+        """A folder concept is no channel to visualise: its numbers and its removal."""
+        from inspector.ui.featurevis.folder_concepts import (
+            FolderConceptError,
+            read_folder_concept,
+        )
+
+        try:
+            self.strip_concept = read_folder_concept(atlas.folder, layer, index)
+        except FolderConceptError as e:
+            self.strip.hide()
+            self.ctx.reporter.report(str(e))
+            return
+        self.strip_picture.hide()
+        self.strip_button.hide()
+        self.strip_caption.setText(self.strip_concept.caption)
+        self.strip_caption.setToolTip(self.strip_concept.tooltip)
+        self.strip_remove.show()
+        self.strip.show()
+
+    def _remove_dataset_concept(self) -> None:
+        from inspector.core.edits.interventions import ProjectOut
+
+        concept = self.strip_concept
+        if concept is not None:
+            self.edit_actions.add(ProjectOut(concept.layer, concept.vector))
 
     def _visualise_dataset_channel(self) -> None:
         view = self.dataset
