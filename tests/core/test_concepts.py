@@ -205,3 +205,32 @@ def test_removing_a_concept_projects_it_out_and_round_trips_as_text(demo, stage3
         1, keepdim=True) * u[None, :, None, None], atol=1e-4)
     again = parse_edit(format_edit(edit))
     assert np.allclose(again.vector, edit.vector, rtol=1e-6)
+
+
+def test_analyse_dff_writes_each_images_concepts_and_heatmaps(tmp_path, capsys):
+    from inspector import cli
+    from inspector import demo as demo_package
+
+    samples = [str(p) for p in demo_package.sample_images()[:2]]
+    out = tmp_path / "out"
+    assert cli.main(["analyse", "--model", "demo_shapes", "--device", "cpu", "--quiet",
+                     "--no-tensorboard", "--dff", "4", "--dff-layer", "stage3", "--out",
+                     str(out), *samples]) == 0
+    entries = json.loads((out / "summary.json").read_text())["images"]
+    assert len(entries) == 2
+    for entry in entries:
+        with np.load(out / entry["files"]["npz"]) as npz:
+            acts = npz["activation/stage3"]
+            concepts, heatmaps = npz["dff/concepts"], npz["dff/heatmaps"]
+        assert concepts.shape == (96, 4) and heatmaps.shape == (4, 16, 16)
+        assert concepts.dtype == heatmaps.dtype == np.float32
+        ref_c, ref_h = _reference_dff(acts.astype(np.float32), 4)
+        assert np.allclose(concepts, ref_c, atol=1e-5, rtol=1e-6)
+        assert np.allclose(heatmaps, ref_h[0], atol=1e-5, rtol=1e-6)
+    # A layer the model does not have: one sentence, exit 2, no traceback.
+    capsys.readouterr()
+    assert cli.main(["analyse", "--model", "demo_shapes", "--device", "cpu", "--quiet",
+                     "--no-tensorboard", "--dff", "4", "--dff-layer", "stage9", "--out",
+                     str(tmp_path / "bad"), *samples]) == 2
+    err = capsys.readouterr().err
+    assert "stage9" in err and "Traceback" not in err

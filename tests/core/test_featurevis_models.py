@@ -38,3 +38,16 @@ def test_a_detection_backbone_layer_runs_through_the_backbone():
         render(loaded, "roi_heads.box_head", [Target("channel", 0)], FeatureVisSettings(steps=1))
     with pytest.raises(ValueError, match="no class logit"):
         render(loaded, "", [Target("class", 1)], FeatureVisSettings(steps=1))
+
+
+@pytest.mark.slow
+def test_a_segmentation_models_backbone_channel_and_class_map_rise():
+    torch.set_num_threads(1)
+    loaded = load_model(ModelSpec(name="lraspp_mobilenet_v3_large", device="cpu", seed=0))
+    for layer, target in (("backbone.6", Target("channel", 3)), ("", Target("class", 15))):
+        start = evaluate(loaded, layer, FourierImage(
+            [image_seed(0, layer, target)], *loaded.preprocess.crop_size).uint8(), [target])
+        vis = render(loaded, layer, [target], FeatureVisSettings(steps=4))
+        assert vis.pixels.shape[1:3] == tuple(loaded.preprocess.crop_size)
+        assert np.isfinite(vis.objective).all() and vis.objective[0] > start[0], (
+            layer, start, vis.objective)
