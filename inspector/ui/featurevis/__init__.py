@@ -6,5 +6,6 @@ concepts (deep feature factorisation) of the image shown at a layer.
     runner.py           the optimisation in chunks on the worker, the cache lookups
     page_dialog.py      Visualise page: the page's pictures forming, as one batch
     concepts_dialog.py  Concepts: the image's concepts in colours, their classes, remove one
+    folder_concepts.py  a folder concept in the Dataset dock: its numbers, its direction
     actions.py          the menu entries, the zoom page's picture, the Dataset dock's strip
 """
