@@ -234,3 +234,44 @@ def test_analyse_dff_writes_each_images_concepts_and_heatmaps(tmp_path, capsys):
                      str(tmp_path / "bad"), *samples]) == 2
     err = capsys.readouterr().err
     assert "stage9" in err and "Traceback" not in err
+
+
+def test_concepts_resume_after_a_cancel_codes_only_the_missing_shards(tmp_path):
+    import threading
+
+    from inspector.batch.concepts import ConceptOptions, run_concepts
+
+    folder = draw_folder(tmp_path / "images", count=40)  # + 2 broken: 42, shards of 16
+
+    def options(out, **kw):
+        return ConceptOptions(spec=ModelSpec(device="cpu"), layer="stage3", k=5, out=out,
+                              top=3, batch_size=8, shard_size=16, sample=24, workers=0,
+                              progress=False, warn=lambda m: None, **kw)
+
+    cancel = threading.Event()
+
+    def progress(stage, done, _total):
+        if stage == "codes" and done >= 24:  # in shard 1, after shard 0 was written
+            cancel.set()
+
+    cut = tmp_path / "cut"
+    assert run_concepts(options(cut, on_progress=progress, cancel=cancel), [str(folder)]) == 1
+    assert not (cut / "concepts.json").exists()
+    shards = sorted(p.name for p in (cut / "shards").glob("shard-*.json"))
+    assert shards == ["shard-00000.json"]
+    first = (cut / "shards" / "shard-00000.json").stat().st_mtime_ns
+    stages: dict[str, int] = {}
+    resumed = options(cut, resume=True,
+                      on_progress=lambda s, d, t: stages.__setitem__(s, t))
+    assert run_concepts(resumed, [str(folder)]) == 1  # the two broken files
+    assert "fit" not in stages  # the fit of the cut run is kept
+    assert stages["codes"] == 42 - 16  # shards 1 and 2 only
+    assert (cut / "shards" / "shard-00000.json").stat().st_mtime_ns == first
+    whole = tmp_path / "whole"
+    assert run_concepts(options(whole), [str(folder)]) == 1
+    a = json.loads((cut / "concepts.json").read_text())
+    b = json.loads((whole / "concepts.json").read_text())
+    assert np.array_equal(np.load(cut / "concepts.npz")["components"],
+                          np.load(whole / "concepts.npz")["components"])
+    assert a["error"] == pytest.approx(b["error"], abs=1e-6)
+    assert a["layers"] == b["layers"] and a["rows"] == b["rows"]
