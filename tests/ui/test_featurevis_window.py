@@ -104,7 +104,8 @@ def test_the_dataset_dock_shows_a_channels_picture_beside_its_top_images(
     assert not fv.strip_button.isVisible()
 
 
-def test_concepts_of_the_image_and_removing_one_as_an_edit(window, qtbot):
+def test_concepts_of_the_image_follow_it_and_removing_one_is_an_edit(window, qtbot,
+                                                                      demo_samples):
     fv = window.featurevis
     fv.show_concepts("stage3")
     dialog = fv.concepts
@@ -119,6 +120,13 @@ def test_concepts_of_the_image_and_removing_one_as_an_edit(window, qtbot):
     assert len(window.edits) == edits + 1
     assert "concept direction" in window.edits[len(window.edits) - 1].describe()
     wait_run(qtbot, window)
+    assert dialog.result is result  # a rerun of the same image: its concepts stay
+    # Another image shown: the dialog factorises it once its run is in.
+    window.images.add_paths([str(demo_samples[3])])
+    wait_run(qtbot, window)
+    qtbot.waitUntil(lambda: dialog.result is not result, timeout=TIMEOUT)
+    assert Path(demo_samples[3]).name in dialog.windowTitle()
+    assert not np.array_equal(dialog.result.maps, result.maps)
     dialog.close()
 
 

@@ -75,6 +75,10 @@ class ConceptsDialog(QDialog):
         layout.addWidget(self.note)
         self.resize(900, SHOWN + 160)
         self.result = None
+        self.entry = None  # the image entry factorised (ui.run.builder.RunBuilder.entry)
+        # Another image shown: its concepts, once its run is in (not on each rerun of the
+        # same image, e.g. after Remove, and never while one factorisation is in flight).
+        ctx.control.router.runFinished.connect(self._run_finished)
 
     def compute(self) -> None:
         control = self.ctx.control
@@ -85,11 +89,19 @@ class ConceptsDialog(QDialog):
         from inspector.core.explain.concepts import image_concepts
 
         layer, k, image, session = self.layer, self.k.value(), request.image, control.session
+        self.entry = self.ctx.runs.entry
+        if self.entry is not None:
+            self.setWindowTitle(f"Concepts of {layer}: {self.entry.name}")
         self.go.setEnabled(False)
         self.note.setText(f"Factorising {layer} into {k} concepts…")
         future = session.worker.submit(
             lambda _cancel: image_concepts(session.loaded, image, layer, k), tag="concepts")
         control.router.watch(future, self._done)
+
+    def _run_finished(self, _finished) -> None:
+        if self.isVisible() and self.go.isEnabled() and self.entry is not None \
+                and self.ctx.runs.entry is not self.entry:
+            self.compute()
 
     def _done(self, future) -> None:
         self.go.setEnabled(True)
