@@ -24,8 +24,8 @@ import inspector.core  # noqa: F401  (sets the OpenMP wait policy before torch l
 from inspector import cli_options
 from inspector.core.explain.catalog import AttributionOptions
 
-COMMANDS = ("analyse", "analyze", "atlas", "compare-models", "models", "download", "tree",
-            "train-demo")
+COMMANDS = ("analyse", "analyze", "atlas", "compare-models", "visualise", "visualize",
+            "concepts", "models", "download", "tree", "train-demo")
 RANDOM_WEIGHTS_NOTE = (
     "warning: {name} has RANDOM weights (no pretrained file on this machine): its predictions "
     "and maps show an untrained network"
@@ -37,6 +37,8 @@ usage: network-inspector [IMAGE ...] [--model NAME] [--weights FILE] [--device D
        network-inspector analyse --model NAME --out DIR [options] IMAGE_OR_FOLDER ...
        network-inspector atlas --model NAME --layers L1,L2 --out DIR [options] FOLDER_OR_VIDEO ...
        network-inspector compare-models --model A [--model-b B] [--weights-b FILE] --out DIR FOLDER ...
+       network-inspector visualise --model NAME --layer L --channels 0-63 --out DIR [options]
+       network-inspector concepts --model NAME --layer L --k K --out DIR [options] FOLDER ...
        network-inspector models
        network-inspector download NAME              (pretrained torchvision weights)
        network-inspector tree --model NAME [--weights FILE] [--depth N]
@@ -118,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_options.add_analyse(sub).set_defaults(func=_analyse)
     cli_options.add_atlas(sub).set_defaults(func=_atlas)
     cli_options.add_compare_models(sub).set_defaults(func=_compare_models)
+    cli_options.add_visualise(sub).set_defaults(func=_visualise)
+    cli_options.add_concepts(sub).set_defaults(func=_concepts)
     cli_options.add_models(sub).set_defaults(func=_models)
     cli_options.add_download(sub).set_defaults(func=_download)
     cli_options.add_tree(sub).set_defaults(func=_tree)
@@ -180,6 +184,8 @@ def _analyse(args: argparse.Namespace) -> int:
             verbose=args.verbose,
             attention=AttentionOptions(fusion=args.rollout_fusion, discard=args.rollout_discard),
             logit_lens=args.logit_lens,
+            dff=args.dff,
+            dff_layer=args.dff_layer,
         )
     except ValueError as e:
         _error(str(e))
@@ -195,16 +201,7 @@ def _atlas(args: argparse.Namespace) -> int:
     except ValueError as e:
         _error(str(e))
         return 2
-    if spec.seed is None:
-        # One seed for every process that builds the model (Ray actors): the same weights.
-        # Resumed: the stored job's, so that its shards and the new ones share the weights.
-        import dataclasses
-        import random
-
-        from inspector.batch.shards import stored_seed
-
-        seed = stored_seed(args.out) if args.resume else None
-        spec = dataclasses.replace(spec, seed=random.randrange(2**31) if seed is None else seed)
+    spec = _with_weights_seed(spec, args)
     return run_atlas(
         AtlasOptions(spec=spec, layers=_split(args.layers), out=args.out, top=args.top,
                      batch_size=args.batch_size, workers=args.workers, engine=args.engine,
@@ -236,6 +233,56 @@ def _compare_models(args: argparse.Namespace) -> int:
         workers=args.workers, engine=args.engine, ray_address=args.ray_address,
         resume=args.resume, progress=not args.quiet, verbose=args.verbose, warn=_error)
     return run_compare_models(opts, args.images)
+
+
+def _with_weights_seed(spec, args: argparse.Namespace):
+    """One seed for every process that builds the model (Ray actors): the same weights.
+    Resumed: the stored job's, so that its shards and the new ones share the weights."""
+    if spec.seed is not None:
+        return spec
+    import dataclasses
+    import random
+
+    from inspector.batch.shards import stored_seed
+
+    seed = stored_seed(args.out) if args.resume else None
+    return dataclasses.replace(spec, seed=random.randrange(2**31) if seed is None else seed)
+
+
+def _visualise(args: argparse.Namespace) -> int:
+    from inspector.batch.visualise import VisualiseOptions, run_visualise
+
+    try:
+        spec = cli_options.model_spec(args)
+    except ValueError as e:
+        _error(str(e))
+        return 2
+    # --seed seeds the optimisation too (0 without it); the weights' seed is drawn then.
+    return run_visualise(VisualiseOptions(
+        spec=_with_weights_seed(spec, args), layer=args.layer, channels=args.channels,
+        out=args.out, steps=args.steps, size=args.size,
+        seed=0 if args.seed is None else args.seed, objective=args.objective,
+        directions=args.directions, batch_size=args.batch_size, engine=args.engine,
+        ray_address=args.ray_address, workers=args.workers, resume=args.resume,
+        progress=not args.quiet, verbose=args.verbose, seed_drawn=args.seed is None,
+        warn=_error))
+
+
+def _concepts(args: argparse.Namespace) -> int:
+    from inspector.batch.concepts import ConceptOptions, run_concepts
+
+    try:
+        spec = cli_options.model_spec(args)
+    except ValueError as e:
+        _error(str(e))
+        return 2
+    return run_concepts(ConceptOptions(
+        spec=_with_weights_seed(spec, args), layer=args.layer, k=args.k, out=args.out,
+        seed=0 if args.seed is None else args.seed, sample=args.sample, top=args.top,
+        batch_size=args.batch_size, shard_size=args.shard_size, engine=args.engine,
+        ray_address=args.ray_address, workers=args.workers, resume=args.resume,
+        every=args.every, progress=not args.quiet, verbose=args.verbose,
+        seed_drawn=args.seed is None, warn=_error), args.images)
 
 
 # -- models and tree ------------------------------------------------------------------------------

@@ -53,6 +53,13 @@ def add_analyse(sub) -> argparse.ArgumentParser:
                         "\"logit_lens\", per block the --topk classes of the model's own "
                         "final norm and head on that block's tokens")
     attribution_options(a)
+    a.add_argument("--dff", type=int, default=0, metavar="K",
+                   help="deep feature factorisation into K concepts per image (needs the "
+                        "[concepts] extra): NPZ dff/concepts (channels x K, as "
+                        "pytorch-grad-cam returns them) and dff/heatmaps (K x h x w at the "
+                        "layer's resolution)")
+    a.add_argument("--dff-layer", default=None,
+                   help="the layer --dff factorises (default: the CAM layer)")
     a.add_argument("--target", default="top1",
                    help="what to explain: top1 (default), a class index or a class name; "
                         "det:K for a detection model (the K-th detection by score, default "
@@ -162,6 +169,82 @@ def add_compare_models(sub) -> argparse.ArgumentParser:
                   "per CPU)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.add_argument("images", nargs="+", help="image files or folders (searched recursively)")
+    return c
+
+
+def add_visualise(sub) -> argparse.ArgumentParser:
+    """`visualise`: the picture each channel of a layer would draw (feature visualisation)."""
+    v = sub.add_parser(
+        "visualise",
+        aliases=["visualize"],
+        help="per channel, the picture that excites it most, by optimisation (PNG, JSON)",
+        description="Optimise a picture per channel of a layer as Lucid does (a Fourier "
+        "image with a 1/f spectrum and decorrelated colour, random jitter, scale and "
+        "rotation, Adam 0.05) and write DIR/<layer>/channel_NNNN.png and DIR/visualise.json "
+        "(per channel the objective its own picture reaches, untransformed). Many channels "
+        "go as one batch; resumable (--resume), on one machine or on Ray. --seed seeds the "
+        "optimisation (default 0) and the model's random weights.",
+    )
+    model_options(v)
+    v.add_argument("--layer", default="",
+                   help="the module whose channels to draw (see `network-inspector tree`); "
+                        "may be omitted with --objective class (the model's output)")
+    v.add_argument("--channels", required=True, metavar="SPEC",
+                   help="channels as 0-63, 3,17 or 0-7,12; the classes with --objective class, "
+                        "the directions' numbers with --objective direction. Each is written "
+                        "as channel_NNNN.png, NNNN this number")
+    v.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    v.add_argument("--steps", type=int, default=512, help="optimisation steps (default 512)")
+    v.add_argument("--size", type=int, default=None, metavar="PX",
+                   help="the picture's side in pixels, at least the model input's (default: "
+                        "the model input's)")
+    v.add_argument("--objective", choices=("channel", "neuron", "class", "direction"),
+                   default="channel",
+                   help="channel: its mean (default); neuron: its centre position; class: a "
+                        "class logit; direction: a concept's vector (--directions)")
+    v.add_argument("--directions", type=Path, default=None, metavar="NPZ",
+                   help="--objective direction: concepts.npz of `network-inspector concepts`, "
+                        "or an NPZ of `analyse --dff K` (its dff/concepts)")
+    v.add_argument("--batch-size", type=int, default=8,
+                   help="channels optimised as one batch, the unit of --resume (default 8; "
+                        "64 suits a GPU)")
+    v.add_argument("--workers", type=int, default=None,
+                   help="--engine ray: model actors (default one per GPU, else one per CPU)")
+    v.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local (default) or ray (needs the [cluster] extra)")
+    v.add_argument("--ray-address", default=None,
+                   help="'auto' or ray://HOST:PORT to join a running Ray cluster")
+    v.add_argument("--resume", action="store_true",
+                   help="continue a killed run in DIR: finished batches are not redone")
+    v.add_argument("--verbose", action="store_true", help="--engine ray: Ray's log lines here")
+    v.add_argument("--quiet", action="store_true", help="no progress bar")
+    return v
+
+
+def add_concepts(sub) -> argparse.ArgumentParser:
+    """`concepts`: K concepts shared by a folder's images (deep feature factorisation)."""
+    c = sub.add_parser(
+        "concepts",
+        help="K concepts of a layer shared by a folder's images (NMF; concepts.json, crops)",
+        description="Factorise a layer's activations over a folder into K concepts (non-"
+        "negative matrix factorisation, scikit-learn's MiniBatchNMF fitted on a sample, then "
+        "every image coded): DIR/concepts.json (per concept its top images with boxes, as "
+        "`atlas` writes them, its top classes, its share of the layer's activation; the "
+        "reconstruction error over all positions), crops and DIR/concepts.npz (the concept "
+        "vectors). Needs the [concepts] extra. --seed seeds the fit (default 0) and the "
+        "model's random weights.",
+    )
+    model_options(c)
+    c.add_argument("--layer", required=True, help="the module to factorise")
+    c.add_argument("--k", type=int, required=True, help="the number of concepts")
+    c.add_argument("--out", required=True, type=Path, help="output folder (created)")
+    c.add_argument("--top", type=int, default=9, help="images kept per concept (default 9)")
+    c.add_argument("--sample", type=int, default=2000,
+                   help="images the concepts are fitted on, a seeded sample (default 2000)")
+    c.add_argument("--batch-size", type=int, default=32, help="images per forward (default 32)")
+    batch_options(c, shard_size=256, workers_help="local: processes decoding images; ray: "
+                  "model actors (default one per GPU, else one per CPU)")
+    input_options(c, "factorise")
     return c
 
 

@@ -11,6 +11,8 @@ def crash_logs_in_a_temporary_folder(tmp_path_factory):
     tests, and the processes they start, keep theirs in a folder of the test run instead."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("INSPECTOR_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+        # The feature visualisation cache too (core.explain.featurevis.cache).
+        patch.setenv("INSPECTOR_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         yield
 
 

@@ -91,8 +91,11 @@ class Analysis:
         verbose: bool = False,
         attention: AttentionOptions | None = None,
         logit_lens: bool = False,
+        dff: int = 0,
+        dff_layer: str | None = None,
     ) -> None:
         self.spec = spec
+        self.dff, self.dff_layer = dff, dff_layer  # analyse_dff.py
         self.seed_given = spec.seed is not None  # --seed (else drawn, or the stored run's)
         self.out = Path(out)
         self.layers = list(dict.fromkeys(layers))
@@ -291,6 +294,7 @@ class Analysis:
             "attention": [self.attention.fusion, self.attention.discard, self.attention.lens,
                           sorted(self.attention.keep)],
             "patch_sweep": self.patch_sweep, "sweep_depth": self.sweep_depth,
+            "dff": self.dff, "dff_layer": self.dff_layer,
         }
         return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
 
@@ -317,6 +321,7 @@ class Analysis:
     def _load(self):
         """The Session with the model loaded, the options that need the model checked, and
         the ImageJob every image runs: (session, loaded, 0), or (None, None, exit status)."""
+        from inspector.batch.analyse_dff import check_dff
         from inspector.batch.analyse_options import check_options, write_script
         from inspector.core.run.capture_spec import CaptureSpec
         from inspector.core.run.loading import model_notes
@@ -338,6 +343,7 @@ class Analysis:
         given_layer = self.cam_layer  # LeGrad's first block, when given
         try:
             self.target, self.cam_layer, layers, self.edits = check_options(self, session, loaded)
+            self.dff_layer, layers = check_dff(self, session, self.cam_layer, layers)
         except ValueError as e:  # options that cannot work with this model: exit status 2
             self.warn(str(e))
             session.close()
@@ -373,6 +379,7 @@ class Analysis:
             edits=self.edits, compare=self.compare, topk=self.topk, stretch=self.stretch,
             attention=self.attention, legrad_from=self.legrad_from,
             patch_sweep=self.patch_sweep, sweep_depth=self.sweep_depth,
+            dff=self.dff, dff_layer=self.dff_layer,
         )
         return session, loaded, 0
 

@@ -40,6 +40,8 @@ class ImageJob:
     legrad_from: str | None = None  # LeGrad's first block; None: its last 4
     patch_sweep: str | None = None  # --patch-sweep: the image patched from
     sweep_depth: int | None = None
+    dff: int = 0  # analyse --dff K: concepts of dff_layer into the NPZ (analyse_dff.py)
+    dff_layer: str | None = None
 
 
 def entry_of(source: Source, error: str | None = None) -> dict[str, Any]:
@@ -147,6 +149,10 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
     arrays.update({("grid", m): g for m, g in outcome.grids.items()})
     arrays.update({("attention", n): a for n, a in outcome.attention.items()})
     where = {f.method: f.layer for f in frames if isinstance(f, CamFrame)}
+    if job.dff:
+        from inspector.batch.analyse_dff import dff_arrays
+
+        arrays.update(dff_arrays(job.dff, job.dff_layer, arrays, loaded.preprocess.crop_size))
     entry["files"] = write_image_files(out, name, loaded, source, image, x, arrays, cams,
                                        job.cam_layer, outcome, step, tb, where)
 

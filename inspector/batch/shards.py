@@ -167,6 +167,11 @@ def _write_atomic(path: Path, data: bytes) -> None:
     _fsync_replace(part, path)
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, data)
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomic(path, text.encode())

@@ -20,6 +20,8 @@ BENCHMARKS = [
     ("edit to prediction", ["tests.benchmarks.bench_edits"]),
     ("video throughput", ["tests.benchmarks.bench_video", "--window"]),
     ("memory over model switches", ["tests.benchmarks.bench_model_switch"]),
+    ("feature visualisation", ["tests.benchmarks.bench_featurevis"]),
+    ("folder concepts", ["tests.benchmarks.bench_concepts"]),
 ]
 
 

@@ -246,3 +246,25 @@ class InterventionSet:
 
     def describe(self) -> tuple[str, ...]:
         return tuple(i.describe() for i in self.items)
+
+
+@dataclass(frozen=True)
+class ProjectOut(Intervention):
+    """Remove a direction of the channel space (a concept: core.explain.concepts) from the
+    output at every position: a <- a - (a . u) u, with u = vector / |vector|."""
+
+    vector: tuple[float, ...] = ()
+    dim: int | None = None  # see channel_dim
+
+    def describe(self) -> str:
+        return f"remove a {len(self.vector)}-channel concept direction from {self.where}"
+
+    def edit_output(self, output, run_id):
+        d = channel_dim(output.shape, self.dim)
+        if output.shape[d] != len(self.vector):
+            raise ValueError(f"a direction of {len(self.vector)} channels for an output of "
+                             f"{output.shape[d]} channels on dim {d}")
+        u = torch.tensor(self.vector, dtype=output.dtype, device=output.device)
+        u = (u / u.norm().clamp(min=1e-12)).view([-1 if i == d else 1
+                                                    for i in range(output.ndim)])
+        return output - (output * u).sum(dim=d, keepdim=True) * u

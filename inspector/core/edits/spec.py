@@ -7,6 +7,8 @@
     layer4:noise=0.1,7           add Gaussian noise, std 0.1, seed 7 (no seed: a new draw a run)
     layer4:mean                  replace the output by its mean over positions
     layer4:grad-scale=0.5        multiply the gradient flowing back into layer4's output
+    layer4:project=0.1;0.7;...   remove a direction of the channel space (a concept): one
+                                 value per channel, separated by ';'
     input:occlude=10,20,60,80    fill input pixels x 10..60, y 20..80 (x1, y1 exclusive)
     :occlude=10,20,60,80         the same (an empty MODULE is the model itself)
     layer3:patch=other.png       replace layer3's output by its output on other.png
@@ -32,6 +34,7 @@ from inspector.core.edits.interventions import (
     Intervention,
     KeepChannels,
     Occlude,
+    ProjectOut,
     ReplaceWithMean,
     ScaleChannels,
     ScaleGradient,
@@ -161,6 +164,14 @@ def _patch(module, args):
     return PatchFrom(module, source=source.strip())
 
 
+def _project(module, args):
+    text = _args(args, "project", "one value per channel, separated by ';'")
+    vector = tuple(_float(v, "a direction's value") for v in text.split(";"))
+    if not any(vector):
+        raise ValueError("a direction of zeros removes nothing")
+    return ProjectOut(module, vector)
+
+
 OPS: dict[str, Callable[[str, str | None], Intervention]] = {
     "zero": _zero,
     "keep": _keep,
@@ -171,6 +182,7 @@ OPS: dict[str, Callable[[str, str | None], Intervention]] = {
     "grad-scale": _grad_scale,
     "occlude": _occlude,
     "patch": _patch,
+    "project": _project,
 }
 
 
@@ -233,6 +245,8 @@ def format_edit(edit: Intervention) -> str:
         return f"{m}:mean"
     if isinstance(edit, ScaleGradient):
         return f"{m}:grad-scale={_num(edit.factor)}"
+    if isinstance(edit, ProjectOut):
+        return f"{m}:project=" + ";".join(_num(v) for v in edit.vector)
     if isinstance(edit, Occlude):
         box = ",".join(str(v) for v in edit.box)
         value = f",{_num(edit.value)}" if edit.value else ""
@@ -245,7 +259,7 @@ def format_edit(edit: Intervention) -> str:
 # -- checking against a model -------------------------------------------------------------------
 
 # Edits whose `channels` or `dim` read the channel dimension of the module's output.
-_CHANNEL_EDITS = (ZeroChannels, KeepChannels, ScaleChannels, ReplaceWithMean)
+_CHANNEL_EDITS = (ZeroChannels, KeepChannels, ScaleChannels, ReplaceWithMean, ProjectOut)
 
 
 def _uses_channels(edit: Intervention) -> bool:
@@ -303,7 +317,12 @@ def _check(edit: Intervention, tree: ModuleTree, hw: tuple[int, ...] | None) -> 
         dim = -1  # channels last: the shape alone says dim 1, the layout says otherwise
     try:
         channel_dim(shape, dim)
-        if not isinstance(edit, ReplaceWithMean):
+        if isinstance(edit, ProjectOut):
+            n = shape[channel_dim(shape, dim)]
+            if n != len(edit.vector):
+                raise ValueError(f"the direction has {len(edit.vector)} values for {n} "
+                                 f"channels")
+        elif not isinstance(edit, ReplaceWithMean):
             check_channels(shape, edit.channels, dim)
     except ValueError as e:
         raise refuse(f"{where} outputs {list(shape)}: {e}") from None

@@ -200,6 +200,14 @@ def _edit(n: int, item: iv.Intervention, names: dict[str, nn.Module],
                 f"    d = channel_dim(output, {item.dim!r})\n"
                 "    positions = [i for i in range(1, output.ndim) if i != d] or [d]\n"
                 "    return output.mean(dim=positions, keepdim=True).expand_as(output)\n")
+    elif isinstance(item, iv.ProjectOut):
+        channels = True
+        body = ("    # The concept's unit direction u removed at every position: a - (a . u) u.\n"
+                f"    d = channel_dim(output, {item.dim!r})\n"
+                f"    u = torch.tensor({list(item.vector)!r}, dtype=output.dtype, "
+                "device=output.device)\n"
+                "    u = (u / u.norm()).view([-1 if i == d else 1 for i in range(output.ndim)])\n"
+                "    return output - (output * u).sum(dim=d, keepdim=True) * u\n")
     elif isinstance(item, iv.ScaleChannels) and not item.channels:
         body = f"    return output * {item.factor!r}\n"
     else:  # ZeroChannels, KeepChannels, ScaleChannels of some channels
@@ -216,6 +224,7 @@ _EDIT_NAMES = {
     iv.ZeroChannels: "zero_channels", iv.KeepChannels: "keep_channels",
     iv.ScaleChannels: "scale", iv.Clamp: "clamp", iv.AddNoise: "noise",
     iv.ReplaceWithMean: "mean", iv.ScaleGradient: "scale_gradient", iv.Occlude: "occlude",
+    iv.ProjectOut: "project_out",
 }
 
 

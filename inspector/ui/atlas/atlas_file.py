@@ -24,6 +24,7 @@ from typing import Any
 from inspector.batch.names import safe_name  # the crops' folder names, as the atlas writes them
 
 ATLAS_JSON = "atlas.json"
+CONCEPTS_JSON = "concepts.json"  # `network-inspector concepts`: the same layout, concepts for channels
 MAKE_ONE = "network-inspector atlas --model MODEL --layers LAYER --out DIR FOLDER"
 # How far up from the atlas folder a relative image path is looked for (see Atlas.resolve).
 SEARCH_PARENTS = 3
@@ -66,6 +67,7 @@ class Atlas:
     images: int
     failed: int
     layers: dict[str, AtlasLayer]
+    kind: str = "atlas"  # or "concepts": a layer's "channels" are its concepts
     _resolved: dict[str, Path | None] = field(default_factory=dict, repr=False)
 
     def crop_path(self, layer: str, channel: int, rank: int) -> Path:
@@ -95,6 +97,8 @@ class Atlas:
         """"demo_shapes, 1,234 images, layers stage2, stage3": what the dock's header says."""
         layers = ", ".join(self.layers) or "none"
         failed = f" ({self.failed} unreadable)" if self.failed else ""
+        if self.kind == "concepts":
+            return f"{self.model}, {self.images:,} images{failed}, concepts of {layers}"
         return f"{self.model}, {self.images:,} images{failed}, layers {layers}"
 
 
@@ -102,6 +106,8 @@ def read_atlas(where: str | Path) -> Atlas:
     """The atlas in folder `where` (or the atlas.json file `where`). Raises AtlasError."""
     where = Path(where).expanduser()
     path = where if where.suffix.lower() == ".json" else where / ATLAS_JSON
+    if not path.is_file() and (where / CONCEPTS_JSON).is_file():
+        path = where / CONCEPTS_JSON
     if not path.is_file():
         if path.parent.is_dir():
             raise AtlasError(f"No {ATLAS_JSON} in {path.parent}: make one with `{MAKE_ONE}`")
@@ -137,7 +143,8 @@ def _atlas(doc: Any, folder: Path) -> Atlas:
     layers = doc.get("layers")
     _expect(isinstance(layers, dict), "layers", "an object of layers")
     return Atlas(folder, model, weights, images, len(failed),
-                 {name: _layer(name, raw) for name, raw in layers.items()})
+                 {name: _layer(name, raw) for name, raw in layers.items()},
+                 kind="concepts" if doc.get("kind") == "concepts" else "atlas")
 
 
 def _layer(name: str, raw: Any) -> AtlasLayer:

@@ -49,6 +49,7 @@ class DatasetView(QWidget):
 
     imageRequested = Signal(str)  # the image file of a double-clicked thumbnail
     failed = Signal(str)  # a one-line message for the status bar
+    channelShown = Signal(object, object)  # (layer, channel) shown, either may be None
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -147,6 +148,7 @@ class DatasetView(QWidget):
         self.channel_spin.setEnabled(known)
         self.channel_spin.blockSignals(False)
         self._refresh()
+        self.channelShown.emit(self.layer if known else None, self.channel)
 
     def _layer_chosen(self, index: int) -> None:
         self.select(self.layer_combo.itemText(index) if index >= 0 else None)
@@ -192,7 +194,8 @@ class DatasetView(QWidget):
         self.list.hide()
 
     def _header_html(self, atlas: Atlas, layer) -> str:
-        lines = [f"<b>Atlas</b> {html.escape(atlas.describe())}"]
+        title = "Concepts" if atlas.kind == "concepts" else "Atlas"
+        lines = [f"<b>{title}</b> {html.escape(atlas.describe())}"]
         if layer is not None:
             line = f"<b>{html.escape(layer.name)}</b>, {layer.channels} channels"
             dead = len(layer.dead)

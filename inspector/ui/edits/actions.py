@@ -69,6 +69,8 @@ class EditActions(QObject):
         self.runs = runs
         self.window = window
         self._mosaic_view = None
+        # Add-ons' entries in the channel menu: each called with (menu, module, channel).
+        self.channel_menu_extensions: list = []
 
     # -- the activation mosaic -------------------------------------------------------------------
     def attach_mosaic(self, view) -> None:
@@ -116,6 +118,8 @@ class EditActions(QObject):
         menu.addAction("Zero this channel", lambda: self.zero_channel(module, channel))
         menu.addAction("Keep only this channel", lambda: self.keep_channel(module, channel))
         menu.addAction("Scale this channel…", lambda: self.ask_scale_channel(module, channel))
+        for extend in self.channel_menu_extensions:
+            extend(menu, module, channel)
         return menu
 
     def add(self, intervention) -> None:

@@ -64,6 +64,9 @@ class TensorPanel(QWidget):
         self._grid_allowed = True
         self._token_grid: TokenGrid | None = None  # the view's, from the model input's size
         self._features: int | None = None  # the layer's feature count (a pooled preview)
+        # What the zoom page shows beside a channel (an add-on's: the channel's feature
+        # visualisation): channel -> (H x W x 3 uint8, caption) or None.
+        self.zoom_picture = None
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -165,6 +168,10 @@ class TensorPanel(QWidget):
         self.zoomed = channel
         self._draw()
 
+    def refresh(self) -> None:
+        """Draw what is shown again (an add-on's picture beside the zoom changed)."""
+        self._redraw()
+
     def unzoom(self) -> None:
         self.zoomed = None
         if self.data is not None:
@@ -262,6 +269,8 @@ class TensorPanel(QWidget):
     def _draw_zoom(self, channel: np.ndarray) -> None:
         self._ensure_page(ZOOM)
         self.zoom_page.draw(channel, self.zoomed, self.data.shape[0], self.diverging)
+        beside = self.zoom_picture(self.zoomed) if self.zoom_picture is not None else None
+        self.zoom_page.show_picture(*(beside or (None, "")))
         self._focus = self.zoomed  # the mosaic shows its page when we go back
         self._set_mode(ZOOM)
 

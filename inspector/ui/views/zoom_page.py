@@ -1,5 +1,6 @@
 """The tensor panel's page for one channel of a (C, H, W) preview, alone: the channel as an
-image with x / y axes, its histogram with draggable levels, the value under the mouse."""
+image with x / y axes, its histogram with draggable levels, the value under the mouse; and,
+when an add-on gives one, a picture beside it (the channel's feature visualisation)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class ZoomPage:
         self.hist = LevelsHistogram(self.item, cmap)
         self.view.addItem(self.hist, row=0, col=1)
         add_copy_action(self.plot)
+        self.picture_plot = None  # built when a picture is first shown beside the channel
 
     def draw(self, channel: np.ndarray, index: int, count: int, diverging: bool) -> None:
         """Channel `index` of `count`, with levels from its own range (symmetric at 0 when
@@ -40,6 +42,26 @@ class ZoomPage:
         self.item.setImage(channel, autoLevels=False, levels=levels)
         self.hist.set_values(channel, levels)
         self.plot.setTitle(channel_name(index, count))
+
+    def show_picture(self, rgb: np.ndarray | None, caption: str) -> None:
+        """An RGB picture (H x W x 3 uint8) beside the channel, with its caption; None hides
+        it."""
+        if rgb is None:
+            if self.picture_plot is not None:
+                self.picture_plot.hide()
+            return
+        if self.picture_plot is None:
+            self.picture_plot = self.view.addPlot(row=0, col=2)
+            self.picture_plot.invertY(True)
+            self.picture_plot.setAspectLocked(True)
+            self.picture_plot.hideButtons()
+            self.picture_plot.hideAxis("left")
+            self.picture_plot.hideAxis("bottom")
+            self.picture_item = pg.ImageItem(axisOrder="row-major")
+            self.picture_plot.addItem(self.picture_item)
+        self.picture_item.setImage(rgb, autoLevels=False, levels=(0, 255))
+        self.picture_plot.setTitle(caption)
+        self.picture_plot.show()
 
     def set_colormap(self, table: np.ndarray, cmap: pg.ColorMap) -> None:
         self.item.setLookupTable(table)

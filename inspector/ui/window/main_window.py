@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self.views: dict[str, QWidget] = {}
         self.save_actions = None  # File ▸ Save view as PNG / NPZ, once the views exist
         self.atlas = None  # File ▸ Open atlas and the Dataset dock, once the views exist
+        self.featurevis = None  # Visualise channel / page and Concepts, once the views exist
         self.model_name = ""
         self.last_run: RunFinished | None = None  # the last of our runs that finished
         self._startup_edits: tuple[str, ...] = ()  # --edit specs, added once a model is loaded
@@ -202,6 +203,11 @@ class MainWindow(QMainWindow):
             from inspector.ui.atlas import actions as atlas_actions
 
             self.atlas = atlas_actions.install(self.context)
+            from inspector.ui.featurevis import actions as featurevis_actions
+
+            # Visualise channel / page and Concepts, in the menus, the zoom and the atlas.
+            self.featurevis = featurevis_actions.install(self.context, self.edit_actions,
+                                                         self.atlas.view)
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)

@@ -1,0 +1,286 @@
+"""`network-inspector concepts`: K concepts shared by a folder's images at one layer.
+
+    options and the model checked (exit 2 before any image is read)
+    -> fit: a seeded sample of the images (--sample), a random quarter of each one's
+       positions, MiniBatchNMF (core.explain.concept_folder)      shards/fit.npz
+    -> codes: every image, shard by shard (local or Ray): per concept its maximum, where,
+       its mean; the error terms summed over all rows           shards/shard-NNNNN.json
+    -> receptive-field boxes and crops of each concept's top images (as `atlas`)
+    -> concepts.npz (W, the unit vectors, the offset) and concepts.json last
+
+concepts.json has the atlas's layout (its "layers" hold one layer whose "channels" are the
+K concepts), so the window's Dataset dock opens it as an atlas, plus per concept its share
+of the layer's activation, its top classes and channels, and the reconstruction error over
+all rows. Exit status as `atlas`: 0, 1 (unreadable images, a failed or cancelled run), 2.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from inspector.batch.job import OptionError
+from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
+from inspector.core.models.base import ModelSpec
+
+ENGINES = ("local", "ray")
+FIT_FILE = "fit.npz"
+
+
+class ConceptsCancelled(Exception):
+    pass
+
+
+@dataclass
+class ConceptOptions:
+    spec: ModelSpec
+    layer: str
+    k: int
+    out: Path
+    seed: int = 0  # the fit's (the model's random weights: spec.seed)
+    sample: int = 2000  # images in the fit
+    top: int = 9
+    batch_size: int = 32
+    shard_size: int = 256
+    engine: str = "local"
+    ray_address: str | None = None
+    workers: int | None = None
+    resume: bool = False
+    every: int = 1
+    progress: bool = True
+    verbose: bool = False
+    seed_drawn: bool = False
+    warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+    on_progress: Callable[[str, int, int], None] | None = None
+    cancel: threading.Event | None = None
+
+    def check(self) -> None:
+        for name in ("k", "sample", "top", "batch_size", "shard_size", "every"):
+            if getattr(self, name) < 1:
+                raise OptionError(f"--{name.replace('_', '-')} must be 1 or more")
+        if self.engine not in ENGINES:
+            raise OptionError(f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")
+        if self.ray_address and self.engine != "ray":
+            raise OptionError("--ray-address needs --engine ray")
+        if not self.layer:
+            raise OptionError("--layer names no module; see `network-inspector tree`")
+
+
+def run_concepts(opts: ConceptOptions, inputs: list[str]) -> int:
+    from inspector.core.explain.concepts import ConceptsUnavailable, sklearn_decomposition
+
+    try:
+        opts.check()
+        sklearn_decomposition()
+        if opts.engine == "ray":
+            from inspector.batch.ray_engine import require_ray
+
+            require_ray()
+    except (OptionError, ConceptsUnavailable) as e:
+        opts.warn(str(e))
+        return 2
+    try:
+        lock = claim(Path(opts.out), "concepts", warn=opts.warn)
+    except OutDirError as e:
+        opts.warn(str(e))
+        return 2
+    from inspector.batch.ray_logs import ray_logs_to_file
+
+    with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
+        try:
+            return _run(opts, inputs)
+        except ConceptsCancelled:
+            opts.warn(f"the concepts run was cancelled; the finished shards are kept in "
+                      f"{Path(opts.out) / 'shards'}: run again with --resume to continue")
+            return 1
+        except OSError as e:
+            failure = write_failure(e, Path(opts.out))
+            if failure is None:
+                raise
+            opts.warn(str(failure))
+            remove_partial(Path(opts.out))
+            return 1
+
+
+def _run(opts: ConceptOptions, inputs: list[str]) -> int:
+    from inspector.batch.inputs import list_sources
+
+    t0 = time.perf_counter()
+    missing: list[tuple[str, str]] = []
+
+    def on_missing(err) -> None:
+        opts.warn(f"skipped {err}")
+        missing.append((str(err.path), err.reason))
+
+    sources = list_sources(inputs, opts.every, on_missing=on_missing)
+    if not sources:
+        opts.warn(f"no image files or video frames found in {', '.join(inputs)}")
+        return 1
+    setup = _setup(opts, sources)
+    if isinstance(setup, int):
+        return setup
+    loaded, plan, store, done = setup
+    bar = _Bar(opts)
+    try:
+        fitted = _fit(opts, loaded, plan, sources, store, bar)
+        _codes(opts, loaded, plan, sources, store, done, fitted, bar)
+    except ConceptsCancelled:
+        raise
+    except ValueError as e:  # K above what the sample allows
+        opts.warn(str(e))
+        return 2
+    except Exception as e:  # a model that fails in a forward, a lost cluster
+        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
+            raise
+        opts.warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
+                  f"{store.folder}: run again with --resume to continue")
+        return 1
+    finally:
+        bar.close()
+    from inspector.batch.concept_files import write_results
+
+    return write_results(opts, loaded, plan, sources, store, fitted, missing, t0)
+
+
+def _setup(opts: ConceptOptions, sources):
+    from inspector.batch.names import unknown_modules
+    from inspector.batch.probe import plan_layers
+    from inspector.batch.shards import JobKey, JobMismatch, ShardStore
+    from inspector.core.models.load import load_model, probe_tree
+    from inspector.core.run.runtime import apply_thread_setting
+
+    apply_thread_setting()
+    try:
+        loaded = load_model(opts.spec)
+    except Exception as e:  # every loader failure is reported in words, not a traceback
+        opts.warn(f"could not load {opts.spec.what()}: {e}")
+        return 1
+    if not loaded.pretrained:
+        opts.warn(f"warning: {loaded.description}: the concepts are an untrained network's")
+    tree = probe_tree(loaded)
+    try:
+        if opts.layer not in tree.modules:
+            raise ValueError(unknown_modules([opts.layer], tree))
+        plan = plan_layers(tree, [opts.layer], tuple(loaded.preprocess.crop_size))[opts.layer]
+        if opts.k > plan.channels:
+            raise ValueError(f"--k {opts.k} is more than the {plan.channels} channels of "
+                             f"{opts.layer}")
+    except ValueError as e:
+        opts.warn(str(e))
+        return 2
+    key = JobKey.of("concepts", opts.spec, opts.spec.seed,
+                    {"layer": opts.layer, "k": opts.k, "fit_seed": opts.seed,
+                     "sample": opts.sample, "top": opts.top}, opts.shard_size, sources)
+    store = ShardStore(opts.out)
+    try:
+        done, note = store.prepare(key, opts.resume, drawn_seed=opts.seed_drawn)
+    except JobMismatch as e:
+        opts.warn(str(e))
+        return 2
+    if note:
+        opts.warn(note)
+    if not done:
+        (Path(opts.out) / "concepts.json").unlink(missing_ok=True)
+        shutil.rmtree(Path(opts.out) / "crops", ignore_errors=True)
+    return loaded, plan, store, done
+
+
+def sample_indices(n: int, sample: int, seed: int) -> list[int]:
+    """The fit's images: a seeded subset of the job's indices, in index order."""
+    rng = np.random.default_rng(seed)
+    return sorted(rng.permutation(n)[:min(n, sample)].tolist())
+
+
+def _fit(opts, loaded, plan, sources, store, bar):
+    from inspector.batch.concept_pass import fit_sample
+    from inspector.batch.inputs import default_workers
+    from inspector.batch.shards import write_bytes_atomic
+    from inspector.core.explain.concept_folder import FolderFit, fit
+
+    path = store.folder / FIT_FILE
+    if path.is_file():  # a resumed run: the concepts its shards were coded with
+        with np.load(path) as npz:
+            return FolderFit(npz["components"], npz["offset"], int(npz["fit_rows"]),
+                             float(npz["fit_error"]), int(npz["seed"]))
+    indices = sample_indices(len(sources), opts.sample, opts.seed)
+    bar.stage("fit", len(indices))
+    workers = default_workers() if opts.workers is None or opts.engine == "ray" else opts.workers
+    rows = fit_sample(loaded.model, plan, loaded.device, sources, loaded.preprocess, indices,
+                      opts.seed, opts.batch_size, workers, opts.every, bar.update)
+    fitted = fit(rows, opts.k, opts.seed)
+    data = io.BytesIO()
+    np.savez(data, components=fitted.components, offset=fitted.offset,
+             fit_rows=fitted.fit_rows, fit_error=fitted.fit_error, seed=fitted.seed)
+    write_bytes_atomic(path, data.getvalue())
+    return fitted
+
+
+def _codes(opts, loaded, plan, sources, store, done, fitted, bar) -> None:
+    from inspector.batch.inputs import shard_count, shard_range
+
+    todo = [s for s in range(shard_count(len(sources), opts.shard_size)) if s not in done]
+    bar.stage("codes", sum(len(shard_range(s, len(sources), opts.shard_size)) for s in todo))
+    if not todo:
+        return
+    if opts.engine == "ray":
+        from inspector.batch.concept_ray import run_ray
+
+        run_ray(opts, sources, todo, store, fitted, plan, bar.update)
+        return
+    from inspector.batch.concept_pass import Coder, code_batch, shard_result
+    from inspector.batch.inputs import ImageFiles, default_workers, make_loader, shard_batches
+
+    workers = default_workers() if opts.workers is None else opts.workers
+    dataset = ImageFiles(sources, loaded.preprocess, every=opts.every)
+    for shard in todo:
+        coder, result = Coder(fitted), shard_result()
+        batches = shard_batches([shard], len(sources), opts.shard_size, opts.batch_size)
+        for batch in make_loader(dataset, batches, workers):
+            result["failed"] += [[i, e] for i, e in batch.failed]
+            for i, e in batch.failed:
+                opts.warn(f"skipped {sources[i]}: {e}")
+            if batch.x is not None:
+                code_batch(coder, loaded.model, plan, batch.x.to(loaded.device),
+                           batch.indices.tolist(), result)
+            bar.update(len(batch))
+        result["sums"] = coder.sums()
+        store.save_json(shard, result)
+    dataset.close()
+
+
+class _Bar:
+    """tqdm per stage (fit, codes), on_progress and the cancel check."""
+
+    def __init__(self, opts: ConceptOptions) -> None:
+        self.opts, self.bar, self.name, self.done, self.total = opts, None, "", 0, 0
+
+    def stage(self, name: str, total: int) -> None:
+        self.close()
+        self.name, self.done, self.total = name, 0, total
+        if self.opts.progress and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="img", desc=name, file=sys.stderr,
+                            dynamic_ncols=True)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        if self.opts.on_progress is not None:
+            self.opts.on_progress(self.name, self.done, self.total)
+        if self.opts.cancel is not None and self.opts.cancel.is_set():
+            raise ConceptsCancelled
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
