@@ -242,7 +242,7 @@ def _run(opts: VisualiseOptions, targets: list[Target]) -> int:
         if opts.engine == "ray" and todo:
             from inspector.batch.visualise_ray import run_ray
 
-            run_ray(opts, batches, todo, store, bar.update)
+            run_ray(opts, batches, todo, store, bar.update, write_shard)
         for s in todo if opts.engine == "local" else ():
             if opts.cancel is not None and opts.cancel.is_set():
                 raise VisualiseCancelled

@@ -68,13 +68,13 @@ def _objects(items: list) -> np.ndarray:
 
 
 def run_ray(opts, batches: list[list[Target]], todo: list[int], store: ShardStore,
-            on_steps) -> None:
-    """The shards `todo` on Ray; each is written as it arrives."""
+            on_steps, write_shard) -> None:
+    """The shards `todo` on Ray; each is written as it arrives, by `write_shard` (the local
+    engine's: visualise.write_shard, passed in so that this module stays below it)."""
     import ray
     import ray.data
 
     from inspector.batch.ray_engine import connect
-    from inspector.batch.visualise import write_shard
 
     started = connect(opts.ray_address, opts.verbose)
     try:
