@@ -137,6 +137,21 @@ class CamFrame:
 
 
 @dataclass(frozen=True)
+class MetricsFrame:
+    """A map's faithfulness scores on the run's image (core.explain.metrics): one per CAM or
+    attribution of a run that asked for metrics (RunRequest.metrics)."""
+
+    run_id: int
+    method: str
+    layer: str  # as the map's CamFrame: the CAM layer, or ATTRIBUTION_LAYER
+    target: int
+    scores: Any  # core.explain.metrics.results.MapScores
+    protocol: str  # how the numbers were computed, in words (MetricOptions.protocol)
+    metrics: tuple[str, ...]  # the metrics asked for
+    cam: np.ndarray | None = None  # the map the window shows for it (its CamFrame's)
+
+
+@dataclass(frozen=True)
 class DivergenceFrame:
     """Where this run parts ways with a reference run (run A, or the unedited run): per
     captured module, in forward order, the relative L2 distance ||B - A|| / ||A|| and the

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from inspector.core.edits.interventions import Intervention
     from inspector.core.explain.catalog import AttributionOptions
+    from inspector.core.explain.metrics.names import MetricOptions
     from inspector.core.run.capture_spec import CaptureSpec
 
 
@@ -69,6 +70,12 @@ class RunRequest:
     # None options: AttributionOptions() defaults.
     attributions: tuple[str, ...] = ()
     attribution_options: AttributionOptions | None = None
+    # Faithfulness metrics of every map the run makes (core.explain.metrics), computed after
+    # them with the run's edits on; None: none. metric_boxes: the object's boxes for the
+    # pointing game, [x0, y0, x1, y1] in the picture's pixels (model-input pixels for a
+    # tensor input).
+    metrics: MetricOptions | None = None
+    metric_boxes: tuple[tuple[float, float, float, float], ...] = ()
     topk: int = 5
     label: str = ""
     # 16-bit, 32-bit and float images: False scales them by their type's range (as

@@ -4,7 +4,8 @@ the keys they show and read what they show from here (napari's split of model an
 that no view keeps its own cache of frames or works out on its own which run is current.
 
 A key says what a frame is about: ("tensor", module, kind, call, path) for activations and
-gradients, ("cam", method, layer), ("predictions",), ("divergence",). The last `keep_runs`
+gradients, ("cam", method, layer), ("predictions",), ("divergence",), ("metrics", method,
+layer). The last `keep_runs`
 runs are kept, and, whatever comes after them, the pinned run (run A, for comparisons), the
 baseline (the unedited run of the edited ones), and, while a stream plays (`streaming`), an
 older run while it holds the newest frame of a tensor key that no newer run has: each frame
@@ -42,6 +43,7 @@ from typing import Any
 from inspector.core.run.frames import (
     CamFrame,
     DivergenceFrame,
+    MetricsFrame,
     ModelLoaded,
     PredictionFrame,
     RunFinished,
@@ -63,6 +65,8 @@ def key_of(frame: Any) -> Key | None:
         return ("predictions",)
     if isinstance(frame, DivergenceFrame):
         return ("divergence",)
+    if isinstance(frame, MetricsFrame):
+        return ("metrics", frame.method, frame.layer)
     return None
 
 
