@@ -9,12 +9,14 @@ outputs), then with them, compared with that run. Every CAM is computed in the r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inspector.batch.analyse_metrics import metrics_entry
 from inspector.batch.analyse_writers import write_image_files
 from inspector.batch.inputs import Source, VideoFrames
+from inspector.batch.metric_boxes import boxes_for
 from inspector.batch.out_dir import write_failure
 from inspector.core.export.arrays import full_arrays
 from inspector.core.run.frames import ErrorFrame, PredictionFrame
@@ -35,6 +37,8 @@ class ImageJob:
     compare: bool
     topk: int
     stretch: bool
+    metrics: Any = None  # core.explain.metrics.names.MetricOptions, or None
+    boxes: dict = field(default_factory=dict)  # --boxes (batch.metric_boxes), for pointing
 
 
 def entry_of(source: Source, error: str | None = None) -> dict[str, Any]:
@@ -105,7 +109,7 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         x, capture=job.capture, target=job.target, cams=wanted, topk=job.topk,
         label=label, attributions=tuple(job.attributions),
         attribution_options=job.attribution_options, interventions=job.edits,
-        compare_with=reference,
+        compare_with=reference, metrics=job.metrics, metric_boxes=boxes_for(job.boxes, path),
     )
     frames = session.channel.drain()
     if reference is not None:
@@ -119,6 +123,8 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
     if outcome.notes:
         entry["notes"] = list(outcome.notes)
     entry["top"] = top_of(frames)
+    if job.metrics is not None:
+        entry["metrics"] = metrics_entry(outcome, job.metrics.metrics)
     if loaded.task == "detection":
         entry["detections"] = _detections(outcome, loaded.preprocess, image.size)
     if compared is not None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from inspector.batch.analyse_metrics import metrics_document
 from inspector.batch.inputs import Source
 from inspector.batch.names import safe_name
 from inspector.core.edits.spec import format_edit
@@ -168,6 +169,7 @@ def summary_document(analysis, loaded, entries: list[dict[str, Any]]) -> dict[st
         # Applied to every image: the NPZs, maps and predictions are the edited runs'.
         "edits": edits_of(a.edits),
         "compare": "compare.json" if a.compare else None,
+        **metrics_document(a, loaded, entries),  # --metrics (batch.analyse_metrics)
         "images": entries,
     }
 

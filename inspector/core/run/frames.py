@@ -146,9 +146,14 @@ class MetricsFrame:
     layer: str  # as the map's CamFrame: the CAM layer, or ATTRIBUTION_LAYER
     target: int
     scores: Any  # core.explain.metrics.results.MapScores
-    protocol: str  # how the numbers were computed, in words (MetricOptions.protocol)
-    metrics: tuple[str, ...]  # the metrics asked for
+    options: Any  # core.explain.metrics.names.MetricOptions: what was computed, and how
+    score: str  # what the score is, in words (core.explain.metrics.scores.score_text)
     cam: np.ndarray | None = None  # the map the window shows for it (its CamFrame's)
+
+    @property
+    def protocol(self) -> str:
+        """How every number was computed, in words."""
+        return self.options.protocol(self.score)
 
 
 @dataclass(frozen=True)

@@ -120,9 +120,8 @@ def finish(run, scored: Scored) -> None:
     for key, scores in scored.scores.items():
         run.outcome.metrics[key] = scores
         method, layer = key
-        run.put(MetricsFrame(run.run_id, method, layer, run.target, scores,
-                             options.protocol(score_text(run.loaded.task)), options.metrics,
-                             _shown(run, key)))
+        run.put(MetricsFrame(run.run_id, method, layer, run.target, scores, options,
+                             score_text(run.loaded.task), _shown(run, key)))
 
 
 def _shown(run, key) -> np.ndarray | None:

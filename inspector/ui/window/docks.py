@@ -4,7 +4,8 @@ Every pane is a QDockWidget, so a user can move, tab, float or close it; View â–
 layout brings back the layout made here. The default puts what is read together side by
 side: the module tree on the left; the image and its predictions in the middle; the
 selected module's activations (tabbed with gradients, input statistics and the divergence
-of two runs) above the class activation map on the right. The Dataset dock (a channel
+of two runs) above the class activation map (tabbed with its faithfulness scores) on the
+right. The Dataset dock (a channel
 atlas) is a tab behind the predictions, under the image its thumbnails open.
 """
 
@@ -26,6 +27,7 @@ DOCKS: dict[str, tuple[str, tuple[str, str] | None]] = {
     "divergence": ("Divergence", ("divergence_view", "DivergenceView")),
     "predictions": ("Predictions", ("predictions_view", "PredictionsView")),
     "cam": ("Class activation map", ("cam_view", "CamView")),
+    "faithfulness": ("Faithfulness", ("faithfulness_view", "FaithfulnessView")),
     "dataset": ("Dataset", None),  # a channel atlas's top images (dataset_dock.py fills it)
 }
 DEFAULT_SIZE = (1440, 900)
@@ -71,6 +73,8 @@ def default_layout(window: QMainWindow, docks: dict[str, Dock]) -> None:
     window.tabifyDockWidget(d["gradient"], d["input_stats"])
     window.tabifyDockWidget(d["input_stats"], d["divergence"])
     window.tabifyDockWidget(d["predictions"], d["dataset"])
+    window.tabifyDockWidget(d["cam"], d["faithfulness"])  # a map's scores, beside it
+    d["cam"].raise_()
     d["activation"].raise_()
     d["predictions"].raise_()
     default_sizes(window, docks)

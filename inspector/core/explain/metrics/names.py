@@ -71,7 +71,7 @@ BASELINE_TEXT = {
 CLASS_PROBABILITY = "the softmax probability of the explained class"
 ROAD_PERCENTILES = (10, 20, 30, 40, 50, 60, 70, 80, 90)
 # The sanity check flags a map whose Spearman correlation with the original is still at
-# least this large (in absolute value) once every weight is random.
+# least this large once every weight is random.
 SANITY_FLAG_SPEARMAN = 0.5
 POINTING_TOLERANCE = 15  # pixels of the picture: TorchRay's
 
@@ -108,7 +108,8 @@ class MetricOptions:
         normalised-input units); 0 gives its noise-free numbers.
     seed: ROAD's noise and the sanity check's random weights.
     batch_size: perturbed inputs per forward (also bounded by memory).
-    sanity_flag: the |Spearman| at the last randomisation step from which a map is flagged.
+    sanity_flag: the Spearman correlation at the last randomisation step from which a map
+        is flagged.
     pointing_tolerance: the pointing game's hit distance, in picture pixels (strictly less).
     """
 
@@ -171,7 +172,7 @@ class MetricOptions:
     def sanity_text(self) -> str:
         return (f"cascading randomisation of a copy of the model from the top unit down "
                 f"(seed {self.seed}); Spearman rank correlation and SSIM (7 x 7 window) of "
-                f"each map with the original; flagged when |Spearman| >= {self.sanity_flag:g} "
+                f"each map with the original; flagged when Spearman >= {self.sanity_flag:g} "
                 f"with every unit random")
 
     def describe(self, metric: str, score: str = CLASS_PROBABILITY) -> str:

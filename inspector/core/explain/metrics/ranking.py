@@ -57,7 +57,7 @@ COLUMNS = (
     Column("road_morf", "ROAD MoRF", ROAD, LOWER, lambda s: _mean(s.road_morf)),
     Column("road_lerf", "ROAD LeRF", ROAD, HIGHER, lambda s: _mean(s.road_lerf)),
     Column("road", "ROAD", ROAD, HIGHER, lambda s: s.road, True),
-    Column("sanity", "Sanity |r|", SANITY, LOWER, lambda s: s.sanity_similarity),
+    Column("sanity", "Sanity r", SANITY, LOWER, lambda s: s.sanity_similarity),
     Column("pointing", "Pointing", POINTING, HIGHER, lambda s: _flag(s.pointing)),
     Column("energy_pointing", "Energy", POINTING, HIGHER, lambda s: s.energy_pointing),
 )

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from inspector.core.explain.metrics.curves import Curve
 from inspector.core.explain.metrics.names import (
     AVGDROP,
@@ -52,12 +54,12 @@ class MapScores:
 
     @property
     def sanity_similarity(self) -> float | None:
-        """|Spearman| of the last step, with every unit random (a constant map counts 0:
-        nothing of the original order is left); lower is better."""
+        """Spearman's correlation with the original map at the last step, every unit random
+        (a constant map counts 0: nothing of the original order is left); lower is better."""
         if not self.sanity:
             return None
         last = self.sanity[-1].spearman
-        return 0.0 if last is None else abs(last)
+        return 0.0 if last is None else last
 
     def as_json(self, asked: Iterable[str]) -> dict[str, Any]:
         """The summary.json entry of this map: the keys of the metrics `asked`."""
@@ -89,3 +91,34 @@ class MapScores:
         if notes:
             out["notes"] = notes
         return out
+
+
+def _curve(points, auc: float | None, baseline: str = "") -> Curve | None:
+    if points is None:
+        return None
+    array = np.asarray(points, dtype=np.float32).reshape(-1, 2)
+    fractions, scores = array[:, 0], array[:, 1]
+    if auc is None:
+        auc = float(np.sum(np.diff(fractions) * (scores[1:] + scores[:-1]) / 2))
+    return Curve(fractions, scores, float(auc), baseline)
+
+
+def scores_from_json(entry: dict[str, Any]) -> MapScores:
+    """A map's MapScores read back from its summary.json entry (as_json), curves rounded as
+    written there: what a resumed run's summary is made from."""
+    sanity = entry.get("sanity")
+    return MapScores(
+        deletion=_curve(entry.get("deletion_curve"), entry.get("deletion")),
+        insertion=_curve(entry.get("insertion_curve"), entry.get("insertion")),
+        avg_drop=entry.get("avg_drop"),
+        increase=entry.get("increase"),
+        road_morf=_curve(entry.get("road_morf"), None),
+        road_lerf=_curve(entry.get("road_lerf"), None),
+        sanity=None if sanity is None else [
+            SanityStep(s["layer"], s["spearman"], s["ssim"]) for s in sanity],
+        sanity_flag=entry.get("sanity_flag"),
+        pointing=entry.get("pointing"),
+        energy_pointing=entry.get("energy_pointing"),
+        undefined=entry.get("undefined"),
+        notes=dict(entry.get("notes", {})),
+    )

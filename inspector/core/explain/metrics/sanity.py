@@ -201,6 +201,7 @@ def sanity_check(model: nn.Module, x: torch.Tensor,
 
 
 def flagged(steps: list[SanityStep], threshold: float) -> bool:
-    """Whether the map is still like the original with every unit random."""
+    """Whether the map still ranks the pixels as the original did with every unit random
+    (Spearman at least `threshold`; a map that turned into its opposite has changed)."""
     last = steps[-1].spearman if steps else None
-    return last is not None and abs(last) >= threshold
+    return last is not None and last >= threshold
