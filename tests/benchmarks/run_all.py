@@ -18,6 +18,7 @@ BENCHMARKS = [
     ("edit to prediction", ["tests.benchmarks.bench_edits"]),
     ("video throughput", ["tests.benchmarks.bench_video", "--window"]),
     ("memory over model switches", ["tests.benchmarks.bench_model_switch"]),
+    ("faithfulness metrics", ["tests.benchmarks.bench_metrics"]),
 ]
 
 
