@@ -23,7 +23,7 @@ from inspector.core import tasks
 from inspector.core.edits.hooks import EditHooks
 from inspector.core.explain.catalog import ATTRIBUTION_LAYER, cam_method
 from inspector.core.explain.metrics.forwards import Forwarder
-from inspector.core.explain.metrics.maps import attribution_saliency
+from inspector.core.explain.metrics.maps import attribution_saliency, is_constant
 from inspector.core.explain.metrics.names import SANITY
 from inspector.core.explain.metrics.results import MapScores
 from inspector.core.explain.metrics.sanity import (
@@ -94,8 +94,8 @@ def perturbation_scores(run, progress) -> Scored:
         scorer, p0 = _scorer(run)
     except ValueError as e:
         return Scored(maps, {k: MapScores(undefined=str(e)) for k in maps}, None, None)
-    total = score_work(options, len(maps), x, p0 is not None)
-    total += len(units or ()) * len(maps)
+    scored = sum(not is_constant(m) for m in maps.values())  # constant maps: undefined
+    total = score_work(options, scored, x, p0 is not None) + len(units or ()) * scored
     forwarder = Forwarder(scorer, x, options.batch_size, progress, total)
     boxes = None
     if run.request.metric_boxes:

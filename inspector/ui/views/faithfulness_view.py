@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QStackedWidget,
     QVBoxLayout,
@@ -54,6 +55,7 @@ EMPTY_TEXT = ("Score the map shown to see whether to believe it: deletion and in
               "Score every method to compare them all.")
 DISAGREE_STYLE = "color: #ef6c00; font-weight: 600;"
 RISE = "RISE (deletion to zero, insertion from blur)"
+BASELINE_CHARS = 12
 
 
 class FaithfulnessView(FrameView):
@@ -93,6 +95,11 @@ class FaithfulnessView(FrameView):
         for name in BASELINES:
             self.baseline.addItem(f"{name} (both curves)", name)
         self.baseline.setToolTip("What deletion puts in and insertion starts from")
+        # The pane must fit the right-hand column the CAM pane sets: the list may show less
+        # than its longest entry (its popup shows it whole).
+        self.baseline.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.baseline.setMinimumContentsLength(BASELINE_CHARS)
         self.road_box = QCheckBox("ROAD")
         self.road_box.setChecked(True)
         self.road_box.setToolTip("ROAD's imputations solve a sparse system per percentile: "
@@ -104,7 +111,11 @@ class FaithfulnessView(FrameView):
         self.progress_bar = QProgressBar()
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setMaximumHeight(10)
+        self.progress_bar.setMinimumWidth(30)
         self.progress_label = QLabel()
+        self.progress_label.setSizePolicy(QSizePolicy.Policy.Ignored,
+                                          QSizePolicy.Policy.Preferred)
+        self.progress_label.setMinimumWidth(0)
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setWordWrap(True)

@@ -53,7 +53,8 @@ def method_of(key: Any) -> str:
 def score_work(options: MetricOptions, maps: int, x: torch.Tensor, p0_known: bool) -> int:
     """The progress units score_maps reports for `maps` maps of x (not the sanity check's)."""
     positions = x.shape[-2] * x.shape[-1]
-    work = 0 if p0_known else 1
+    needs_p0 = options.asks(DELETION) or options.asks(INSERTION) or options.asks(AVGDROP)
+    work = 1 if needs_p0 and not p0_known else 0
     if options.asks(DELETION) or options.asks(INSERTION):
         same = options.deletion_baseline == options.insertion_baseline
         work += curve_forwards(maps, positions, options.steps, same)
