@@ -85,9 +85,9 @@ def variants(model, x, batch: int) -> dict:
     out = {"floor39": floor(39), "floor40": floor(40), "ours_zero": ours("zero"),
            "ours_rise": ours(None)}
     try:
-        from tests.core.metric_refs import torchcam_deletion_insertion
-
         import torchcam  # noqa: F401
+
+        from tests.core.metric_refs import torchcam_deletion_insertion
     except ImportError as e:
         print(f"torch-cam not installed ({e}): its columns are skipped", file=sys.stderr)
         return out

@@ -12,6 +12,7 @@
     similarity.py   Spearman rank correlation and SSIM of two maps
     sanity.py       cascading randomisation of a copy of the model (Adebayo et al. 2018)
     sanity_maps.py  how the sanity check makes the maps again on the randomised copy
+    maps.py         the map scored for a CAM and for an attribution; constant maps
     results.py      one map's scores (MapScores), as the JSON of analyse writes them
     score_maps.py   every metric asked for, for every map of one image
     ranking.py      which method each metric ranks best, and whether they disagree
