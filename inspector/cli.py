@@ -266,10 +266,9 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _tree(args: argparse.Namespace) -> int:
-    import torch
-
-    from inspector.core.models.load import load_model
-    from inspector.core.models.tree import HAZARD_TEXT, build_tree
+    from inspector.core.models.files import ModelLoadError
+    from inspector.core.models.load import load_model, probe_tree
+    from inspector.core.models.tree import HAZARD_TEXT
     from inspector.core.run.runtime import apply_thread_setting
 
     apply_thread_setting()  # this command runs the model without a Session
@@ -287,7 +286,11 @@ def _tree(args: argparse.Namespace) -> int:
     if not loaded.pretrained:
         _error(RANDOM_WEIGHTS_NOTE.format(name=loaded.name))
     h, w = loaded.preprocess.crop_size
-    tree = build_tree(loaded.model, torch.zeros(1, 3, h, w, device=loaded.device))
+    try:
+        tree = probe_tree(loaded)  # the model on its own input size, as the window probes it
+    except ModelLoadError as e:  # the model's fault: one sentence, as for a load
+        _error(str(e))
+        return 1
     print(f"{loaded.description}; input 1 x 3 x {h} x {w}; "
           f"{tree.root.params_total:,} parameters")
     seen: set[str] = set()

@@ -92,6 +92,8 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         entry["error"] = f"{source}: cannot preprocess ({type(e).__name__}: {e})"
         return
     path, frame = source.path, source.frame
+    if image.info.get("size_note"):  # a picture too big to need every pixel: said once
+        entry["note"] = f"{path.name} was {image.info['size_note']}"
     label = path.name if frame is None else f"{path.name} frame {frame}"
     reference = None
     if compared is not None:

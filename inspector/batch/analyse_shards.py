@@ -39,8 +39,7 @@ def run_shards(a, session, loaded, sources: list[Source], store, done: set[int],
             def on_shard(result: dict) -> None:
                 write_shard_files(a.out, result, tb)
                 for entry in result["images"]:
-                    if entry["error"]:
-                        bar.write(f"skipped {entry['error']}", file=sys.stderr)
+                    _say(bar, entry)
                 save(result["shard"], {"images": result["images"],
                                        "compared": result["compared"]})
                 bar.update(len(result["images"]))
@@ -56,8 +55,7 @@ def run_shards(a, session, loaded, sources: list[Source], store, done: set[int],
                 for i in shard_range(shard, n, a.shard_size):
                     entry, compared = analyse_image(session, loaded, a.job, sources[i],
                                                     names[i], a.out, i, tb, videos)
-                    if entry["error"]:
-                        bar.write(f"skipped {entry['error']}", file=sys.stderr)
+                    _say(bar, entry)
                     partial["images"].append(entry)
                     if compared is not None:
                         partial["compared"].append(compared)
@@ -68,3 +66,11 @@ def run_shards(a, session, loaded, sources: list[Source], store, done: set[int],
                     kept.clear()
     finally:
         bar.close()
+
+
+def _say(bar, entry: dict) -> None:
+    """An image's failure, or its note (decoded reduced), on stderr above the progress bar."""
+    if entry["error"]:
+        bar.write(f"skipped {entry['error']}", file=sys.stderr)
+    elif entry.get("note"):
+        bar.write(f"note: {entry['note']}", file=sys.stderr)

@@ -396,3 +396,13 @@ def test_a_factory_that_exits_or_interrupts_itself_is_one_sentence(body, says, i
         assert done.returncode == 1, (command, done.stderr)
         assert says in done.stderr and "net.py:build()" in done.stderr, done.stderr
         assert "interrupted" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_tree_of_a_model_that_fails_on_its_input_is_one_sentence(tmp_path):
+    """`tree` probed the model outside the loader's check, and a failing forward ended in a
+    traceback."""
+    net = tmp_path / "flat.py"
+    net.write_text("import torch\n\n\ndef build():\n    return torch.nn.Linear(10, 2)\n")
+    done = run_cli("tree", "--model", f"{net}:build")
+    assert done.returncode == 1, done.stderr
+    assert "fails on an input of 1 x 3 x 224 x 224" in done.stderr and "Traceback" not in done.stderr

@@ -4,6 +4,7 @@ one line that says so instead of Pillow's DecompressionBombWarning (core.inputs.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,3 +97,26 @@ def test_an_image_under_the_threshold_is_decoded_in_full(tmp_path, lower_limits)
     Image.fromarray(gradient(60, 60)).save(tmp_path / "small.png")  # 3,600 pixels
     img, seen = load_quietly(tmp_path / "small.png")
     assert seen == [] and img.size == (60, 60) and img.info["load_notes"] == ()
+
+
+def test_analyse_says_which_images_it_decoded_reduced(tmp_path, monkeypatch, capsys):
+    """The window said so in its status bar; `analyse` said nothing. (The app's limits are
+    lowered, not Pillow's: the model input's resize makes a picture over those.)"""
+    import json
+
+    from inspector import cli
+
+    monkeypatch.setattr(images, "MAX_PIXELS", 8_000)
+    monkeypatch.setattr(images, "LARGE_PIXELS", 4_000, raising=False)
+
+    Image.fromarray(gradient(100, 60)).save(tmp_path / "big.png")
+    Image.fromarray(gradient(40, 30)).save(tmp_path / "small.png")
+    out = tmp_path / "out"
+    assert cli.main(["analyse", "--quiet", "--no-tensorboard", "--out", str(out),
+                     str(tmp_path / "big.png"), str(tmp_path / "small.png")]) == 0
+    err = capsys.readouterr().err
+    assert "note: big.png was decoded at 1/2 scale: the file is 100 x 60" in err, err
+    assert "small.png was" not in err
+    entries = {Path(e["path"]).name: e for e in json.loads((out / "summary.json").read_text())["images"]}
+    assert entries["big.png"]["note"].startswith("big.png was decoded at 1/2 scale")
+    assert "note" not in entries["small.png"]

@@ -408,3 +408,44 @@ def test_other_hf_families_run_with_cams_at_their_default_layer(session, tmp_pat
         backbone = layer.split(".")[0]
         with pytest.raises(ValueError, match=f"does not depend on layer '{backbone}'"):
             compute_cams(loaded.model, loaded.preprocess(image)[None], layer=backbone)
+
+
+def tiny_vit_config(**changes):
+    return transformers.ViTConfig(**{
+        "image_size": 32, "patch_size": 8, "num_hidden_layers": 1, "hidden_size": 32,
+        "num_attention_heads": 2, "intermediate_size": 64, "num_labels": 3, **changes})
+
+
+def test_an_hf_folder_without_a_processor_runs_at_its_config_image_size(tmp_path):
+    """It was fed ImageNet's 224 pixels, which a 32-pixel ViT cannot take: `tree` ended in a
+    traceback."""
+    folder = tmp_path / "vit32"
+    transformers.ViTForImageClassification(tiny_vit_config()).save_pretrained(folder)
+    loaded = load_model(ModelSpec(name=f"hf:{folder}", device="cpu"))
+    assert loaded.preprocess.crop_size == (32, 32)
+    assert any("resized to 32 pixels" in note for note in loaded.notes)
+    from test_cli import run_cli  # the command in a process of its own
+
+    done = run_cli("tree", "--model", f"hf:{folder}")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_an_hf_folder_whose_tensors_do_not_fit_its_config_is_one_sentence(tmp_path, capfd):
+    """transformers printed its whole load report (a coloured table) and our sentence ended
+    with its 'look at the above report!'."""
+    import json
+
+    folder = tmp_path / "mismatch"
+    transformers.ViTForImageClassification(tiny_vit_config()).save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_size=48, intermediate_size=96)
+    (folder / "config.json").write_text(json.dumps(config))
+    capfd.readouterr()
+    with pytest.raises(ModelLoadError) as info:
+        load_model(ModelSpec(name=f"hf:{folder}", device="cpu"))
+    message = str(info.value)
+    assert "of its tensors do not fit the shapes its config.json gives" in message, message
+    assert "above report" not in message and "\x1b" not in message
+    assert "MISMATCH" in info.value.details  # the report, whole, for the Details button
+    printed = capfd.readouterr()
+    assert "MISMATCH" not in printed.err and "MISMATCH" not in printed.out

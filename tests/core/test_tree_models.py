@@ -176,3 +176,10 @@ def test_a_program_registers_its_own_family_and_its_name_wins(monkeypatch):
     assert (loaded.family, loaded.categories) == ("mine", ["a", "b"])  # not torchvision's
     assert [f.name for f in model_table.families()].count("mine") == 1
     assert "second" in list_models() and "first" not in list_models()
+
+
+def test_random_weights_are_said_once():
+    """The description said RANDOM weights and a note said it again, in the same line."""
+    loaded = load_model(ModelSpec(name="resnet18", device="cpu", seed=1))
+    assert not loaded.pretrained and "RANDOM weights" in loaded.description
+    assert not any("random weights" in note.lower() for note in loaded.notes), loaded.notes

@@ -162,7 +162,9 @@ def test_cancel_mid_run_keeps_the_window_usable_and_resume_finishes_the_atlas(
     atlas.runner.progress.disconnect(cancel_after_the_first_batch)
     result = ended.args[0]
     assert result.status == "cancelled", result.messages
-    assert "cancelled" in dialog.status.text() and "--resume" in dialog.status.text()
+    said = dialog.status.text()
+    assert "cancelled" in said and "tick Resume" in said and "--resume" not in said, said
+    assert dialog.progress.value() >= 1  # the bar stays where the run stopped
     assert not (out / "atlas.json").exists()
     kept = sorted((out / "shards").glob("shard-*.pt"))
     assert 1 <= len(kept) < len(demo_samples)  # stopped mid-run, finished shards kept

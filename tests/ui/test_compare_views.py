@@ -348,3 +348,13 @@ def test_clicking_a_module_in_the_divergence_plot_selects_it_in_the_tree(
     assert window.tree.current_module() != "features.3"
     click_module(qtbot, view, 1)
     assert window.tree.current_module() == "features.3"
+
+
+def test_a_tiny_change_of_probability_is_not_shown_as_none():
+    """0.65 % -> 0.61 % read "0.0 pp", in red."""
+    from inspector.ui.views.predictions_view import _points
+
+    assert _points(-0.0004) == "\u22120.04"
+    assert _points(0.0004) == "+0.04"
+    assert _points(0.00001) == "0.0" and _points(0.0) == "0.0"
+    assert _points(0.152) == "+15.2"

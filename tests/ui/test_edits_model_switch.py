@@ -4,7 +4,7 @@ bar and the Edits dock say which edits were kept, changed or dropped, and why.""
 
 from __future__ import annotations
 
-from test_main_window import make_window, wait_run, write_png  # noqa: F401
+from test_main_window import TINY, make_window, wait_run, write_png  # noqa: F401
 
 # A model of another input size (a crop of 112 after resizing the shorter side to 128,
 # against tiny_models' 64 after 72), with a 4-channel features.0 and no features.3.
@@ -87,4 +87,34 @@ def test_switching_models_moves_occlusions_with_the_picture_and_says_what_was_dr
     assert rows[0].check.text() == moved.describe()
     assert not window.history.canUndo()
     dock.note_close.click()
+    assert not dock.note.isVisibleTo(dock)
+
+
+def test_the_note_goes_once_no_edit_is_left(make_window, qtbot, tmp_path):  # noqa: F811
+    """It stayed after Clear all, and after later switches that carried no edits."""
+    window = make_window(images=[write_png(tmp_path / "x.png")])
+    wait_run(qtbot, window)
+    dock = window.docks["edits"].widget()
+    factory = tmp_path / "larger.py"
+    factory.write_text(LARGER_INPUT)
+
+    def switch(spec) -> None:
+        generation = window._model_generation
+        window.control.load_model(window.control.make_spec(**spec))
+        qtbot.waitUntil(lambda: window._model_generation > generation, timeout=60_000)
+        wait_run(qtbot, window)
+
+    window.edit_actions.replace_with_mean("features.3")  # the larger model has none
+    wait_run(qtbot, window)
+    switch({"name": None, "factory": f"{factory}:build"})
+    assert dock.note.isVisibleTo(dock) and len(window.edits) == 0  # dropped, and said so
+    switch(TINY)  # back, with no edit to carry: the note is old news
+    assert not dock.note.isVisibleTo(dock)
+
+    window.edit_actions.zero_channel("features.0", 1)
+    window.edit_actions.replace_with_mean("features.3")
+    wait_run(qtbot, window)
+    switch({"name": None, "factory": f"{factory}:build"})
+    assert dock.note.isVisibleTo(dock) and len(window.edits) == 1
+    window.window_edits.clear_action.trigger()  # Clear all: nothing left to speak of
     assert not dock.note.isVisibleTo(dock)

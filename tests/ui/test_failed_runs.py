@@ -7,9 +7,12 @@ from __future__ import annotations
 import re
 
 from PIL import Image
+from PySide6.QtCore import Qt
 from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
 from inspector.core.run.frames import ProgressFrame
+from inspector.core.run.kinds import OUTPUT
+from inspector.ui.module_tree.cells import COL_MEAN, compact
 from inspector.ui.run.progress import format_time_left, progress_text, time_left
 from inspector.ui.window import errors as error_messages
 
@@ -213,6 +216,21 @@ def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_
     assert cam.choice()[0].run_id == edited and cam.stack.currentWidget() is cam.view
     assert f"run {edited}</b> (run {store.current_run} was cancelled)" in cam.header.text()
     assert "Score-CAM at features not computed</i>" in cam.header.text()  # not "yet"
+    # The module tree's statistics are the edited run's too, and its headers say so (its
+    # rows kept the cancelled run's numbers, unlabelled).
+    model = window.tree.model
+    qtbot.waitUntil(lambda: "was cancelled" in (model.headerData(
+        COL_MEAN, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole) or ""),
+        timeout=TIMEOUT)
+    tip = model.headerData(COL_MEAN, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+    assert f"of run {edited}, the last complete run (run {store.current_run} was cancelled)" in tip
+    assert model.headerData(COL_MEAN, Qt.Orientation.Horizontal,
+                            Qt.ItemDataRole.FontRole).italic()
+    for name in ("features.0", "head"):
+        shown = store.latest_tensor(name, OUTPUT)
+        assert shown.run_id == edited
+        cell = model.data(model.index_of(name, COL_MEAN), Qt.ItemDataRole.DisplayRole)
+        assert cell == compact(shown.stats.mean), (name, cell)
     window.grab().save(str(tmp_path / "after-pass.png"))
 
 
@@ -255,6 +273,14 @@ def test_the_before_and_after_passes_are_named_with_one_estimate_for_both(qtbot)
     assert progress_bar(before, "before") == (96, 1024)
     after = ProgressFrame(2, "Score-CAM", 32, 512, 1.6)
     assert progress_text(after, 0.0, "after") == "Score-CAM after 32/512, about 24 s left in all"
+    # Going on at the pace of both passes: a slow start of the after pass (0.1 s a forward
+    # for its first 8) does not make the estimate jump (it said 48 s from 8 forwards alone).
+    done_before = ProgressFrame(1, "Score-CAM", 512, 512, 25.6)
+    slow_start = ProgressFrame(2, "Score-CAM", 8, 512, 0.8)
+    assert progress_text(slow_start, 0.0, "after") == \
+        "Score-CAM after 8/512, about 50 s left in all"
+    assert progress_text(slow_start, 0.0, "after", done_before) == \
+        "Score-CAM after 8/512, about 26 s left in all"
     assert progress_bar(after, "after") == (544, 1024)
 
     bar = QStatusBar()

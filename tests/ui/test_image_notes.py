@@ -54,3 +54,25 @@ def test_a_bad_image_on_the_command_line_is_the_message_a_dropped_one_gives(
                     timeout=TIMEOUT)
     assert window.reporter.last_message == f"Could not open {name}: {reason}"
     assert window.images.list.count() == 0
+
+
+def test_a_large_image_given_at_launch_keeps_its_note_beside_the_loaded_line(
+        qtbot, tmp_path, monkeypatch):
+    """Listed before the model loaded, its note was replaced by "Loaded …" before it could
+    be read."""
+    from inspector.core.run.session import Session
+
+    monkeypatch.setattr(images, "MAX_PIXELS", 8_000)
+    monkeypatch.setattr(images, "LARGE_PIXELS", 4_000, raising=False)
+    path = tmp_path / "panorama.png"
+    Image.fromarray(np.full((60, 100, 3), 120, np.uint8)).save(path)
+    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
+    qtbot.addWidget(window)
+    window.build_views()
+    window.show()
+    window.start([str(path)], dict(TINY), session=Session())
+    qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
+    line = window.reporter.label.text()
+    assert line.startswith("Loaded ") and "panorama.png was decoded at 1/2 scale" in line, line
+    caption = window.images.caption.text()
+    assert "50 × 30 (decoded from 100 × 60)" in caption, caption

@@ -11,7 +11,10 @@ user's explicit consent, as for pickles.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging as pylogging
 from pathlib import Path
 
 import torch
@@ -74,22 +77,14 @@ def load(spec, device: torch.device) -> LoadedModel:
     if needs_remote_code(folder) and not trust:
         raise ModelLoadError(f"{folder.name} holds its own model code (auto_map in "
                              f"config.json): loading it runs that code. {REMOTE_CODE_HINT}")
-    logging = transformers.utils.logging
-    bars = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()  # "Loading weights: 100%" on a command's stderr
-    try:
-        model = transformers.AutoModelForImageClassification.from_pretrained(
-            str(folder), attn_implementation="eager", local_files_only=True,
-            trust_remote_code=trust)
-    except Exception as e:  # noqa: BLE001 - transformers' reasons are many; one line each
-        raise ModelLoadError(
-            f"transformers could not load {folder.name} as an image classifier: "
-            f"{type(e).__name__}: {short_message(str(e))}",
-            clean_message(str(e))) from None
-    finally:
-        if bars:
-            logging.enable_progress_bar()
-    pre, notes = _preprocess(transformers, folder, trust)
+    with _quiet(transformers) as report:
+        try:
+            model = transformers.AutoModelForImageClassification.from_pretrained(
+                str(folder), attn_implementation="eager", local_files_only=True,
+                trust_remote_code=trust)
+        except Exception as e:  # noqa: BLE001 - transformers' reasons are many; one line each
+            raise _load_error(folder, e, report.getvalue()) from None
+    pre, notes = _preprocess(transformers, folder, trust, model.config)
     id2label = dict(getattr(model.config, "id2label", None) or {})
     n = int(getattr(model.config, "num_labels", 0) or len(id2label))
     categories = [str(id2label.get(i, id2label.get(str(i), f"class {i}"))) for i in range(n)]
@@ -106,13 +101,55 @@ def load(spec, device: torch.device) -> LoadedModel:
     )
 
 
-def _preprocess(transformers, folder: Path, trust: bool) -> tuple[Preprocess, list[str]]:
-    """The folder's AutoImageProcessor as a Preprocess; without one, ImageNet's defaults
-    at the model's image size, said in a note."""
+@contextlib.contextmanager
+def _quiet(transformers):
+    """transformers' own output kept off the user's terminal while a model loads: its
+    progress bars ("Loading weights: 100%") and its load report (a table of every tensor
+    that did not fit, in colour), which is kept for the error's details instead."""
+    logging = transformers.utils.logging
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    report = io.StringIO()
+    handler = pylogging.StreamHandler(report)
+    logging.disable_default_handler()
+    logging.add_handler(handler)
+    try:
+        yield report
+    finally:
+        logging.remove_handler(handler)
+        logging.enable_default_handler()
+        if bars:
+            logging.enable_progress_bar()
+
+
+def _load_error(folder: Path, e: Exception, report: str) -> ModelLoadError:
+    """One sentence; a load report (tensors whose shapes do not fit the config) is summed
+    up in it and kept whole in the details."""
+    report = clean_message(report)
+    mismatched = [line.split("|")[0].strip() for line in report.splitlines()
+                  if "| MISMATCH" in line]
+    if mismatched:
+        reason = (f"{len(mismatched)} of its tensors do not fit the shapes its config.json "
+                  f"gives ({', '.join(mismatched[:2])}{', ...' if len(mismatched) > 2 else ''})")
+    else:
+        reason = f"{type(e).__name__}: {short_message(str(e))}"
+    return ModelLoadError(f"transformers could not load {folder.name} as an image classifier: "
+                          f"{reason}", "\n".join(filter(None, [report, clean_message(str(e))])))
+
+
+def _preprocess(transformers, folder: Path, trust: bool, config=None
+                ) -> tuple[Preprocess, list[str]]:
+    """The folder's AutoImageProcessor as a Preprocess; without one, ImageNet's mean and
+    std at the model's own image size (config.image_size), said in a note."""
 
     if not (folder / "preprocessor_config.json").is_file():
-        return DEFAULT_PREPROCESS, [f"{folder.name} has no preprocessor_config.json: the "
-                                    f"input is resized and normalised as for ImageNet."]
+        side = getattr(config, "image_size", None)
+        pre = DEFAULT_PREPROCESS
+        if isinstance(side, int) and side > 0 and (side, side) != pre.crop_size:
+            pre = Preprocess(crop_size=(side, side), resize_size=side * 256 // 224,
+                             mean=pre.mean, std=pre.std)
+        return pre, [f"{folder.name} has no preprocessor_config.json: the input is resized "
+                     f"to {pre.crop_size[0]} pixels and normalised as for ImageNet."]
     try:
         processor = transformers.AutoImageProcessor.from_pretrained(
             str(folder), local_files_only=True, trust_remote_code=trust)

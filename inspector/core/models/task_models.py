@@ -64,7 +64,6 @@ def load(spec: ModelSpec, device: torch.device) -> LoadedModel:
         model = torchvision.models.get_model(name, weights=None, weights_backbone=None,
                                              num_classes=len(categories))
         desc = f"{name} (RANDOM weights: no pretrained file in {Path(torch.hub.get_dir())})"
-        notes.append(f"No pretrained weights for {name} on this machine; using random weights.")
     pre = preprocess_for(model, task, weights.transforms())
     return LoadedModel(model=model, name=name, description=desc, pretrained=cached is not None,
                        categories=categories, preprocess=pre, device=device,

@@ -92,8 +92,6 @@ def load(spec, device: torch.device) -> LoadedModel:
             str(cached), True
     else:
         desc, source, pretrained = f"timm {name} (RANDOM weights: not in the HF cache)", "", False
-        notes.append(f"No pretrained weights for timm {name} on this machine; using random "
-                     f"weights.")
     pre, pre_note = timm_preprocess(timm.data.resolve_data_config(model=model))
     if pre_note:
         notes.append(pre_note)

@@ -72,7 +72,6 @@ def load(spec: ModelSpec, device: torch.device) -> LoadedModel:
         model = torchvision.models.get_model(name, weights=None)
         _reinit_zero_heads(model, notes)
         desc = f"{name} (RANDOM weights: no pretrained file in {Path(torch.hub.get_dir())})"
-        notes.append(f"No pretrained weights for {name} on this machine; using random weights.")
     return LoadedModel(
         model=model,
         name=name,

@@ -208,7 +208,8 @@ class AtlasDialog(QDialog):
 
     def _finished(self, result: AtlasResult) -> None:
         self._set_running(False)
-        self.progress.setRange(0, 1)
+        if result.status != "cancelled":  # a cancel leaves the bar where the run stopped
+            self.progress.setRange(0, 1)
         if result.status == "ok":
             self.progress.setValue(1)
             self.status.setText(result.message if result.code else "Done.")
@@ -216,7 +217,8 @@ class AtlasDialog(QDialog):
             if result.code == 0:
                 self.accept()
             return
-        self.progress.setValue(0)
+        if result.status == "failed":
+            self.progress.setValue(0)
         self.status.setText(_sentence(result.message or "the atlas failed"))
 
     def _set_running(self, running: bool) -> None:

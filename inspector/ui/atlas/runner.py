@@ -48,8 +48,11 @@ class AtlasResult:
 
     @property
     def message(self) -> str:
-        """The one sentence the window says: the last thing the command said."""
-        return self.messages[-1] if self.messages else ""
+        """The one sentence the window says: the last thing the command said, in the
+        window's words (Resume is a box of the dialog here, not the --resume flag)."""
+        said = self.messages[-1] if self.messages else ""
+        return said.replace("run again with --resume to continue",
+                            "tick Resume in File ▸ New atlas… and run it again to continue")
 
 
 def atlas_options(request: AtlasRequest, warn, on_progress, cancel):

@@ -54,6 +54,8 @@ class WindowEdits(QObject):
         from inspector.core.edits.interventions import Occlude
 
         ctx = self.ctx
+        if not len(self.edits):
+            self.view.set_note("")  # Clear all, or the last edit deleted: no note about them
         ctx.tree.model.set_edits({name: tuple(e.describe() for e in edits)
                                   for name, edits in self.edits.by_module().items()})
         ctx.images.set_occlusions(e.intervention.box for e in self.edits.enabled()
@@ -80,6 +82,7 @@ class WindowEdits(QObject):
         ctx.images.set_preprocess(loaded.preprocess)
         edits = list(self.edits)
         if not edits:
+            self.view.set_note("")  # what became of earlier edits is old news by now
             return ""
         carried = carry_edits([e.intervention for e in edits], tree, loaded.preprocess, old,
                               ctx.images.picture_size(), model)

@@ -19,7 +19,7 @@ from typing import Any
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon, QImage, QKeySequence, QPixmap, QShortcut
-from PySide6.QtWidgets import QListView, QListWidget, QListWidgetItem, QMenu, QWidget
+from PySide6.QtWidgets import QListView, QListWidget, QListWidgetItem, QMenu, QStyle, QWidget
 
 from inspector.core.inputs.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
 from inspector.core.inputs.video import first_frame, is_video
@@ -38,11 +38,13 @@ class ImageEntry:
     name: str
     path: Path | None
     image: Any = None  # PIL image: a pasted picture, or the video frame being run
-    size: tuple[int, int] = (0, 0)
+    size: tuple[int, int] = (0, 0)  # the picture as decoded (what the model is given)
     video: Any = None  # core.inputs.video_reader.VideoInfo of a listed video file
     # The video frame's model input, made with `image` on the decoding thread
     # (core.inputs.preprocess.PreparedImage); set and cleared with `image`.
     prepared: Any = None
+    # A picture decoded reduced (core.inputs.images' size_note): the file's own size.
+    file_size: tuple[int, int] | None = None
 
     @property
     def source(self):
@@ -78,7 +80,10 @@ class ImageList(QListWidget):
         self.setGridSize(QSize(THUMB + 24, THUMB + 22))
         self.setUniformItemSizes(True)
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.setFixedHeight(THUMB + 44)
+        # A row of thumbnails with their names, and room for the scrollbar under them (as
+        # tall as the style makes it: a fixed allowance cut the names off under some styles).
+        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+        self.setFixedHeight(THUMB + 22 + bar + 2 * self.frameWidth() + 6)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._context_menu)
@@ -152,7 +157,10 @@ class ImageList(QListWidget):
                 continue
             if image.info.get("size_note"):
                 self._batch_notes.append(f"{path.name} was {image.info['size_note']}")
-            entry = ImageEntry(path.name, path, None, image.size, info)
+            source = image.info.get("source_size")
+            entry = ImageEntry(path.name, path, None, image.size, info,
+                               file_size=tuple(source) if source and tuple(source) !=
+                               image.size else None)
             self._append(entry, qimage_from_pil(_thumbnail(image)))
             self._batch_added.append(str(path))
             if self._select_next_added:

@@ -269,9 +269,12 @@ class ImagePane(QWidget):
             except ImageLoadError as e:  # the file changed on disk since it was listed
                 self.failed.emit(f"Could not open {e.path.name}: {e.reason}", str(e))
             w, h = entry.size
-            self.caption.setText(f"{entry.name}  ·  {w} × {h}")
+            size = f"{w} × {h}"
+            if entry.file_size is not None:  # decoded reduced: the file is bigger
+                size += f" (decoded from {entry.file_size[0]} × {entry.file_size[1]})"
+            self.caption.setText(f"{entry.name}  ·  {size}")
             # A narrow pane cuts the caption off: the tooltip has all of it.
-            self.caption.setToolTip(f"{entry.path or entry.name}\n{w} × {h} pixels")
+            self.caption.setToolTip(f"{entry.path or entry.name}\n{size} pixels")
         else:
             self.caption.clear()
         self._refresh()

@@ -91,6 +91,9 @@ class ModuleTreeModel(QAbstractItemModel):
         self._last_flush = 0.0
         self._run_complete = True
         self._edited_stats = False  # whether the statistics shown are of an edited run
+        # The current run was cancelled: the rows show the last complete run's statistics,
+        # the statistics headers in italics and their tooltips say which run.
+        self._showing_cancel = False
         self.subscription = self.store.subscribe(
             self._stats_stored, STATS_KINDS, modules=(), on_run=self._run_changed,
             on_clear=self._store_cleared)
@@ -201,6 +204,15 @@ class ModuleTreeModel(QAbstractItemModel):
     def _run_changed(self, frame) -> None:
         if isinstance(frame, RunFinished):
             self._run_complete = True
+            if frame.status == "cancelled" or self._showing_cancel:
+                # A cancel puts the rows back on the last complete run (the store's shown
+                # run), and a later run takes them off it: every row is read again.
+                self._showing_cancel = self.store.cancelled
+                self.cells.forget()
+                self._rows_run = self.store.latest_run(STATS_KINDS)
+                self._dirty.update(self._names)
+                self.headerDataChanged.emit(Qt.Orientation.Horizontal, STATS_COLUMNS[0],
+                                            STATS_COLUMNS[-1])
         elif frame.run_id != self.store.baseline_run:  # the unedited run is never shown here
             edited = bool(frame.edits)
             if edited != self._edited_stats:
@@ -278,11 +290,21 @@ class ModuleTreeModel(QAbstractItemModel):
         if role == Qt.ItemDataRole.DisplayRole:
             # The statistics are the edited run's: what the modules after an edit saw.
             return f"{HEADERS[section]} {EDIT_GLYPH}" if edited else HEADERS[section]
+        if role == Qt.ItemDataRole.FontRole and self._showing_cancel and section in STATS_COLUMNS:
+            font = QGuiApplication.font()
+            font.setItalic(True)
+            return font
         if role == Qt.ItemDataRole.ToolTipRole:
             if section in KIND_COLUMNS:
                 return KIND_TIPS[KIND_COLUMNS[section]]
             tip = HEADER_TIPS.get(section)
-            return f"{tip} ({EDIT_GLYPH}: of the edited run)" if edited and tip else tip
+            if edited and tip:
+                tip = f"{tip} ({EDIT_GLYPH}: of the edited run)"
+            shown = self.store.shown if self._showing_cancel else None
+            if tip and section in STATS_COLUMNS and shown is not None:
+                tip += (f"; of run {shown}, the last complete run (run "
+                        f"{self.store.current_run} was cancelled)")
+            return tip
         return None
 
     def flags(self, index: QModelIndex) -> Qt.ItemFlag:

@@ -10,8 +10,10 @@ for its next report.
 While edits are on, the unedited run (before) may run first, then the edited run (after):
 Score-CAM's masked forwards twice over. Both passes are followed as one run: the text names
 the pass ("Score-CAM before 96/512", "Score-CAM after 32/512"), the bar spans both, and the
-time left is for the whole (the before pass counts the after pass as just as long: the same
-request but for its edits).
+time left is for the whole: the before pass counts the after pass as just as long (the same
+request but for its edits), and the after pass goes on at the pace of both passes together,
+so that the estimate does not jump when the second pass starts (its first reports alone,
+with few forwards done, overstated its pace).
 """
 
 from __future__ import annotations
@@ -48,14 +50,19 @@ def format_time_left(seconds: float | None) -> str:
     return f"about {seconds / 60:.0f} min left"
 
 
-def progress_text(frame: ProgressFrame, since_frame: float, pass_name: str | None = None) -> str:
+def progress_text(frame: ProgressFrame, since_frame: float, pass_name: str | None = None,
+                  before: ProgressFrame | None = None) -> str:
     """"Score-CAM 10/30, about 4 s left"; with `pass_name` ("before" or "after", see the
-    module docstring), "Score-CAM before 10/30, about 12 s left in all"."""
+    module docstring), "Score-CAM before 10/30, about 12 s left in all". `before`: the last
+    report of the before pass, whose pace the after pass's estimate goes on with."""
     left = time_left(frame, since_frame)
     if pass_name is None:
         return f"{frame.step} {frame.done}/{frame.total}, {format_time_left(left)}"
     if pass_name == BEFORE and left is not None:
         left += frame.elapsed / frame.done * frame.total  # the after pass, as long again
+    elif pass_name == AFTER and before is not None and before.done > 0 and before.elapsed > 0:
+        done, elapsed = before.done + frame.done, before.elapsed + frame.elapsed
+        left = max(0.0, elapsed / done * (frame.total - frame.done) - since_frame)
     return f"{frame.step} {pass_name} {frame.done}/{frame.total}, " \
            f"{format_time_left(left)} in all"
 
@@ -84,6 +91,7 @@ class RunProgress(QObject):
         self._begun = 0.0
         self._received = 0.0  # when `frame` arrived
         self._control = None  # the SessionControl followed (see follow)
+        self._before_frame: ProgressFrame | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self.refresh)
@@ -93,7 +101,8 @@ class RunProgress(QObject):
         """What the status bar says about the current run's progress; None: nothing yet."""
         if self.frame is None or self.clock() - self._begun < SHOW_AFTER_S:
             return None
-        return progress_text(self.frame, self.clock() - self._received, self.pass_name)
+        return progress_text(self.frame, self.clock() - self._received, self.pass_name,
+                             self._before_frame)
 
     @property
     def pass_name(self) -> str | None:
@@ -114,6 +123,7 @@ class RunProgress(QObject):
     def begin(self, run_id: int, before_run: int | None = None) -> None:
         self.stop()  # a bar left by the run this one replaces must not stay on screen
         self.run_id, self.before_run, self.label, self.frame = run_id, before_run, "", None
+        self._before_frame: ProgressFrame | None = None  # the before pass's last report
         self._begun = self.clock()
         self._timer.start()
 
@@ -125,6 +135,8 @@ class RunProgress(QObject):
     def update(self, frame: ProgressFrame) -> None:
         if frame.run_id is None or frame.run_id not in (self.run_id, self.before_run):
             return
+        if frame.run_id == self.before_run and frame.run_id != self.run_id:
+            self._before_frame = frame
         self.frame, self._received = frame, self.clock()
         self.refresh()
 

@@ -87,9 +87,13 @@ def compare_predictions(reference: PredictionFrame, current: PredictionFrame) ->
 
 
 def _points(value: float) -> str:
-    """A change of probability in percentage points, signed ("0.0" has no sign)."""
+    """A change of probability in percentage points, signed ("0.0" has no sign); one that
+    one decimal would show as 0.0 gets two ("\u22120.04"), so that a change drawn in red or
+    green never reads as none."""
     text = f"{100 * value:+.1f}"
-    return "0.0" if text in ("+0.0", "-0.0") else text.replace("-", "\u2212")
+    if text in ("+0.0", "-0.0"):
+        text = f"{100 * value:+.2f}"
+    return "0.0" if text in ("+0.00", "-0.00") else text.replace("-", "\u2212")
 
 
 class ProbabilityDelegate(QStyledItemDelegate):
@@ -369,6 +373,6 @@ def _change_item(change: Change) -> QTableWidgetItem:
     item.setToolTip(f"{text}: the change in percentage points" if change.exact else
                     f"{text}: somewhere in this range of percentage points (the class is "
                     f"not among one run's top classes)")
-    if change.least > 0:
+    if change.least > 0 and _points(change.low) != "0.0":
         item.setForeground(UP_COLOR if change.low > 0 else DOWN_COLOR)
     return item

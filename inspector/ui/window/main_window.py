@@ -74,6 +74,7 @@ class MainWindow(QMainWindow):
         self.model_name = ""
         self.last_run: RunFinished | None = None  # the last of our runs that finished
         self._startup_edits: tuple[str, ...] = ()  # --edit specs, added once a model is loaded
+        self._early_note = ""  # an image's note from before the first model (_image_noted)
         self._gc_freezer = StartupFreezer()
         self._gc_collector = GuiThreadCollector(self)
         self._model_generation = 0  # counts ModelLoaded frames
@@ -146,7 +147,7 @@ class MainWindow(QMainWindow):
         self.images.imageSelected.connect(self.runs.show)
         self.images.imageSelected.connect(lambda _entry: self.reporter.resolved())
         self.images.failed.connect(self.reporter.report)
-        self.images.noted.connect(lambda note: self.reporter.info(note, 20000))
+        self.images.noted.connect(self._image_noted)
         self.images.stretchChanged.connect(lambda on: self.run_settings.update(stretch=on))
         # Detection and segmentation models: boxes and masks on the image, a box clicked
         # makes it the target (core.tasks).
@@ -222,8 +223,10 @@ class MainWindow(QMainWindow):
         self.model_name = frame.name
         self.overlay.hide()
         self.status.busy.hide()
-        # Notes (random weights, statistics on a slower path, edits dropped) stay longer.
-        notes = [*frame.notes, self.window_edits.keep_for(frame.tree)]
+        # Notes (random weights, statistics on a slower path, edits dropped, an image listed
+        # before the model and decoded reduced) stay longer.
+        notes = [*frame.notes, self.window_edits.keep_for(frame.tree), self._early_note]
+        self._early_note = ""
         notes = [n for n in notes if n]
         message = " ".join([f"Loaded {frame.description}.", *notes])
         self.reporter.info(message, timeout_ms=20000 if notes else 6000)
@@ -261,6 +264,13 @@ class MainWindow(QMainWindow):
         self.run_settings.update(quiet=quiet, cam_layer=cam.layer)
 
     # -- runs ----------------------------------------------------------------------------------
+    def _image_noted(self, note: str) -> None:
+        """A listed image was decoded reduced: said at once, and again with the model's
+        "Loaded" line when it came before the model (that line would replace it unread)."""
+        if not self.model_name:
+            self._early_note = note
+        self.reporter.info(note, 20000)
+
     def _module_selected(self, name: str) -> None:
         for key in ("activation", "gradient"):
             if key in self.views:
