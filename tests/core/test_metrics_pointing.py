@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inspector.core.explain.metrics.pointing import boxes_mask, pointing
+from inspector.core.explain.metrics.pointing import boxes_mask, pointing, pointing_in_mask
 from inspector.core.inputs.preprocess import Preprocess
 
 
@@ -64,3 +64,22 @@ def test_undefined_cases_say_why():
     assert pointing(m, [[30, 30, 40, 40]]).undefined == "no box covers any pixel of the picture"
     flat = pointing(np.zeros((20, 20), np.float32), [[0, 0, 5, 5]])
     assert flat.hit is None and "constant" in flat.undefined
+
+
+def test_an_object_mask_scores_as_the_boxes_it_covers():
+    rng = np.random.default_rng(3)
+    m = rng.random((30, 50)).astype(np.float32)
+    boxes = [[4, 6, 18, 20], [30, 2, 44, 9]]
+    mask, _ = boxes_mask(boxes, (50, 30))
+    by_boxes, by_mask = pointing(m, boxes), pointing_in_mask(m, mask.astype(np.uint8) * 255)
+    assert (by_mask.hit, by_mask.point) == (by_boxes.hit, by_boxes.point)
+    assert by_mask.energy == pytest.approx(by_boxes.energy, abs=1e-12)
+    # A mask of any shape, not only boxes: an L whose corner is 15 px from the peak misses.
+    ell = np.zeros((40, 40), bool)
+    ell[20:, 20] = ell[39, 20:] = True
+    far = peak(40, 40, 5, 20)  # 15 px left of the L's upright
+    assert pointing_in_mask(far, ell).hit is False
+    assert pointing_in_mask(peak(40, 40, 6, 20), ell).hit is True
+    assert pointing_in_mask(m, np.zeros((30, 50))).undefined == "the object's mask covers no pixel"
+    with pytest.raises(ValueError, match="must match"):
+        pointing_in_mask(m, np.ones((30, 49)))

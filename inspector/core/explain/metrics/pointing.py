@@ -1,6 +1,6 @@
 """The pointing game (Zhang et al. 2016) with TorchRay's convention, and the energy-based
 pointing game (Wang et al. 2020, Score-CAM), for a map over the picture and the object's
-boxes in the picture's own pixels.
+boxes in the picture's own pixels (`pointing`) or its mask (`pointing_in_mask`).
 
 - Pointing: the map's maximum (the first one in reading order when several tie) is a hit
   when some pixel of the boxes lies strictly closer than `tolerance` pixels to it
@@ -50,20 +50,36 @@ def boxes_mask(boxes: Sequence[Sequence[float]], size: tuple[int, int]
 def pointing(saliency: np.ndarray, boxes: Sequence[Sequence[float]],
              tolerance: int = POINTING_TOLERANCE) -> PointingResult:
     """Pointing and energy of a (height, width) map over the picture for `boxes`."""
-    m = np.asarray(saliency, dtype=np.float64)
-    h, w = m.shape
-    mask, clipped = boxes_mask(boxes, (w, h))
-    note = "a box reaches past the picture's edge: only its part inside counts" if clipped \
-        else None
+    m = np.asarray(saliency)
+    mask, clipped = boxes_mask(boxes, (m.shape[1], m.shape[0]))
     if not mask.any():
         return PointingResult(None, None, None, "no box covers any pixel of the picture")
+    found = pointing_in_mask(m, mask, tolerance)
+    if clipped and found.undefined is None:
+        note = "a box reaches past the picture's edge: only its part inside counts"
+        return PointingResult(found.hit, found.energy, found.point, note=note)
+    return found
+
+
+def pointing_in_mask(saliency: np.ndarray, mask: np.ndarray,
+                     tolerance: int = POINTING_TOLERANCE) -> PointingResult:
+    """Pointing and energy of a (height, width) map over the picture for the object's mask
+    (height, width; nonzero = the object), e.g. a segmentation's ground truth."""
+    m = np.asarray(saliency, dtype=np.float64)
+    mask = np.asarray(mask) != 0
+    if mask.shape != m.shape:
+        raise ValueError(f"the object's mask is {mask.shape[1]} x {mask.shape[0]} pixels, "
+                         f"the picture {m.shape[1]} x {m.shape[0]}: they must match")
+    if not mask.any():
+        return PointingResult(None, None, None, "the object's mask covers no pixel")
     total = float(m.sum())
     if not np.isfinite(total) or total <= 0 or float(m.max() - m.min()) <= 0:
         return PointingResult(None, None, None, "the map is constant on the picture: it "
                               "points nowhere")
+    h, w = m.shape
     index = int(np.argmax(m))  # the first maximum in reading order
     v, u = divmod(index, w)
     rows, cols = np.nonzero(mask)
     hit = bool(((rows - v) ** 2 + (cols - u) ** 2 < tolerance * tolerance).any())
     energy = float(m[mask].sum()) / total
-    return PointingResult(hit, energy, (u, v), note=note)
+    return PointingResult(hit, energy, (u, v))
