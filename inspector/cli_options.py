@@ -186,7 +186,8 @@ def metric_options(p: argparse.ArgumentParser) -> None:
                         "colour, and insertion from a blur of the input)")
     p.add_argument("--boxes", type=Path, default=None, metavar="FILE.json",
                    help='the pointing game\'s object boxes: {"IMAGE FILE NAME": [[x0, y0, '
-                        'x1, y1], ...]} in the picture\'s own pixels')
+                        'x1, y1], ...]} in the picture\'s own pixels, or instead of the boxes '
+                        '"MASK IMAGE FILE" (nonzero: the object; relative to the JSON file)')
 
 
 def metric_request(args: argparse.Namespace) -> MetricOptions | None:

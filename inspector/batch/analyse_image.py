@@ -16,7 +16,7 @@ from typing import Any
 from inspector.batch.analyse_metrics import metrics_entry
 from inspector.batch.analyse_writers import write_image_files
 from inspector.batch.inputs import Source, VideoFrames
-from inspector.batch.metric_boxes import boxes_for
+from inspector.batch.metric_boxes import boxes_for, mask_for
 from inspector.batch.out_dir import write_failure
 from inspector.core.export.arrays import full_arrays
 from inspector.core.run.frames import ErrorFrame, PredictionFrame
@@ -112,6 +112,7 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         label=label, attributions=tuple(job.attributions),
         attribution_options=job.attribution_options, interventions=job.edits,
         compare_with=reference, metrics=job.metrics, metric_boxes=boxes_for(job.boxes, path),
+        metric_mask=mask_for(job.boxes, path),
     )
     frames = session.channel.drain()
     if reference is not None:

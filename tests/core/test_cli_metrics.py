@@ -77,9 +77,13 @@ def test_bad_metric_options_are_one_sentence_and_exit_2(tmp_path, images, capsys
     flat = _boxes(tmp_path, {"circle_01.png": [1, 2, 3, 4]})
     assert "a box of 'circle_01.png' is 1, not four numbers [x0, y0, x1, y1]" in _refused(
         capsys, _analyse(out, "--metrics", "pointing", "--boxes", str(flat), one))
-    shape = _boxes(tmp_path, {"circle_01.png": "everywhere"})
+    shape = _boxes(tmp_path, {"circle_01.png": 12})
     assert "'circle_01.png' must list its boxes as [[x0, y0, x1, y1], ...]" in _refused(
         capsys, _analyse(out, "--metrics", "pointing", "--boxes", str(shape), one))
+    no_mask = _boxes(tmp_path, {"circle_01.png": "everywhere.png"})
+    assert _refused(capsys, _analyse(out, "--metrics", "pointing", "--boxes", str(no_mask),
+                                     one)).startswith(
+        f"--boxes {no_mask}: the object's mask {tmp_path / 'everywhere.png'} cannot be read")
     other = _boxes(tmp_path, {"nothere.png": [[1, 2, 3, 4]]})
     assert _refused(capsys, _analyse(out, "--metrics", "pointing", "--boxes", str(other),
                                      one)) == (
@@ -154,6 +158,26 @@ def test_summary_metrics_summary_and_csv(tmp_path, images, capsys):
                              "increase", "pointing", "energy_pointing", "undefined"]
     first = entries[0]["metrics"]["gradcam"]
     assert float(rows[0]["deletion"]) == pytest.approx(first["deletion"])
+
+
+def test_a_mask_points_as_the_box_it_fills(tmp_path, images, capsys):
+    from PIL import Image
+
+    mask = np.zeros((128, 128), np.uint8)
+    mask[20:110, 30:100] = 255
+    Image.fromarray(mask).save(tmp_path / "circle_mask.png")
+    one = str(images / "circle_01.png")
+    found = {}
+    for name, value in (("box", [[30, 20, 100, 110]]), ("mask", "circle_mask.png")):
+        boxes = _boxes(tmp_path, {"circle_01.png": value})
+        out = tmp_path / name
+        assert cli.main(_analyse(out, "--metrics", "pointing", "--boxes", str(boxes), one)) == 0
+        found[name] = json.loads((out / "summary.json").read_text())["images"][0]["metrics"]
+    for method in ("gradcam", "saliency"):
+        box, by_mask = found["box"][method], found["mask"][method]
+        assert by_mask["pointing"] == box["pointing"] and by_mask["pointing"] is not None
+        assert by_mask["energy_pointing"] == pytest.approx(box["energy_pointing"], abs=1e-9)
+        assert 0 < by_mask["energy_pointing"] < 1
 
 
 def test_a_zero_baseline_is_both_curves(tmp_path, images, capsys):

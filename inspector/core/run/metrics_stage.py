@@ -25,6 +25,7 @@ from inspector.core.explain.catalog import ATTRIBUTION_LAYER, cam_method
 from inspector.core.explain.metrics.forwards import Forwarder
 from inspector.core.explain.metrics.maps import attribution_saliency, is_constant
 from inspector.core.explain.metrics.names import SANITY
+from inspector.core.explain.metrics.pointing import load_mask
 from inspector.core.explain.metrics.results import MapScores
 from inspector.core.explain.metrics.sanity import (
     CannotCopy,
@@ -97,18 +98,28 @@ def perturbation_scores(run, progress) -> Scored:
     scored = sum(not is_constant(m) for m in maps.values())  # constant maps: undefined
     total = score_work(options, scored, x, p0 is not None) + len(units or ()) * scored
     forwarder = Forwarder(scorer, x, options.batch_size, progress, total)
-    boxes = None
-    if run.request.metric_boxes:
-        size = run.size
-        to_picture = ((lambda m: run.loaded.preprocess.to_original(m, size))
-                      if size is not None else (lambda m: np.asarray(m, np.float32)))
-        boxes = PointingBoxes(run.request.metric_boxes, to_picture)
     try:
-        scores = score_maps(forwarder, x, maps, options, p0=p0, boxes=boxes)
+        scores = score_maps(forwarder, x, maps, options, p0=p0, boxes=_pointing_boxes(run))
     except ValueError as e:  # the output is not what the score reads
         scores = {k: MapScores(undefined=str(e)) for k in maps}
         units = None
     return Scored(maps, scores, forwarder, units)
+
+
+def _pointing_boxes(run) -> PointingBoxes | None:
+    """The request's boxes or mask for the pointing game, and how a map reaches the picture."""
+    request = run.request
+    if not request.metric_boxes and not request.metric_mask:
+        return None
+    size = run.size
+    to_picture = ((lambda m: run.loaded.preprocess.to_original(m, size))
+                  if size is not None else (lambda m: np.asarray(m, np.float32)))
+    if not request.metric_mask:
+        return PointingBoxes(request.metric_boxes, to_picture)
+    try:
+        return PointingBoxes((), to_picture, mask=load_mask(request.metric_mask))
+    except ValueError as e:
+        return PointingBoxes((), to_picture, unreadable=str(e))
 
 
 def finish(run, scored: Scored) -> None:

@@ -73,9 +73,11 @@ class RunRequest:
     # Faithfulness metrics of every map the run makes (core.explain.metrics), computed after
     # them with the run's edits on; None: none. metric_boxes: the object's boxes for the
     # pointing game, [x0, y0, x1, y1] in the picture's pixels (model-input pixels for a
-    # tensor input).
+    # tensor input). metric_mask: instead, an image file of the object's mask at the
+    # picture's size (nonzero: the object).
     metrics: MetricOptions | None = None
     metric_boxes: tuple[tuple[float, float, float, float], ...] = ()
+    metric_mask: str = ""
     topk: int = 5
     label: str = ""
     # 16-bit, 32-bit and float images: False scales them by their type's range (as

@@ -61,6 +61,22 @@ def pointing(saliency: np.ndarray, boxes: Sequence[Sequence[float]],
     return found
 
 
+def load_mask(path: str) -> np.ndarray:
+    """The object's mask in the image file at `path`: (height, width) bool, nonzero pixels
+    (of any channel) the object; ValueError, one sentence, for a file it cannot read."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            one_channel = image.mode in ("1", "L", "I", "I;16", "F")
+            pixels = (np.asarray(image) if one_channel
+                      else np.asarray(image.convert("RGB")).max(axis=-1))
+    except (OSError, UnidentifiedImageError) as e:
+        raise ValueError(f"the object's mask {path} cannot be read as an image "
+                         f"({getattr(e, 'strerror', None) or e})") from e
+    return pixels != 0
+
+
 def pointing_in_mask(saliency: np.ndarray, mask: np.ndarray,
                      tolerance: int = POINTING_TOLERANCE) -> PointingResult:
     """Pointing and energy of a (height, width) map over the picture for the object's mask

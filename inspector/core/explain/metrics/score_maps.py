@@ -29,7 +29,7 @@ from inspector.core.explain.metrics.names import (
     ROAD,
     MetricOptions,
 )
-from inspector.core.explain.metrics.pointing import pointing
+from inspector.core.explain.metrics.pointing import pointing, pointing_in_mask
 from inspector.core.explain.metrics.results import MapScores
 from inspector.core.explain.metrics.road import road, road_work
 
@@ -43,6 +43,8 @@ class PointingBoxes:
 
     boxes: Sequence[Sequence[float]]
     to_picture: Callable[[np.ndarray], np.ndarray]
+    mask: np.ndarray | None = None  # the object's mask (picture pixels) instead of boxes
+    unreadable: str | None = None  # why the mask asked for could not be read
 
 
 def method_of(key: Any) -> str:
@@ -108,10 +110,17 @@ def score_maps(forwarder: Forwarder, x: torch.Tensor, maps: Mapping[Any, np.ndar
 
 def _point(scores: MapScores, m: np.ndarray, boxes: PointingBoxes | None,
            tolerance: int) -> None:
-    if boxes is None or not boxes.boxes:
-        scores.notes[POINTING] = NO_BOXES
+    if boxes is None or (not boxes.boxes and boxes.mask is None):
+        scores.notes[POINTING] = boxes.unreadable if boxes and boxes.unreadable else NO_BOXES
         return
-    found = pointing(boxes.to_picture(m), boxes.boxes, tolerance)
+    if boxes.mask is None:
+        found = pointing(boxes.to_picture(m), boxes.boxes, tolerance)
+    else:
+        try:
+            found = pointing_in_mask(boxes.to_picture(m), boxes.mask, tolerance)
+        except ValueError as e:  # the mask's size is not the picture's
+            scores.notes[POINTING] = str(e)
+            return
     scores.pointing, scores.energy_pointing = found.hit, found.energy
     reason = found.undefined or found.note
     if reason:
