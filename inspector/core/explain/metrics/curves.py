@@ -154,8 +154,8 @@ def deletion_insertion(forwarder: Forwarder, x: torch.Tensor, maps, *, steps: in
             p0 = float(forwarder.score(x)[0])
         d_base = baseline_of(x, deletion_baseline)
         i_base = d_base if same else baseline_of(x, insertion_baseline)
-        ends = forwarder.score(d_base if same else torch.cat([d_base, i_base]))
-        interior = _interior_scores(forwarder, x, d_base, i_base, ranks, counts[1:-1])
+        ends, interior = _curve_scores(forwarder, x, d_base, i_base, same, ranks,
+                                       counts[1:-1])
     d_end, i_start = ends[0], ends[-1]
     first = torch.tensor([p0], dtype=torch.float32)
     out = []
@@ -167,31 +167,47 @@ def deletion_insertion(forwarder: Forwarder, x: torch.Tensor, maps, *, steps: in
     return out
 
 
-def _interior_scores(forwarder: Forwarder, x, d_base, i_base, ranks, counts: list[int]
-                     ) -> torch.Tensor:
-    """(2, M, len(counts)) scores: deletion then insertion at the interior points of each
-    map. Rows are made in one preallocated buffer, two torch.where per batch at most."""
+def _curve_scores(forwarder: Forwarder, x, d_base, i_base, same: bool, ranks,
+                  counts: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the all-baseline inputs' scores (1 or 2,), (2, M, len(counts)) scores: deletion then
+    insertion at the interior points of each map). The baselines lead the first batch, so
+    the batches are those of the same number of plain forwards; rows are made in one
+    preallocated buffer."""
     n_maps, positions = ranks.shape
     c = x.shape[1]
+    ends = (d_base if same else torch.cat([d_base, i_base])).reshape(-1, c, positions)
+    n_ends = len(ends)
     per_curve = n_maps * len(counts)
-    rows = 2 * per_curve
+    rows = n_ends + 2 * per_curve
     scores = torch.empty(rows, dtype=torch.float32)
-    if rows == 0:
-        return scores.reshape(2, n_maps, len(counts))
     xf, df, inf = (t.reshape(1, c, positions) for t in (x, d_base, i_base))
-    count_of = torch.tensor(counts, device=x.device)
+    count_of = torch.tensor(counts or [0], device=x.device)
     batch = forwarder.per_batch
     buffer = torch.empty((min(batch, rows), c, positions), dtype=x.dtype, device=x.device)
     for start in range(0, rows, batch):
         stop = min(rows, start + batch)
-        r = torch.arange(start, stop, device=x.device) % per_curve
-        first = ranks[r // len(counts)] < count_of[r % len(counts)][:, None]  # (n, P)
-        first = first[:, None]
         out = buffer[: stop - start]
-        split = min(max(per_curve - start, 0), stop - start)  # rows before it: deletion
-        if split:
-            torch.where(first[:split], df, xf, out=out[:split])
-        if split < stop - start:
-            torch.where(first[split:], xf, inf, out=out[split:])
+        lo = min(max(n_ends - start, 0), stop - start)  # rows of this batch that are ends
+        if lo:
+            out[:lo] = ends[start : start + lo]
+        if lo < stop - start:
+            r = torch.arange(start + lo - n_ends, stop - n_ends, device=x.device)
+            first = (ranks[(r % per_curve) // len(counts)]
+                     < count_of[r % len(counts)][:, None])[:, None]  # (n, 1, P)
+            split = min(max(per_curve - int(r[0]), 0), len(r))  # rows before it: deletion
+            body = out[lo:]
+            if split:
+                _select(first[:split], df, xf, body[:split])
+            if split < len(r):
+                _select(first[split:], xf, inf, body[split:])
         scores[start:stop] = forwarder.score(out.view(-1, c, *x.shape[-2:]))
-    return scores.reshape(2, n_maps, len(counts))
+    return scores[:n_ends], scores[n_ends:].reshape(2, n_maps, len(counts))
+
+
+def _select(first: torch.Tensor, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    """out = torch.where(first, a, b) for a (n, 1, P) mask and (1, C, P) inputs, bit for bit
+    (b * 0 + a * 1 and b * 1 + a * 0 are exact for finite values) and about 5x faster on
+    the CPU than where's broadcast of the mask over the channels."""
+    on = first.to(out.dtype)
+    torch.mul(b, 1 - on, out=out)
+    out.addcmul_(a, on)
