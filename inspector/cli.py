@@ -149,6 +149,12 @@ def _analyse(args: argparse.Namespace) -> int:
         # what needs the model (module names, channel counts) is checked once it is loaded.
         edits = [parse_edit(spec) for spec in args.edit]
         methods = [] if args.cam.strip().lower() == "none" else _split(args.cam)
+        metrics = cli_options.metric_request(args)
+        boxes = None
+        if args.boxes is not None:
+            from inspector.batch.metric_boxes import load_boxes
+
+            boxes = load_boxes(args.boxes)
         analysis = Analysis(
             spec=cli_options.model_spec(args),
             out=args.out,
@@ -186,6 +192,8 @@ def _analyse(args: argparse.Namespace) -> int:
             logit_lens=args.logit_lens,
             dff=args.dff,
             dff_layer=args.dff_layer,
+            metrics=metrics,
+            boxes=boxes,
         )
     except ValueError as e:
         _error(str(e))

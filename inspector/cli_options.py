@@ -15,6 +15,7 @@ from inspector.core.explain.catalog import (
     DEFAULT_CAM,
     AttributionOptions,
 )
+from inspector.core.explain.metrics.names import BASELINES, METRICS, MetricOptions, parse_metrics
 
 
 def add_analyse(sub) -> argparse.ArgumentParser:
@@ -60,6 +61,7 @@ def add_analyse(sub) -> argparse.ArgumentParser:
                         "layer's resolution)")
     a.add_argument("--dff-layer", default=None,
                    help="the layer --dff factorises (default: the CAM layer)")
+    metric_options(a)
     a.add_argument("--target", default="top1",
                    help="what to explain: top1 (default), a class index or a class name; "
                         "det:K for a detection model (the K-th detection by score, default "
@@ -336,6 +338,40 @@ WEIGHTS_HELP = ("a checkpoint for --model: a state_dict (.pt/.pth, loaded with w
 DEVICE_HELP = "cpu, cuda, cuda:1 or mps (default: a GPU if any)"
 
 
+def metric_options(p: argparse.ArgumentParser) -> None:
+    """analyse's faithfulness metrics (core.explain.metrics)."""
+    d = MetricOptions()
+    p.add_argument("--metrics", default="",
+                   help=f"comma-separated faithfulness metrics of every map (--cam and "
+                        f"--attr): {', '.join(METRICS)} (default: none). summary.json gains "
+                        f"each image's 'metrics' and the run's 'metrics_summary'; DIR/"
+                        f"metrics.csv has a row per image and method (docs/faithfulness.md)")
+    p.add_argument("--metric-steps", type=int, default=d.steps, metavar="N",
+                   help=f"deletion and insertion: perturb ceil(P / N) of the P pixels a step "
+                        f"(default {d.steps})")
+    p.add_argument("--metric-baseline", choices=BASELINES, default=None,
+                   help="what deletion puts in and insertion starts from, for both curves "
+                        "(default: RISE's protocol, deletion to zero, the data set's mean "
+                        "colour, and insertion from a blur of the input)")
+    p.add_argument("--boxes", type=Path, default=None, metavar="FILE.json",
+                   help='the pointing game\'s object boxes: {"IMAGE FILE NAME": [[x0, y0, '
+                        'x1, y1], ...]} in the picture\'s own pixels, or instead of the boxes '
+                        '"MASK IMAGE FILE" (nonzero: the object; relative to the JSON file)')
+
+
+def metric_request(args: argparse.Namespace) -> MetricOptions | None:
+    """The MetricOptions analyse's options ask for, None without --metrics; ValueError (exit
+    status 2) for a metric that does not exist or a bad number of steps."""
+    if not args.metrics.strip():
+        if args.metric_baseline is not None or args.metric_steps != MetricOptions().steps:
+            raise ValueError("--metric-steps and --metric-baseline set the metrics: give "
+                             "--metrics too")
+        return None
+    seed = MetricOptions().seed if args.seed is None else args.seed
+    return MetricOptions(metrics=parse_metrics(args.metrics), steps=args.metric_steps,
+                         baseline=args.metric_baseline, seed=seed)
+
+
 def model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="demo_shapes", help=MODEL_HELP)
     p.add_argument("--weights", default=None, help=WEIGHTS_HELP)
@@ -348,7 +384,8 @@ def model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed torch's generator right before the model is built: random "
                         "weights are the same for the same seed (default: a new seed, "
-                        "recorded in summary.json). analyse: also SmoothGrad's noise seed "
+                        "recorded in summary.json). analyse: also SmoothGrad's noise seed, "
+                        "ROAD's and the sanity check's "
                         f"(default {AttributionOptions().seed})")
     p.add_argument("--device", default=None, help=DEVICE_HELP)
 

@@ -43,6 +43,12 @@ from pathlib import Path
 from typing import Any
 
 from inspector.batch.analyse_image import ImageJob, compared_of, entry_of
+from inspector.batch.analyse_metrics import (
+    BOXES_UNUSED,
+    NEEDS_BOXES,
+    NEEDS_MAPS,
+    write_metrics_csv,
+)
 from inspector.batch.analyse_shards import run_shards
 from inspector.batch.analyse_sweep import check_sweep_source
 from inspector.batch.analyse_writers import (
@@ -52,6 +58,7 @@ from inspector.batch.analyse_writers import (
     write_json,
 )
 from inspector.batch.inputs import Source, list_sources
+from inspector.batch.metric_boxes import digest, unmatched
 from inspector.core.edits.interventions import Intervention
 from inspector.core.explain.attention.options import AttentionOptions
 from inspector.core.explain.catalog import AttributionOptions, attribution_method, cam_method
@@ -93,6 +100,8 @@ class Analysis:
         logit_lens: bool = False,
         dff: int = 0,
         dff_layer: str | None = None,
+        metrics=None,
+        boxes: dict | None = None,
     ) -> None:
         self.spec = spec
         self.dff, self.dff_layer = dff, dff_layer  # analyse_dff.py
@@ -141,6 +150,9 @@ class Analysis:
             raise ValueError("--workers must be 1 or more")
         self.engine, self.ray_address, self.workers = engine, ray_address, workers
         self.verbose = verbose  # Ray's own log lines on the terminal (else in DIR/ray.log)
+        # core.explain.metrics.names.MetricOptions of every map, and --boxes (batch.metric_boxes)
+        self.metrics, self.boxes = metrics, boxes
+        _check_metrics(self)
         self.job: ImageJob | None = None  # once the model is loaded and the options checked
 
     # -- the run ----------------------------------------------------------------------------------
@@ -179,6 +191,10 @@ class Analysis:
         if not sources and not missed:
             self.warn(f"no image or video files found in {', '.join(inputs)}")
             return 1
+        if self.boxes and len(unmatched(self.boxes, [s.path for s in sources])) == len(self.boxes):
+            self.warn(f"--boxes names none of the images given (it names "
+                      f"{', '.join(list(self.boxes)[:3])}{', ...' if len(self.boxes) > 3 else ''})")
+            return 2
         self._fix_seed()
         session = loaded = tb = None
         started = False  # the shards are this run's: from here on summary.json is written
@@ -269,6 +285,8 @@ class Analysis:
         try:
             if write:
                 write_json(self.out, "summary.json", summary_document(self, loaded, entries))
+                if self.metrics is not None:
+                    write_metrics_csv(self.out, entries, self.metrics.metrics)
                 if self.compare:
                     write_json(self.out, "compare.json",
                                comparison_document(self, loaded, comparisons))
@@ -295,6 +313,8 @@ class Analysis:
                           sorted(self.attention.keep)],
             "patch_sweep": self.patch_sweep, "sweep_depth": self.sweep_depth,
             "dff": self.dff, "dff_layer": self.dff_layer,
+            "metrics": None if self.metrics is None else dataclasses.asdict(self.metrics),
+            "boxes": digest(self.boxes),
         }
         return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
 
@@ -380,6 +400,7 @@ class Analysis:
             attention=self.attention, legrad_from=self.legrad_from,
             patch_sweep=self.patch_sweep, sweep_depth=self.sweep_depth,
             dff=self.dff, dff_layer=self.dff_layer,
+            metrics=self.metrics, boxes=self.boxes,
         )
         return session, loaded, 0
 
@@ -393,3 +414,19 @@ class Analysis:
         except TensorBoardMissing as e:
             self.warn(f"no TensorBoard log: {e}")
             return None
+
+
+def _check_metrics(a: Analysis) -> None:
+    """--metrics and --boxes that cannot work together with the other options: ValueError."""
+    from inspector.core.explain.metrics.names import POINTING
+
+    if a.metrics is None:
+        if a.boxes:
+            a.warn(BOXES_UNUSED)
+        return
+    if not a.methods and not a.attributions:
+        raise ValueError(NEEDS_MAPS)
+    if a.metrics.asks(POINTING) and not a.boxes:
+        raise ValueError(NEEDS_BOXES)
+    if a.boxes and not a.metrics.asks(POINTING):
+        a.warn(BOXES_UNUSED)

@@ -9,13 +9,15 @@ outputs), then with them, compared with that run. Every CAM is computed in the r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from inspector.batch.analyse_sweep import sweep_entries
+from inspector.batch.analyse_metrics import metrics_entry
 from inspector.batch.analyse_writers import write_image_files
 from inspector.batch.inputs import Source, VideoFrames
+from inspector.batch.metric_boxes import boxes_for, mask_for
 from inspector.batch.out_dir import write_failure
 from inspector.core.export.arrays import full_arrays
 from inspector.core.run.frames import CamFrame, ErrorFrame, PredictionFrame
@@ -42,6 +44,8 @@ class ImageJob:
     sweep_depth: int | None = None
     dff: int = 0  # analyse --dff K: concepts of dff_layer into the NPZ (analyse_dff.py)
     dff_layer: str | None = None
+    metrics: Any = None  # core.explain.metrics.names.MetricOptions, or None
+    boxes: dict = field(default_factory=dict)  # --boxes (batch.metric_boxes), for pointing
 
 
 def entry_of(source: Source, error: str | None = None) -> dict[str, Any]:
@@ -117,7 +121,8 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
         x, capture=job.capture, target=job.target, cams=wanted, topk=job.topk,
         label=label, attributions=tuple(job.attributions),
         attribution_options=job.attribution_options, interventions=job.edits,
-        compare_with=reference, attention=job.attention,
+        compare_with=reference, attention=job.attention, metrics=job.metrics,
+        metric_boxes=boxes_for(job.boxes, path), metric_mask=mask_for(job.boxes, path),
         # A backward to the input only for captured gradients (attention maps start their
         # own graph at the first block).
         gradients=bool(job.capture.modules) or not wanted,
@@ -136,6 +141,8 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
     entry["top"] = top_of(frames)
     if job.attention is not None and job.attention.lens:
         entry["logit_lens"] = outcome.logit_lens
+    if job.metrics is not None:
+        entry["metrics"] = metrics_entry(outcome, job.metrics.metrics)
     if loaded.task == "detection":
         entry["detections"] = _detections(outcome, loaded.preprocess, image.size)
     if compared is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from inspector.batch.analyse_metrics import check_metric_model
 from inspector.batch.names import unknown_modules
 from inspector.core.edits.interventions import Intervention
 
@@ -39,6 +40,8 @@ def check_options(a, session, loaded
     unknown = [n for n in [*layers, cam_layer] if n and n not in tree.modules]
     if unknown:
         raise ValueError(unknown_modules(unknown, tree))
+    if a.metrics is not None:
+        check_metric_model(loaded, tree)
     edits = session.check_edits(a.edits)
     if a.patch_sweep is not None:
         from inspector.batch.analyse_sweep import check_sweep

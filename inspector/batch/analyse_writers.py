@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 
 from inspector.batch.analyse_attention import attention_summary
+from inspector.batch.analyse_metrics import metrics_document
 from inspector.batch.inputs import Source
 from inspector.batch.names import safe_name
 from inspector.core.edits.spec import format_edit
@@ -184,6 +185,7 @@ def summary_document(analysis, loaded, entries: list[dict[str, Any]]) -> dict[st
                       "probability of the image's run with that module's output taken from "
                       "its run on the source (one batched forward; see patch_reference)",
         },
+        **metrics_document(a, loaded, entries),  # --metrics (batch.analyse_metrics)
         "images": entries,
     }
 

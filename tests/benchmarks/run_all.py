@@ -22,6 +22,7 @@ BENCHMARKS = [
     ("memory over model switches", ["tests.benchmarks.bench_model_switch"]),
     ("feature visualisation", ["tests.benchmarks.bench_featurevis"]),
     ("folder concepts", ["tests.benchmarks.bench_concepts"]),
+    ("faithfulness metrics", ["tests.benchmarks.bench_metrics"]),
 ]
 
 

@@ -174,6 +174,26 @@ class LensFrame:
 
 
 @dataclass(frozen=True)
+class MetricsFrame:
+    """A map's faithfulness scores on the run's image (core.explain.metrics): one per CAM or
+    attribution of a run that asked for metrics (RunRequest.metrics)."""
+
+    run_id: int
+    method: str
+    layer: str  # as the map's CamFrame: the CAM layer, or ATTRIBUTION_LAYER
+    target: int
+    scores: Any  # core.explain.metrics.results.MapScores
+    options: Any  # core.explain.metrics.names.MetricOptions: what was computed, and how
+    score: str  # what the score is, in words (core.explain.metrics.scores.score_text)
+    cam: np.ndarray | None = None  # the map the window shows for it (its CamFrame's)
+
+    @property
+    def protocol(self) -> str:
+        """How every number was computed, in words."""
+        return self.options.protocol(self.score)
+
+
+@dataclass(frozen=True)
 class DivergenceFrame:
     """Where this run parts ways with a reference run (run A, or the unedited run): per
     captured module, in forward order, the relative L2 distance ||B - A|| / ||A|| and the

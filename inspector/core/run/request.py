@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from inspector.core.edits.interventions import Intervention
     from inspector.core.explain.attention.options import AttentionOptions
     from inspector.core.explain.catalog import AttributionOptions
+    from inspector.core.explain.metrics.names import MetricOptions
     from inspector.core.run.capture_spec import CaptureSpec
 
 
@@ -75,6 +76,14 @@ class RunRequest:
     # attention maps in `cams`, with the default options. Only then is attention read on
     # the non-fused path: otherwise the model runs its fused kernels untouched.
     attention: AttentionOptions | None = None
+    # Faithfulness metrics of every map the run makes (core.explain.metrics), computed after
+    # them with the run's edits on; None: none. metric_boxes: the object's boxes for the
+    # pointing game, [x0, y0, x1, y1] in the picture's pixels (model-input pixels for a
+    # tensor input). metric_mask: instead, an image file of the object's mask at the
+    # picture's size (nonzero: the object).
+    metrics: MetricOptions | None = None
+    metric_boxes: tuple[tuple[float, float, float, float], ...] = ()
+    metric_mask: str = ""
     topk: int = 5
     label: str = ""
     # 16-bit, 32-bit and float images: False scales them by their type's range (as

@@ -68,6 +68,8 @@ class RunOutcome:
     mask: np.ndarray | None = None  # segmentation models: (H, W) class per model-input pixel
     # method -> signed (C, H, W) float32 attribution at the model input, as core.explain.attributions gives
     attributions: dict[str, Any] = field(default_factory=dict)
+    # (method, layer) -> core.explain.metrics.results.MapScores, when the run asked for metrics
+    metrics: dict[tuple[str, str], Any] = field(default_factory=dict)
     error: str | None = None
     # The comparison with RunRequest.compare_with's run (also sent on the channel).
     divergence: DivergenceFrame | None = None
@@ -291,7 +293,7 @@ class Session:
         put = self._channel_of(run_id).put
         outcome = RunOutcome(run_id, "ok")
         loaded = self.loaded
-        run = stages.InFlight(run_id, req, loaded, put, cancel, outcome)
+        run = stages.InFlight(run_id, req, loaded, put, cancel, outcome, tree=self.tree)
         if cancel.is_set():
             return self._finish(run, "cancelled")
         if loaded is None:

@@ -44,6 +44,7 @@ from inspector.core.hookset import HookError, RunCancelled
 from inspector.core.inputs.images import as_rgb, load_image
 from inspector.core.inputs.preprocess import PreparedImage
 from inspector.core.models.base import LoadedModel
+from inspector.core.run import metrics_stage
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.frames import (
@@ -76,6 +77,7 @@ class InFlight:
     target: Any = None  # what is explained (a class, a detection, a segmentation class)
     score: torch.Tensor | None = None  # the target's score, where gradients start
     never_called: tuple[str, ...] = ()  # captured modules the forward never called
+    tree: Any = None  # the model's core.models.tree.ModuleTree (the metrics' sanity check)
 
     @property
     def label(self) -> str:
@@ -294,7 +296,8 @@ def explain(run: InFlight, plan: Plan, cap: Capture) -> None:
     run's edits on, so that they explain the model the run showed (only then: hooks walk
     the model, and a gradient CAM reads what the capture kept)."""
     req = run.request
-    reruns = bool(req.attributions) or any(cam_method(m) in FORWARD_CAMS for m, _ in plan.cams)
+    reruns = (bool(req.attributions) or req.metrics is not None
+              or any(cam_method(m) in FORWARD_CAMS for m, _ in plan.cams))
     x = run.x.detach()
     with EditHooks(run.loaded.model, req.interventions if reruns else (), run.run_id, run.cancel):
         if plan.cams:
@@ -303,6 +306,13 @@ def explain(run: InFlight, plan: Plan, cap: Capture) -> None:
         if req.attributions:
             with run.timed("attributions"):
                 _attributions(run, x)
+        if req.metrics is not None:  # core.run.metrics_stage
+            with run.timed("metrics"):
+                scored = metrics_stage.perturbation_scores(run, progress_reporter(
+                    run, metrics_stage.STEP))
+    if req.metrics is not None:  # the sanity check: a copy made without the run's hooks
+        with run.timed("sanity"):
+            metrics_stage.finish(run, scored)
 
 
 def _cams(run: InFlight, cams, cap: Capture, x: torch.Tensor) -> None:

@@ -4,8 +4,8 @@ the keys they show and read what they show from here (napari's split of model an
 that no view keeps its own cache of frames or works out on its own which run is current.
 
 A key says what a frame is about: ("tensor", module, kind, call, path) for activations and
-gradients, ("cam", method, layer), ("predictions",), ("divergence",), ("attention",) and
-("lens",). The last `keep_runs`
+gradients, ("cam", method, layer), ("predictions",), ("divergence",), ("attention",),
+("lens",) and ("metrics", method, layer). The last `keep_runs`
 runs are kept, and, whatever comes after them, the pinned run (run A, for comparisons), the
 baseline (the unedited run of the edited ones), and, while a stream plays (`streaming`), an
 older run while it holds the newest frame of a tensor key that no newer run has: each frame
@@ -45,6 +45,7 @@ from inspector.core.run.frames import (
     CamFrame,
     DivergenceFrame,
     LensFrame,
+    MetricsFrame,
     ModelLoaded,
     PredictionFrame,
     RunFinished,
@@ -70,6 +71,8 @@ def key_of(frame: Any) -> Key | None:
         return ("attention",)
     if isinstance(frame, LensFrame):
         return ("lens",)
+    if isinstance(frame, MetricsFrame):
+        return ("metrics", frame.method, frame.layer)
     return None
 
 

@@ -110,9 +110,11 @@ class RunBuilder(QObject):
         """Run again soon: coalesces a burst of changes (tree navigation, checkboxes)."""
         self._timer.start()
 
-    def rerun(self) -> int | None:
+    def rerun(self, **extra) -> int | None:
         """Cancel what runs and run the current image as the widgets now say (with the
-        unedited run first when edits are on and it is not cached); the current run's id."""
+        unedited run first when edits are on and it is not cached); the current run's id.
+        `extra`: RunRequest fields this run alone adds (the Faithfulness tab's metrics and
+        maps); the unedited run is made without them."""
         self._timer.stop()
         if not self.control.ready or self.control.loaded is None:
             return None
@@ -127,7 +129,7 @@ class RunBuilder(QObject):
             self._baseline_key = None
             if control.baseline_run is not None:
                 control.clear_baseline()
-            return control.submit(request.with_(compare_with=pinned))
+            return control.submit(request.with_(compare_with=pinned, **extra))
         unedited = request.with_(interventions=(), keep_outputs=True, compare_with=None)
         # The Session keeps the outputs of its last few such runs (core.compare.divergence.KEPT_RUNS):
         # pinning A twice can push a finished baseline out, and it then runs again.
@@ -138,7 +140,7 @@ class RunBuilder(QObject):
             control.submit_baseline(unedited)
             self._baseline_key = key
         reference = pinned if pinned is not None else control.baseline_run
-        return control.submit(request.with_(compare_with=reference))
+        return control.submit(request.with_(compare_with=reference, **extra))
 
     def _run_finished(self, frame) -> None:
         if frame.run_id == self.control.baseline_run and frame.status != "ok":

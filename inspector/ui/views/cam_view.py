@@ -68,6 +68,9 @@ class CamView(FrameView):
         self.reference_cam: CamFrame | None = None
         self.mode = CURRENT
         self._scale: tuple = (colormaps.DEFAULT_OVERLAY, 0.0, 1.0, "importance")  # the bar's
+        # The map's faithfulness scores for its caption, once computed: a CamFrame ->
+        # (text, tooltip) or None (ui.faithfulness.actions sets it).
+        self.caption_scores = None
 
         self.controls = CamControls()
         self.controls.methodChanged.connect(self._method_chosen)
@@ -243,7 +246,17 @@ class CamView(FrameView):
         # Transparent rather than hidden: the image does not jump when the map arrives.
         self.bar.setOpacity(1.0 if self.drawn[0] is not None else 0.0)
         self.header.setText(self._header_text())
+        self._caption_scores()
         self.stack.setCurrentWidget(self.view)
+
+    def _caption_scores(self) -> None:
+        """The drawn map's deletion/insertion AUCs after its caption, how they were computed
+        in the caption's tooltip."""
+        f = self.drawn[0]
+        found = self.caption_scores(f) if f is not None and self.caption_scores else None
+        self.header.setToolTip(found[1] if found else "")
+        if found:
+            self.header.setText(f"{self.header.text()} \u00b7 {html.escape(found[0])}")
 
     def _empty_text(self) -> str:
         if self.failed:

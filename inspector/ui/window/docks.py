@@ -5,9 +5,9 @@ layout brings back the layout made here. The default puts what is read together 
 side: the module tree on the left; the image and its predictions in the middle; the
 selected module's activations (tabbed with gradients, input statistics and the divergence
 of two runs, and a vision transformer's attention explorer, the Attention dock) above the
-class activation map (tabbed with Depth, a vision transformer's logit lens) on the right.
-The Dataset dock (a channel atlas) is a tab behind the predictions, under the image its
-thumbnails open.
+class activation map (tabbed with its faithfulness scores, and Depth: a vision transformer's
+logit lens) on the right. The Dataset dock (a channel atlas) is a tab behind the
+predictions, under the image its thumbnails open.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ DOCKS: dict[str, tuple[str, tuple[str, str] | None]] = {
     # A vision transformer's attention (ui.attention): the explorer, the logit lens.
     "attention": ("Attention", ("attention_view", "AttentionView")),
     "depth": ("Depth", ("lens_view", "LensView")),
+    "faithfulness": ("Faithfulness", ("faithfulness_view", "FaithfulnessView")),
     "dataset": ("Dataset", None),  # a channel atlas's top images (dataset_dock.py fills it)
 }
 DEFAULT_SIZE = (1440, 900)
@@ -77,7 +78,8 @@ def default_layout(window: QMainWindow, docks: dict[str, Dock]) -> None:
     window.tabifyDockWidget(d["input_stats"], d["divergence"])
     window.tabifyDockWidget(d["divergence"], d["attention"])
     window.tabifyDockWidget(d["predictions"], d["dataset"])
-    window.tabifyDockWidget(d["cam"], d["depth"])
+    window.tabifyDockWidget(d["cam"], d["faithfulness"])  # a map's scores, beside it
+    window.tabifyDockWidget(d["faithfulness"], d["depth"])
     d["activation"].raise_()
     d["predictions"].raise_()
     d["cam"].raise_()

@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
         self.save_actions = None  # File ▸ Save view as PNG / NPZ, once the views exist
         self.atlas = None  # File ▸ Open atlas and the Dataset dock, once the views exist
         self.featurevis = None  # Visualise channel / page and Concepts, once the views exist
+        self.faithfulness = None  # the Faithfulness tab's runs, once the views exist
         self.model_name = ""
         self.last_run: RunFinished | None = None  # the last of our runs that finished
         self._startup_edits: tuple[str, ...] = ()  # --edit specs, added once a model is loaded
@@ -201,6 +202,7 @@ class MainWindow(QMainWindow):
         if self.save_actions is None:  # once, also when build_views is called again
             self.save_actions = save_view.install_save_actions(self.context)
             from inspector.ui.atlas import actions as atlas_actions
+            from inspector.ui.faithfulness import actions as faithfulness_actions
 
             self.atlas = atlas_actions.install(self.context)
             from inspector.ui.featurevis import actions as featurevis_actions
@@ -208,6 +210,8 @@ class MainWindow(QMainWindow):
             # Visualise channel / page and Concepts, in the menus, the zoom and the atlas.
             self.featurevis = featurevis_actions.install(self.context, self.edit_actions,
                                                          self.atlas.view)
+            # The Faithfulness tab's scoring runs, and the CAM captions' scores.
+            self.faithfulness = faithfulness_actions.install(self.context)
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)

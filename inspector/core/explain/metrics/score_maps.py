@@ -1,0 +1,127 @@
+"""Every metric asked for, for every map of one image: deletion and insertion of all the
+maps in shared batches, then Average Drop (one forward for all), ROAD (a map at a time:
+its solves dominate), then the pointing game (no forward). The sanity check makes maps
+again on a randomised copy of the model: the Session runs it after these (its own copy,
+without the run's hooks; core.run.metrics_stage), on the same Forwarder's progress.
+
+A constant map has no order to test: its scores are undefined, said in one sentence
+(maps.constant_reason), never NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from inspector.core.explain.metrics.confidence import confidence_change
+from inspector.core.explain.metrics.curves import curve_forwards, deletion_insertion
+from inspector.core.explain.metrics.forwards import Forwarder
+from inspector.core.explain.metrics.maps import constant_reason, is_constant
+from inspector.core.explain.metrics.names import (
+    AVGDROP,
+    DELETION,
+    INSERTION,
+    POINTING,
+    ROAD,
+    MetricOptions,
+)
+from inspector.core.explain.metrics.pointing import pointing, pointing_in_mask
+from inspector.core.explain.metrics.results import MapScores
+from inspector.core.explain.metrics.road import road, road_work
+
+NO_BOXES = "no boxes were given for this image"
+
+
+@dataclass(frozen=True)
+class PointingBoxes:
+    """The object's boxes for the pointing game, in the picture's own pixels, and how a map
+    at the model input's size is laid onto the picture (Preprocess.to_original)."""
+
+    boxes: Sequence[Sequence[float]]
+    to_picture: Callable[[np.ndarray], np.ndarray]
+    mask: np.ndarray | None = None  # the object's mask (picture pixels) instead of boxes
+    unreadable: str | None = None  # why the mask asked for could not be read
+
+
+def method_of(key: Any) -> str:
+    """The method a map's key names: (method, layer) as the Session keys maps, or a name."""
+    return key[0] if isinstance(key, tuple) else str(key)
+
+
+def score_work(options: MetricOptions, maps: int, x: torch.Tensor, p0_known: bool) -> int:
+    """The progress units score_maps reports for `maps` maps of x (not the sanity check's)."""
+    positions = x.shape[-2] * x.shape[-1]
+    needs_p0 = options.asks(DELETION) or options.asks(INSERTION) or options.asks(AVGDROP)
+    work = 1 if needs_p0 and not p0_known else 0
+    if options.asks(DELETION) or options.asks(INSERTION):
+        same = options.deletion_baseline == options.insertion_baseline
+        work += curve_forwards(maps, positions, options.steps, same)
+    if options.asks(AVGDROP):
+        work += maps
+    if options.asks(ROAD):
+        work += maps * road_work(options.road_percentiles)
+    return work
+
+
+def score_maps(forwarder: Forwarder, x: torch.Tensor, maps: Mapping[Any, np.ndarray],
+               options: MetricOptions, *, p0: float | None = None,
+               boxes: PointingBoxes | None = None) -> dict[Any, MapScores]:
+    """MapScores per key of `maps` ((H, W) maps in [0, 1] at x's size), the sanity check's
+    fields left empty. x is the (1, C, H, W) model input; p0 its score, when the run has it."""
+    scores = {key: MapScores() for key in maps}
+    defined = {}
+    for key, m in maps.items():
+        if is_constant(m):
+            scores[key].undefined = constant_reason(method_of(key))
+        else:
+            defined[key] = np.asarray(m, dtype=np.float32)
+    if not defined:
+        return scores
+    keys = list(defined)
+    stacked = torch.from_numpy(np.stack([defined[k] for k in keys]))
+    if p0 is None and (options.asks(DELETION) or options.asks(INSERTION) or options.asks(AVGDROP)):
+        with torch.inference_mode():
+            p0 = float(forwarder.score(x[:1])[0])
+    if options.asks(DELETION) or options.asks(INSERTION):
+        curves = deletion_insertion(forwarder, x, stacked, steps=options.steps,
+                                    deletion_baseline=options.deletion_baseline,
+                                    insertion_baseline=options.insertion_baseline, p0=p0)
+        for key, (deletion, insertion) in zip(keys, curves, strict=True):
+            scores[key].deletion = deletion if options.asks(DELETION) else None
+            scores[key].insertion = insertion if options.asks(INSERTION) else None
+    if options.asks(AVGDROP):
+        for key, (drop, up) in zip(keys, confidence_change(forwarder, x, stacked, p0),
+                                   strict=True):
+            scores[key].avg_drop, scores[key].increase = drop, up
+    if options.asks(ROAD):
+        for key in keys:
+            scores[key].road_morf, scores[key].road_lerf = road(
+                forwarder, x, defined[key], percentiles=options.road_percentiles,
+                noise=options.road_noise, seed=options.seed)
+    if options.asks(POINTING):
+        for key in keys:
+            _point(scores[key], defined[key], boxes, options.pointing_tolerance)
+    return scores
+
+
+def _point(scores: MapScores, m: np.ndarray, boxes: PointingBoxes | None,
+           tolerance: int) -> None:
+    if boxes is None or (not boxes.boxes and boxes.mask is None):
+        scores.notes[POINTING] = boxes.unreadable if boxes and boxes.unreadable else NO_BOXES
+        return
+    if boxes.mask is None:
+        found = pointing(boxes.to_picture(m), boxes.boxes, tolerance)
+    else:
+        try:
+            found = pointing_in_mask(boxes.to_picture(m), boxes.mask, tolerance)
+        except ValueError as e:  # the mask's size is not the picture's
+            scores.notes[POINTING] = str(e)
+            return
+    scores.pointing, scores.energy_pointing = found.hit, found.energy
+    reason = found.undefined or found.note
+    if reason:
+        scores.notes[POINTING] = reason

@@ -1,0 +1,1 @@
+"""The Faithfulness tab's runs: scoring the map shown, or every method (actions.py)."""

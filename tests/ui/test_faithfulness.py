@@ -1,0 +1,171 @@
+"""The Faithfulness tab: fed synthetic MetricsFrames through a run store (the shown method's
+numbers and curves with their protocol in the tooltips, the table best first per column,
+the disagreement flag, the CAM pane's caption, the cache kept over runs of the same image
+and cleared on another), and in the window on the demo model (Score every method fills
+the table with progress; Cancel stops it and leaves nothing running)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from view_frames import cam_frame, predictions, shown, started
+
+from inspector import demo
+from inspector.core.explain.metrics.curves import Curve
+from inspector.core.explain.metrics.names import MetricOptions
+from inspector.core.explain.metrics.results import MapScores
+from inspector.core.explain.metrics.sanity import SanityStep
+from inspector.core.run.frames import MetricsFrame, ModelLoaded, RunFinished
+from inspector.core.run.store import RunStore
+from inspector.ui.views.cam_view import CamView
+from inspector.ui.views.faithfulness_view import FaithfulnessView
+
+OPTIONS = MetricOptions(metrics=("deletion", "insertion", "avgdrop", "sanity"), steps=4)
+FRACTIONS = np.array([0, 0.25, 0.5, 0.75, 1.0], np.float32)
+TIMEOUT = 120_000
+
+
+def curve(scores, baseline="zero") -> Curve:
+    s = np.asarray(scores, np.float32)
+    return Curve(FRACTIONS, s, float(np.sum(np.diff(FRACTIONS) * (s[1:] + s[:-1]) / 2)),
+                 baseline)
+
+
+def metrics(run, method, deletion, insertion, drop, cam, layer="layer4", last=0.1):
+    scores = MapScores(deletion=curve(deletion), insertion=curve(insertion, "blur"),
+                       avg_drop=drop, increase=False,
+                       sanity=[SanityStep("fc", 0.6, 0.5), SanityStep("layer4", last, 0.2)],
+                       sanity_flag=last >= 0.5)
+    return MetricsFrame(run, method, layer, 281, scores, OPTIONS, "the softmax probability "
+                        "of the explained class", np.asarray(cam, np.float32))
+
+
+def feed(store: RunStore, run: int, display, frames) -> None:
+    store.put(started(run, display))
+    store.put(predictions(run, target=281))
+    for f in frames:
+        store.put(f)
+    store.put(RunFinished(run, "ok"))
+
+
+def test_the_tab_shows_the_shown_methods_scores_table_and_flag(qtbot):
+    store = RunStore()
+    view = shown(qtbot, FaithfulnessView(store=store))
+    assert view.stack.currentWidget() is view.empty
+    cam = np.linspace(0, 1, 64).reshape(8, 8)
+    display = np.zeros((8, 8, 3), np.uint8)
+    frames = [metrics(1, "gradcam", [0.9, 0.2, 0.1, 0.1, 0.0], [0.1, 0.8, 0.9, 0.9, 0.9], 0.3,
+                      cam),
+              metrics(1, "layercam", [0.9, 0.5, 0.3, 0.2, 0.0], [0.1, 0.9, 1.0, 1.0, 0.9], 0.1,
+                      cam[::-1], last=0.7)]
+    feed(store, 1, display, frames)
+    view.set_shown("gradcam", "layer4")
+    text = view.header.text()
+    assert "Grad-CAM" in text and f"deletion AUC {frames[0].scores.deletion.auc:.3f}" in text
+    assert "passes" in text
+    assert "4 steps" in view.header.toolTip() and "RISE" in view.header.toolTip()
+    assert list(view.plots.deletion.getData()[1]) == pytest.approx([0.9, 0.2, 0.1, 0.1, 0.0])
+    assert "Score: the softmax probability" in view.plots.curves.toolTip()
+    table = view.table
+    assert table.rowCount() == 2
+    heads = [table.horizontalHeaderItem(j).text() for j in range(table.columnCount())]
+    assert heads[:3] == ["Deletion AUC \u2193", "Insertion AUC \u2191", "Average Drop \u2193"]
+    assert "Lower is better" in table.horizontalHeaderItem(0).toolTip()
+    assert table.keys[0] == ("gradcam", "layer4")  # deletion: lower first
+    table.sort_by(1)
+    assert table.keys[0] == ("layercam", "layer4")  # insertion: higher first
+    assert table.item(0, 1).font().bold() and not table.item(1, 1).font().bold()
+    assert view.flag.isVisibleTo(view)
+    assert view.flag.text().startswith("The metrics disagree on the best method: deletion "
+                                       "\u2192 Grad-CAM, insertion \u2192 LayerCAM")
+    view.set_shown("layercam", "layer4")
+    assert "flagged" in view.header.text()
+
+
+def test_captions_and_the_cache_over_runs(qtbot):
+    store = RunStore()
+    view = shown(qtbot, FaithfulnessView(store=store))
+    cam_view = shown(qtbot, CamView(store=store))
+    cam_view.caption_scores = view.caption
+    view.scoresChanged.connect(cam_view.request_paint)
+    display = np.full((8, 8, 3), 40, np.uint8)
+    cam = np.linspace(0, 1, 64).reshape(8, 8)
+    frame = metrics(1, "gradcam", [0.9, 0.2, 0.1, 0.1, 0.0], [0.1, 0.8, 0.9, 0.9, 0.9], 0.3,
+                    cam)
+    feed(store, 1, display, [cam_frame(1, cam), frame])
+    auc = frame.scores.deletion.auc
+    assert f"deletion AUC {auc:.3f}" in cam_view.header.text()
+    assert "steps" in cam_view.header.toolTip()
+    # Another run of the same image (the CAM method looked at again): the scores stay.
+    feed(store, 2, display.copy(), [cam_frame(2, cam)])
+    assert view.cache.frames and f"deletion AUC {auc:.3f}" in cam_view.header.text()
+    # The same image, but another map (other options): no caption for a map not scored.
+    feed(store, 3, display.copy(), [cam_frame(3, cam[::-1])])
+    assert "deletion AUC" not in cam_view.header.text() and view.cache.frames
+    # Another image: every score goes.
+    other = np.full((8, 8, 3), 200, np.uint8)
+    feed(store, 4, other, [cam_frame(4, cam)])
+    assert not view.cache.frames and view.stack.currentWidget() is view.empty
+    assert "deletion AUC" not in cam_view.header.text()
+    feed(store, 5, other, [cam_frame(5, cam), metrics(5, "gradcam", [1] * 5, [1] * 5, 0, cam)])
+    assert view.cache.frames
+    store.put(ModelLoaded("m", "m", False, "cpu", None))
+    assert not view.cache.frames
+
+
+@pytest.fixture
+def demo_window(qtbot, tmp_path: Path):
+    from inspector.core.run.session import Session
+    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.window.main_window import MainWindow
+
+    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
+    qtbot.addWidget(window)
+    window.build_views()
+    window.show()
+    window.start([str(demo.DEMO_DIR / "samples" / "heart_with_star_01.png")],
+                 {"name": "demo_shapes"}, session=Session())
+    qtbot.waitUntil(lambda: window.last_run is not None and window.last_run.status == "ok",
+                    timeout=TIMEOUT)
+    window.docks["faithfulness"].raise_()
+    yield window
+    window.shutdown()
+
+
+def _idle(window) -> bool:
+    last = window.last_run
+    return (last is not None and last.run_id == window.control.current_run
+            and not window.control.running)
+
+
+def test_score_every_method_in_the_window_and_cancel(demo_window, qtbot):
+    window = demo_window
+    view = window.views["faithfulness"]
+    view.road_box.setChecked(False)
+    view.sanity_box.setChecked(False)
+    view.steps.setValue(5)
+    seen = []
+    window.router.progress.connect(lambda f: seen.append((f.run_id, f.step)))
+    view.every_button.click()
+    run = view.scoring_run
+    assert run is not None and view.cancel_button.isEnabled()
+    qtbot.waitUntil(lambda: _idle(window) and window.last_run.run_id == run, timeout=TIMEOUT)
+    assert window.last_run.status == "ok"
+    assert (run, "Faithfulness") in seen
+    assert view.table.rowCount() == 12 and not view.cancel_button.isEnabled()
+    assert "scored in" in view.progress_label.text()
+    cam = window.views["cam"]
+    qtbot.waitUntil(lambda: "deletion AUC" in cam.header.text(), timeout=TIMEOUT)
+    assert "5 steps" in cam.header.toolTip()
+    # Scoring again with ROAD and the sanity check, cancelled while it runs.
+    view.road_box.setChecked(True)
+    view.every_button.click()
+    again = view.scoring_run
+    qtbot.waitUntil(lambda: (again, "Faithfulness") in seen or _idle(window), timeout=TIMEOUT)
+    view.cancel_button.click()
+    qtbot.waitUntil(lambda: view.scoring_run is None, timeout=TIMEOUT)
+    assert window.router.store.status(again) == "cancelled"
+    assert view.progress_label.text() == "scoring cancelled"
+    assert view.table.rowCount() == 12  # the earlier scores of this image stay
