@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inspector.batch.analyse_sweep import sweep_entries
 from inspector.batch.analyse_metrics import metrics_entry
+from inspector.batch.analyse_sweep import sweep_entries
 from inspector.batch.analyse_writers import write_image_files
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.metric_boxes import boxes_for, mask_for
