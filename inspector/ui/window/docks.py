@@ -131,3 +131,26 @@ def _along(bar: QTabBar, dock: QDockWidget) -> bool:
 def tidy_tab_bars_later(window: QMainWindow) -> None:
     """hide_stray_tab_bars once the layout that is being made now has been applied."""
     QTimer.singleShot(0, window, lambda: hide_stray_tab_bars(window))
+
+
+def make_views(docks: dict[str, Dock], views: dict[str, QWidget], store, reporter) -> None:
+    """Each DOCKS view not made yet, in its dock, reading `store` (a view that fails to
+    start is reported, and the others still start)."""
+    import importlib
+
+    for key, (title, spec) in DOCKS.items():
+        if spec is None or key in views:
+            continue
+        module_name, class_name = spec
+        try:
+            module = importlib.import_module(f"inspector.ui.views.{module_name}")
+            view = getattr(module, class_name)(store=store)
+        except Exception as e:  # noqa: BLE001 - one broken view must not stop the app
+            reporter.report_exception(f"The {title} view failed to start", e)
+            continue
+        # The view subscribed to what it shows in the store. Its own zero-delay timer
+        # paints after the router's tick, each view in its own turn of the event loop
+        # (not every view at once in the tick): a run's last frames then cost several
+        # short pauses instead of one long one that the user would feel.
+        views[key] = view
+        docks[key].setWidget(view)

@@ -26,7 +26,6 @@ from inspector.ui.attention import wiring as attention_wiring
 from inspector.ui.compare import actions as compare_actions
 from inspector.ui.compare import models_actions
 from inspector.ui.edits import window_edits
-from inspector.ui.export import save_view
 from inspector.ui.image.pane import ImagePane
 from inspector.ui.image.sources import ImageSources
 from inspector.ui.module_tree.widget import ModuleTreeWidget
@@ -38,14 +37,15 @@ from inspector.ui.run.session_control import SessionControl
 from inspector.ui.run.settings import RunSettingsModel
 from inspector.ui.video import player as video_player
 from inspector.ui.window import menus
+from inspector.ui.window.addons import install_view_addons
 from inspector.ui.window.app_settings import AppSettings
 from inspector.ui.window.context import WindowContext
 from inspector.ui.window.docks import (
     DEFAULT_SIZE,
-    DOCKS,
     default_layout,
     default_sizes,
     make_docks,
+    make_views,
     tidy_tab_bars_later,
 )
 from inspector.ui.window.errors import ErrorReporter
@@ -165,24 +165,7 @@ class MainWindow(QMainWindow):
 
     def build_views(self) -> None:
         """Create the data views (this imports pyqtgraph: after the window is on screen)."""
-        import importlib
-
-        for key, (_title, spec) in DOCKS.items():
-            if spec is None or key in self.views:
-                continue
-            module_name, class_name = spec
-            try:
-                module = importlib.import_module(f"inspector.ui.views.{module_name}")
-                view = getattr(module, class_name)(store=self.router.store)
-            except Exception as e:  # noqa: BLE001 - one broken view must not stop the app
-                self.reporter.report_exception(f"The {DOCKS[key][0]} view failed to start", e)
-                continue
-            # The view subscribed to what it shows in the store. Its own zero-delay timer
-            # paints after the router's tick, each view in its own turn of the event loop
-            # (not every view at once in the tick): a run's last frames then cost several
-            # short pauses instead of one long one that the user would feel.
-            self.views[key] = view
-            self.docks[key].setWidget(view)
+        make_views(self.docks, self.views, self.router.store, self.reporter)
         if "activation" in self.views:
             self.edit_actions.attach_mosaic(self.views["activation"])
         if "predictions" in self.views:
@@ -198,20 +181,8 @@ class MainWindow(QMainWindow):
             self.run_settings.update(quiet=True, attribution_options=cam.occlusion.options())
         self.compare.views_ready()  # the divergence plot selects modules in the tree
         self.attention.views_ready()
-        # File ▸ Save view as PNG / Save run as NPZ; File ▸ Open atlas and the Dataset dock.
         if self.save_actions is None:  # once, also when build_views is called again
-            self.save_actions = save_view.install_save_actions(self.context)
-            from inspector.ui.atlas import actions as atlas_actions
-            from inspector.ui.faithfulness import actions as faithfulness_actions
-
-            self.atlas = atlas_actions.install(self.context)
-            from inspector.ui.featurevis import actions as featurevis_actions
-
-            # Visualise channel / page and Concepts, in the menus, the zoom and the atlas.
-            self.featurevis = featurevis_actions.install(self.context, self.edit_actions,
-                                                         self.atlas.view)
-            # The Faithfulness tab's scoring runs, and the CAM captions' scores.
-            self.faithfulness = faithfulness_actions.install(self.context)
+            install_view_addons(self)
         module = self.tree.current_module()
         if module is not None:
             self._module_selected(module)
