@@ -16,7 +16,7 @@ import sys
 import threading
 
 from inspector import crashlog
-from inspector.cli_options import DEVICE_HELP, MODEL_HELP, WEIGHTS_HELP
+from inspector.cli_model_options import DEVICE_HELP, MODEL_HELP, WEIGHTS_HELP
 
 # Set before torch is first imported, wherever that happens (see inspector/core/__init__.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -21,7 +21,7 @@ import os
 import sys
 
 import inspector.core  # noqa: F401  (sets the OpenMP wait policy before torch loads)
-from inspector import cli_options
+from inspector import cli_model_options, cli_options
 from inspector.core.explain.catalog import AttributionOptions
 
 COMMANDS = ("analyse", "analyze", "atlas", "compare-models", "visualise", "visualize",
@@ -156,7 +156,7 @@ def _analyse(args: argparse.Namespace) -> int:
 
             boxes = load_boxes(args.boxes)
         analysis = Analysis(
-            spec=cli_options.model_spec(args),
+            spec=cli_model_options.model_spec(args),
             out=args.out,
             layers=_split(args.layers),
             methods=methods,
@@ -205,7 +205,7 @@ def _atlas(args: argparse.Namespace) -> int:
     from inspector.batch.atlas import AtlasOptions, run_atlas
 
     try:
-        spec = cli_options.model_spec(args)
+        spec = cli_model_options.model_spec(args)
     except ValueError as e:
         _error(str(e))
         return 2
@@ -225,8 +225,8 @@ def _compare_models(args: argparse.Namespace) -> int:
     from inspector.batch.compare_models import CompareOptions, run_compare_models
 
     try:
-        spec_a = cli_options.model_spec(args)
-        spec_b = cli_options.model_b_spec(args)
+        spec_a = cli_model_options.model_spec(args)
+        spec_b = cli_model_options.model_b_spec(args)
     except ValueError as e:
         _error(str(e))
         return 2
@@ -261,7 +261,7 @@ def _visualise(args: argparse.Namespace) -> int:
     from inspector.batch.visualise import VisualiseOptions, run_visualise
 
     try:
-        spec = cli_options.model_spec(args)
+        spec = cli_model_options.model_spec(args)
     except ValueError as e:
         _error(str(e))
         return 2
@@ -280,7 +280,7 @@ def _concepts(args: argparse.Namespace) -> int:
     from inspector.batch.concepts import ConceptOptions, run_concepts
 
     try:
-        spec = cli_options.model_spec(args)
+        spec = cli_model_options.model_spec(args)
     except ValueError as e:
         _error(str(e))
         return 2
@@ -352,7 +352,7 @@ def _tree(args: argparse.Namespace) -> int:
     apply_thread_setting()  # this command runs the model without a Session
 
     try:
-        spec = cli_options.model_spec(args)
+        spec = cli_model_options.model_spec(args)
     except ValueError as e:
         _error(str(e))
         return 2

@@ -35,7 +35,6 @@ between the two, and the top predictions before and after.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -43,22 +42,16 @@ from pathlib import Path
 from typing import Any
 
 from inspector.batch.analyse_image import ImageJob, compared_of, entry_of
-from inspector.batch.analyse_metrics import (
-    BOXES_UNUSED,
-    NEEDS_BOXES,
-    NEEDS_MAPS,
-    write_metrics_csv,
-)
-from inspector.batch.analyse_shards import run_shards
+from inspector.batch.analyse_metrics import check_metric_options, write_metrics_csv
+from inspector.batch.analyse_shards import fix_seed, run_shards, shard_store
 from inspector.batch.analyse_sweep import check_sweep_source
 from inspector.batch.analyse_writers import (
     comparison_document,
-    edits_of,
     summary_document,
     write_json,
 )
 from inspector.batch.inputs import Source, list_sources
-from inspector.batch.metric_boxes import digest, unmatched
+from inspector.batch.metric_boxes import unmatched
 from inspector.core.edits.interventions import Intervention
 from inspector.core.explain.attention.options import AttentionOptions
 from inspector.core.explain.catalog import AttributionOptions, attribution_method, cam_method
@@ -138,21 +131,14 @@ class Analysis:
         if every < 1:
             raise ValueError(f"--every must be 1 or more, not {every}")
         self.every = every  # of a video's frames, analyse 0, every, 2 * every, ...
-        if shard_size < 1:
-            raise ValueError(f"--shard-size must be 1 or more, not {shard_size}")
+        check_engine(shard_size, engine, ray_address, workers)
         self.resume = resume
         self.shard_size = shard_size
-        if engine not in ENGINES:
-            raise ValueError(f"unknown engine '{engine}'; choose {' or '.join(ENGINES)}")
-        if ray_address and engine != "ray":
-            raise ValueError("--ray-address needs --engine ray")
-        if workers is not None and workers < 1:
-            raise ValueError("--workers must be 1 or more")
         self.engine, self.ray_address, self.workers = engine, ray_address, workers
         self.verbose = verbose  # Ray's own log lines on the terminal (else in DIR/ray.log)
         # core.explain.metrics.names.MetricOptions of every map, and --boxes (batch.metric_boxes)
         self.metrics, self.boxes = metrics, boxes
-        _check_metrics(self)
+        check_metric_options(self)
         self.job: ImageJob | None = None  # once the model is loaded and the options checked
 
     # -- the run ----------------------------------------------------------------------------------
@@ -195,7 +181,7 @@ class Analysis:
             self.warn(f"--boxes names none of the images given (it names "
                       f"{', '.join(list(self.boxes)[:3])}{', ...' if len(self.boxes) > 3 else ''})")
             return 2
-        self._fix_seed()
+        fix_seed(self)
         session = loaded = tb = None
         started = False  # the shards are this run's: from here on summary.json is written
         entries: list[dict[str, Any]] = []
@@ -211,7 +197,7 @@ class Analysis:
             if session is None:
                 return refused
             try:
-                store, done = self._shard_store(loaded, sources)
+                store, done = shard_store(self, loaded, sources)
             except JobMismatch as e:
                 self.warn(str(e))
                 return 2
@@ -260,22 +246,6 @@ class Analysis:
         )
         return 1 if failed or stopped else 0
 
-    def _shard_store(self, loaded, sources: list[Source]):
-        """(DIR/shards for this job, the shards an earlier run of it finished: resume);
-        shards.JobMismatch when DIR holds another job's."""
-        from inspector.batch.shards import ShardStore
-
-        self.out.mkdir(parents=True, exist_ok=True)
-        store = ShardStore(self.out)
-        done, note = store.prepare(self._key(loaded, sources), self.resume,
-                                   drawn_seed=not self.seed_given)
-        if note:
-            self.warn(note)
-        if not done:  # a fresh run: an earlier run's summary must not pass for this one's
-            for name in ("summary.json", "compare.json"):
-                (self.out / name).unlink(missing_ok=True)
-        return store, done
-
     def _close_files(self, loaded, entries: list[dict], comparisons: list[dict], tb,
                      write: bool):
         """summary.json and compare.json (with `write`) and the TensorBoard log closed; the
@@ -298,40 +268,6 @@ class Analysis:
                 raise
             return failure
         return None
-
-    def _key(self, loaded, sources: list[Source]):
-        """What a resumed run must agree on (shards.JobKey)."""
-        from inspector.batch.shards import JobKey
-
-        options = {
-            "layers": self.layers, "cam": self.methods, "cam_layer": self.cam_layer,
-            "target": str(self.target_text), "topk": self.topk, "stretch": self.stretch,
-            "attr": self.attributions, "attr_options": self.attribution_options.as_dict(),
-            "edit": [e["spec"] for e in edits_of(self.edits)], "compare": self.compare,
-            "every": self.every,
-            "attention": [self.attention.fusion, self.attention.discard, self.attention.lens,
-                          sorted(self.attention.keep)],
-            "patch_sweep": self.patch_sweep, "sweep_depth": self.sweep_depth,
-            "dff": self.dff, "dff_layer": self.dff_layer,
-            "metrics": None if self.metrics is None else dataclasses.asdict(self.metrics),
-            "boxes": digest(self.boxes),
-        }
-        return JobKey.of("analyse", self.spec, self.spec.seed, options, self.shard_size, sources)
-
-    def _fix_seed(self) -> None:
-        """The seed the model is built with, before it is: the user's (--seed); resumed
-        without one, the stored run's (a new draw would mix two sets of random weights);
-        else a new draw. Fixed here, not by the loader, so that the shards' key always holds
-        the seed that built the weights, and Ray's actors build the same ones."""
-        import random
-
-        from inspector.batch.shards import stored_seed
-
-        if self.spec.seed is not None:
-            return
-        seed = stored_seed(self.out) if self.resume else None
-        self.spec = dataclasses.replace(
-            self.spec, seed=random.randrange(2**31) if seed is None else seed)
 
     def recorded_seed(self, loaded) -> int | None:
         """summary.json's "seed": the seed given, or a drawn one where it made the weights
@@ -416,17 +352,14 @@ class Analysis:
             return None
 
 
-def _check_metrics(a: Analysis) -> None:
-    """--metrics and --boxes that cannot work together with the other options: ValueError."""
-    from inspector.core.explain.metrics.names import POINTING
-
-    if a.metrics is None:
-        if a.boxes:
-            a.warn(BOXES_UNUSED)
-        return
-    if not a.methods and not a.attributions:
-        raise ValueError(NEEDS_MAPS)
-    if a.metrics.asks(POINTING) and not a.boxes:
-        raise ValueError(NEEDS_BOXES)
-    if a.boxes and not a.metrics.asks(POINTING):
-        a.warn(BOXES_UNUSED)
+def check_engine(shard_size: int, engine: str, ray_address: str | None,
+                 workers: int | None) -> None:
+    """Options of the engine that cannot work: ValueError (exit status 2)."""
+    if shard_size < 1:
+        raise ValueError(f"--shard-size must be 1 or more, not {shard_size}")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine '{engine}'; choose {' or '.join(ENGINES)}")
+    if ray_address and engine != "ray":
+        raise ValueError("--ray-address needs --engine ray")
+    if workers is not None and workers < 1:
+        raise ValueError("--workers must be 1 or more")

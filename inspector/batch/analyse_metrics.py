@@ -124,3 +124,18 @@ def write_metrics_csv(out: Path, entries: list[dict[str, Any]], asked) -> None:
     tmp = out / "metrics.csv.part"
     tmp.write_text(metrics_csv(entries, asked), encoding="utf-8")
     tmp.replace(out / "metrics.csv")
+
+
+def check_metric_options(a) -> None:
+    """--metrics and --boxes of `a` (a batch.analyse.Analysis) that cannot work together with
+    its other options: ValueError."""
+    if a.metrics is None:
+        if a.boxes:
+            a.warn(BOXES_UNUSED)
+        return
+    if not a.methods and not a.attributions:
+        raise ValueError(NEEDS_MAPS)
+    if a.metrics.asks(POINTING) and not a.boxes:
+        raise ValueError(NEEDS_BOXES)
+    if a.boxes and not a.metrics.asks(POINTING):
+        a.warn(BOXES_UNUSED)

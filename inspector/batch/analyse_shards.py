@@ -1,14 +1,18 @@
 """analyse's shards: a finished one read back from DIR/shards, the others run by the
 engine, in this process (each image through batch.analyse_image) or on Ray actors
-(batch.analyse_ray), each image's files written and then the shard's record.
+(batch.analyse_ray), each image's files written and then the shard's record; and what a
+resumed run must agree on with the one it continues (the job's key, the weights' seed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from inspector.batch.analyse_image import analyse_image
+from inspector.batch.analyse_writers import edits_of
 from inspector.batch.inputs import Source, VideoFrames, shard_count, shard_range
+from inspector.batch.metric_boxes import digest
 from inspector.batch.names import input_names
 
 
@@ -46,7 +50,7 @@ def run_shards(a, session, loaded, sources: list[Source], store, done: set[int],
 
             work = {s: [(sources[i], names[i], i) for i in shard_range(s, n, a.shard_size)]
                     for s in todo}
-            # a.spec holds the seed this process's model was built with (Analysis._fix_seed).
+            # a.spec holds the seed this process's model was built with (fix_seed, below).
             run_ray_shards(a.spec, a.job, a.every, work, a.ray_address, a.workers,
                            a.spec.device, tb is not None, on_shard, a.verbose)
             return
@@ -74,3 +78,56 @@ def _say(bar, entry: dict) -> None:
         bar.write(f"skipped {entry['error']}", file=sys.stderr)
     elif entry.get("note"):
         bar.write(f"note: {entry['note']}", file=sys.stderr)
+
+
+def fix_seed(a) -> None:
+    """The seed the model is built with, before it is: the user's (--seed); resumed
+    without one, the stored run's (a new draw would mix two sets of random weights);
+    else a new draw. Fixed here, not by the loader, so that the shards' key always holds
+    the seed that built the weights, and Ray's actors build the same ones."""
+    import random
+
+    from inspector.batch.shards import stored_seed
+
+    if a.spec.seed is not None:
+        return
+    seed = stored_seed(a.out) if a.resume else None
+    a.spec = dataclasses.replace(
+        a.spec, seed=random.randrange(2**31) if seed is None else seed)
+
+
+def shard_store(a, loaded, sources: list[Source]):
+    """(DIR/shards for this job, the shards an earlier run of it finished: resume);
+    shards.JobMismatch when DIR holds another job's."""
+    from inspector.batch.shards import ShardStore
+
+    a.out.mkdir(parents=True, exist_ok=True)
+    store = ShardStore(a.out)
+    done, note = store.prepare(job_key(a, loaded, sources), a.resume,
+                               drawn_seed=not a.seed_given)
+    if note:
+        a.warn(note)
+    if not done:  # a fresh run: an earlier run's summary must not pass for this one's
+        for name in ("summary.json", "compare.json"):
+            (a.out / name).unlink(missing_ok=True)
+    return store, done
+
+
+def job_key(a, loaded, sources: list[Source]):
+    """What a resumed run must agree on (shards.JobKey)."""
+    from inspector.batch.shards import JobKey
+
+    options = {
+        "layers": a.layers, "cam": a.methods, "cam_layer": a.cam_layer,
+        "target": str(a.target_text), "topk": a.topk, "stretch": a.stretch,
+        "attr": a.attributions, "attr_options": a.attribution_options.as_dict(),
+        "edit": [e["spec"] for e in edits_of(a.edits)], "compare": a.compare,
+        "every": a.every,
+        "attention": [a.attention.fusion, a.attention.discard, a.attention.lens,
+                      sorted(a.attention.keep)],
+        "patch_sweep": a.patch_sweep, "sweep_depth": a.sweep_depth,
+        "dff": a.dff, "dff_layer": a.dff_layer,
+        "metrics": None if a.metrics is None else dataclasses.asdict(a.metrics),
+        "boxes": digest(a.boxes),
+    }
+    return JobKey.of("analyse", a.spec, a.spec.seed, options, a.shard_size, sources)
