@@ -133,8 +133,8 @@ def load_pair(spec_a, spec_b, warn):
             warn(f"could not load model {side}, {spec.what()}: {e}")
             return 1
         if not model.pretrained:
-            warn(f"warning: model {side}, {model.description}: random weights (seed "
-                      f"{model.seed})")
+            warn(f"warning: model {side}, {model.description}: the similarities are an "
+                 f"untrained network's")
         loaded.append(model)
         trees.append(tree)
     return loaded[0], loaded[1], trees[0], trees[1]

@@ -152,6 +152,15 @@ def build():
 '''
 
 
+def test_model_b_with_random_weights_is_said_once(tmp_path: Path, capsys, monkeypatch):
+    # The warning said "RANDOM weights: …, seed N: random weights (seed N)".
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-weights"))
+    assert _compare(tmp_path / "out", "--model-b", "resnet18", "--layers-b", "layer1,fc") == 0
+    b_warning = next(line for line in capsys.readouterr().err.splitlines() if "model B" in line)
+    assert "RANDOM weights" in b_warning and "untrained network" in b_warning
+    assert b_warning.count("seed") == 1 and b_warning.lower().count("random weights") == 1
+
+
 def test_two_architectures(tmp_path: Path, capsys):
     """B another network (a model file's function): its own leaves as columns, a matched pair
     whose grids differ pooled to the coarser one, and channels beyond the narrower side lost."""
