@@ -50,6 +50,7 @@ from inspector.batch.analyse_writers import (
     summary_document,
     write_json,
 )
+from inspector.batch.command import ENGINES
 from inspector.batch.inputs import Source, list_sources
 from inspector.batch.metric_boxes import unmatched
 from inspector.core.edits.interventions import Intervention
@@ -57,7 +58,6 @@ from inspector.core.explain.attention.options import AttentionOptions
 from inspector.core.explain.catalog import AttributionOptions, attribution_method, cam_method
 from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 
-ENGINES = ("local", "ray")
 SHARD_SIZE = 16  # images per shard: a resumed run redoes at most this many
 
 
@@ -131,7 +131,7 @@ class Analysis:
         if every < 1:
             raise ValueError(f"--every must be 1 or more, not {every}")
         self.every = every  # of a video's frames, analyse 0, every, 2 * every, ...
-        check_engine(shard_size, engine, ray_address, workers)
+        _check_engine(shard_size, engine, ray_address, workers)
         self.resume = resume
         self.shard_size = shard_size
         self.engine, self.ray_address, self.workers = engine, ray_address, workers
@@ -352,7 +352,7 @@ class Analysis:
             return None
 
 
-def check_engine(shard_size: int, engine: str, ray_address: str | None,
+def _check_engine(shard_size: int, engine: str, ray_address: str | None,
                  workers: int | None) -> None:
     """Options of the engine that cannot work: ValueError (exit status 2)."""
     if shard_size < 1:

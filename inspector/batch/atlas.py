@@ -25,13 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inspector.batch.command import check_engine, run_command
 from inspector.batch.inputs import Source
 from inspector.batch.job import OptionError
-from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
+from inspector.batch.out_dir import write_failure
 from inspector.core.inputs.images import ImageLoadError
 from inspector.core.models.base import ModelSpec
-
-ENGINES = ("local", "ray")
 
 
 class AtlasCancelled(Exception):
@@ -99,45 +98,14 @@ class AtlasOptions:
         for name in ("top", "batch_size", "shard_size", "every"):
             if getattr(self, name) < 1:
                 raise OptionError(f"--{name.replace('_', '-')} must be 1 or more")
-        if self.workers is not None and self.workers < 0:
-            raise OptionError("--workers must be 0 or more")
-        if self.engine not in ENGINES:
-            raise OptionError(f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")
-        if self.ray_address and self.engine != "ray":
-            raise OptionError("--ray-address needs --engine ray")
+        check_engine(self.engine, self.ray_address, self.workers)
         if not self.layers:
             raise OptionError("--layers names no module; see `network-inspector tree`")
 
 
 def run_atlas(opts: AtlasOptions, inputs: list[str]) -> int:
     t0 = time.perf_counter()
-    warn = opts.warn
-    try:
-        opts.check()
-        if opts.engine == "ray":
-            from inspector.batch.ray_engine import require_ray
-
-            require_ray()
-    except OptionError as e:
-        warn(str(e))
-        return 2
-    try:  # before any work: a folder that cannot be written, or another run's
-        lock = claim(Path(opts.out), "atlas", warn=warn)
-    except OutDirError as e:
-        warn(str(e))
-        return 2
-    from inspector.batch.ray_logs import ray_logs_to_file
-
-    with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
-        try:
-            return _run(opts, inputs, t0)
-        except OSError as e:
-            failure = write_failure(e, Path(opts.out))
-            if failure is None:
-                raise
-            warn(str(failure))
-            remove_partial(Path(opts.out))
-            return 1
+    return run_command("atlas", opts, opts.check, lambda _: _run(opts, inputs, t0))
 
 
 def _run(opts: AtlasOptions, inputs: list[str], t0: float) -> int:

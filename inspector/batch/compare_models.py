@@ -27,12 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inspector.batch.command import check_engine, run_command
 from inspector.batch.job import OptionError
-from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
+from inspector.batch.out_dir import write_failure
 from inspector.core.compare.cka import ESTIMATORS, EXACT, MIN_MINIBATCH, MINIBATCH
 from inspector.core.models.base import ModelSpec
-
-ENGINES = ("local", "ray")
 
 
 class CompareCancelled(Exception):
@@ -86,12 +85,7 @@ class CompareOptions:
         if (self.atlas_a or self.atlas_b) and not self.match:
             raise OptionError("--atlas-a and --atlas-b add crops to --match's channels: give "
                               "--match LAYER_A:LAYER_B")
-        if self.workers is not None and self.workers < 0:
-            raise OptionError("--workers must be 0 or more")
-        if self.engine not in ENGINES:
-            raise OptionError(f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")
-        if self.ray_address and self.engine != "ray":
-            raise OptionError("--ray-address needs --engine ray")
+        check_engine(self.engine, self.ray_address, self.workers)
 
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
@@ -99,33 +93,7 @@ class CompareOptions:
 
 def run_compare_models(opts: CompareOptions, inputs: list[str]) -> int:
     t0 = time.perf_counter()
-    warn = opts.warn
-    try:
-        opts.check()
-        if opts.engine == "ray":
-            from inspector.batch.ray_engine import require_ray
-
-            require_ray()
-    except OptionError as e:
-        warn(str(e))
-        return 2
-    try:
-        lock = claim(Path(opts.out), "compare-models", warn=warn)
-    except OutDirError as e:
-        warn(str(e))
-        return 2
-    from inspector.batch.ray_logs import ray_logs_to_file
-
-    with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
-        try:
-            return _run(opts, inputs, t0)
-        except OSError as e:
-            failure = write_failure(e, Path(opts.out))
-            if failure is None:
-                raise
-            warn(str(failure))
-            remove_partial(Path(opts.out))
-            return 1
+    return run_command("compare-models", opts, opts.check, lambda _: _run(opts, inputs, t0))
 
 
 def _run(opts: CompareOptions, inputs: list[str], t0: float) -> int:

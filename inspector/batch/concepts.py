@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from inspector.batch.command import check_engine, run_command
 from inspector.batch.job import OptionError
-from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
+from inspector.batch.out_dir import write_failure
 from inspector.core.models.base import ModelSpec
 
-ENGINES = ("local", "ray")
 FIT_FILE = "fit.npz"
 
 
@@ -66,48 +66,32 @@ class ConceptOptions:
         for name in ("k", "sample", "top", "batch_size", "shard_size", "every"):
             if getattr(self, name) < 1:
                 raise OptionError(f"--{name.replace('_', '-')} must be 1 or more")
-        if self.engine not in ENGINES:
-            raise OptionError(f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")
-        if self.ray_address and self.engine != "ray":
-            raise OptionError("--ray-address needs --engine ray")
+        check_engine(self.engine, self.ray_address, self.workers)
         if not self.layer:
             raise OptionError("--layer names no module; see `network-inspector tree`")
 
 
 def run_concepts(opts: ConceptOptions, inputs: list[str]) -> int:
+    return run_command("concepts", opts, lambda: _check(opts), lambda _: _work(opts, inputs))
+
+
+def _check(opts: ConceptOptions) -> None:
     from inspector.core.explain.concepts import ConceptsUnavailable, sklearn_decomposition
 
+    opts.check()
     try:
-        opts.check()
         sklearn_decomposition()
-        if opts.engine == "ray":
-            from inspector.batch.ray_engine import require_ray
+    except ConceptsUnavailable as e:  # the [concepts] extra is missing: said as an option
+        raise OptionError(str(e)) from None
 
-            require_ray()
-    except (OptionError, ConceptsUnavailable) as e:
-        opts.warn(str(e))
-        return 2
+
+def _work(opts: ConceptOptions, inputs: list[str]) -> int:
     try:
-        lock = claim(Path(opts.out), "concepts", warn=opts.warn)
-    except OutDirError as e:
-        opts.warn(str(e))
-        return 2
-    from inspector.batch.ray_logs import ray_logs_to_file
-
-    with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
-        try:
-            return _run(opts, inputs)
-        except ConceptsCancelled:
-            opts.warn(f"the concepts run was cancelled; the finished shards are kept in "
-                      f"{Path(opts.out) / 'shards'}: run again with --resume to continue")
-            return 1
-        except OSError as e:
-            failure = write_failure(e, Path(opts.out))
-            if failure is None:
-                raise
-            opts.warn(str(failure))
-            remove_partial(Path(opts.out))
-            return 1
+        return _run(opts, inputs)
+    except ConceptsCancelled:
+        opts.warn(f"the concepts run was cancelled; the finished shards are kept in "
+                  f"{Path(opts.out) / 'shards'}: run again with --resume to continue")
+        return 1
 
 
 def _run(opts: ConceptOptions, inputs: list[str]) -> int:

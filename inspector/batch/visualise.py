@@ -24,9 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from inspector.batch.command import check_engine, run_command
 from inspector.batch.job import OptionError
 from inspector.batch.names import safe_name
-from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
+from inspector.batch.out_dir import write_failure
 from inspector.core.explain.featurevis.settings import (
     CLASS,
     DIRECTION,
@@ -36,7 +37,6 @@ from inspector.core.explain.featurevis.settings import (
 )
 from inspector.core.models.base import ModelSpec
 
-ENGINES = ("local", "ray")
 OUTPUT_FOLDER = "output"  # the picture folder of --objective class without --layer
 
 
@@ -98,10 +98,7 @@ class VisualiseOptions:
         for name in ("steps", "batch_size"):
             if getattr(self, name) < 1:
                 raise OptionError(f"--{name.replace('_', '-')} must be 1 or more")
-        if self.engine not in ENGINES:
-            raise OptionError(f"unknown engine '{self.engine}'; choose {' or '.join(ENGINES)}")
-        if self.ray_address and self.engine != "ray":
-            raise OptionError("--ray-address needs --engine ray")
+        check_engine(self.engine, self.ray_address, self.workers)
         if self.objective == DIRECTION and self.directions is None:
             raise OptionError("--objective direction needs --directions FILE (concepts.npz "
                               "from `network-inspector concepts`, or an analyse --dff NPZ)")
@@ -141,37 +138,18 @@ def picture_path(out: Path, layer: str, channel: int) -> Path:
 
 
 def run_visualise(opts: VisualiseOptions) -> int:
-    warn = opts.warn
-    try:
-        channels = opts.check()
-        vectors = load_directions(opts.directions) if opts.objective == DIRECTION else None
-        if vectors is not None and channels[-1] >= len(vectors):
-            raise OptionError(f"--directions has {len(vectors)} directions: "
-                              f"{channels[-1]} is out of range")
-        if opts.engine == "ray":
-            from inspector.batch.ray_engine import require_ray
+    return run_command("visualise", opts, lambda: _check(opts),
+                       lambda checked: _run(opts, targets_for(opts, *checked)))
 
-            require_ray()
-    except OptionError as e:
-        warn(str(e))
-        return 2
-    try:
-        lock = claim(Path(opts.out), "visualise", warn=warn)
-    except OutDirError as e:
-        warn(str(e))
-        return 2
-    from inspector.batch.ray_logs import ray_logs_to_file
 
-    with lock, ray_logs_to_file(Path(opts.out), opts.verbose or opts.engine != "ray"):
-        try:
-            return _run(opts, targets_for(opts, channels, vectors))
-        except OSError as e:
-            failure = write_failure(e, Path(opts.out))
-            if failure is None:
-                raise
-            warn(str(failure))
-            remove_partial(Path(opts.out))
-            return 1
+def _check(opts: VisualiseOptions):
+    """(the channels, the --directions' vectors or None); OptionError."""
+    channels = opts.check()
+    vectors = load_directions(opts.directions) if opts.objective == DIRECTION else None
+    if vectors is not None and channels[-1] >= len(vectors):
+        raise OptionError(f"--directions has {len(vectors)} directions: "
+                          f"{channels[-1]} is out of range")
+    return channels, vectors
 
 
 def _setup(opts: VisualiseOptions, targets: list[Target]):
