@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import json
 import logging
+import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 ORGANIZATION = "network-inspector"
 APPLICATION = "network-inspector"
-# Bump when the set of docks changes: Qt would otherwise restore a layout that lacks the
-# new docks, or refuse the old one silently. Also to drop layouts a bug had spoiled.
-# 2: the Edits and Divergence docks; 3: Dataset; 4: layouts saved after choosing Occlusion had
-# widened the right-hand docks and squeezed the module tree.
-LAYOUT_VERSION = 4
+# Bumped by hand only to drop layouts a bug had spoiled (4: layouts saved after choosing
+# Occlusion had widened the right-hand docks and squeezed the module tree). A change in the
+# set of docks needs no bump: the version a layout is saved under names them (layout_version).
+LAYOUT_REVISION = 4
 MAX_RECENT = 10
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
@@ -44,6 +44,7 @@ class AppSettings:
         self.qs = qsettings if qsettings is not None else QSettings(ORGANIZATION, APPLICATION)
         self.problems: list[str] = []  # notes about ignored values, oldest first
         self.on_problem: Callable[[str], None] | None = None  # the window's status bar
+        self._versions: dict[int, int] = {}  # id(window) -> its layout version
 
     @classmethod
     def in_file(cls, path: str) -> AppSettings:
@@ -53,18 +54,31 @@ class AppSettings:
     # -- window ---------------------------------------------------------------------------
     def save_window(self, window: QMainWindow) -> None:
         self.qs.setValue("window/geometry", window.saveGeometry())
-        self.qs.setValue("window/state", window.saveState(LAYOUT_VERSION))
+        self.qs.setValue("window/state", window.saveState(self._layout_version(window)))
 
     def restore_window(self, window: QMainWindow) -> bool:
-        """Restore geometry and dock layout; False when there was nothing (first start)."""
+        """Restore geometry and dock layout; False when there was nothing (first start). A
+        layout saved by a window with other docks is not restored (the default stays)."""
         geometry = self._bytes("window/geometry")
         state = self._bytes("window/state")
         restored = False
         if geometry is not None and not geometry.isEmpty():
             restored = window.restoreGeometry(geometry)
         if state is not None and not state.isEmpty():
-            restored = window.restoreState(state, LAYOUT_VERSION) and restored
+            restored = window.restoreState(state, self._layout_version(window)) and restored
         return restored
+
+    def _layout_version(self, window: QMainWindow) -> int:
+        """The version of `window`'s layouts: LAYOUT_REVISION and the docks it had when its
+        layout was first restored or saved (a dock an add-on makes later, on demand, does not
+        change it). Qt would restore a layout that lacks a newer dock around it, or drop
+        the docks of an older one; another version is refused instead."""
+        version = self._versions.get(id(window))
+        if version is None:
+            names = sorted(d.objectName() for d in window.findChildren(QDockWidget))
+            key = "|".join([str(LAYOUT_REVISION), *names]).encode()
+            version = self._versions[id(window)] = zlib.crc32(key) & 0x7FFFFFFF
+        return version
 
     # -- recent lists ---------------------------------------------------------------------
     def recent_images(self) -> list[str]:
