@@ -62,6 +62,30 @@ def test_session_maps_equal_the_lean_path_with_and_without_gradients(vit_session
         assert remaining_hooks(model) == []
 
 
+def test_the_attention_maps_are_scored_as_every_map_is(vit_session):
+    """Faithfulness (issue 24) of the attention maps (issue 25): each has its curves, equal to
+    the metric computed by hand on the map the run made."""
+    from inspector.core.explain.metrics.curves import deletion_insertion
+    from inspector.core.explain.metrics.forwards import Forwarder
+    from inspector.core.explain.metrics.names import MetricOptions
+    from inspector.core.explain.metrics.scores import class_probability
+
+    x, model = _x(), vit_session.loaded.model
+    options = MetricOptions(metrics=("deletion", "insertion", "avgdrop"), steps=8)
+    out = vit_session.run(x, gradients=False, target=3, cams=MAPS, metrics=options)
+    vit_session.channel.drain()
+    assert out.status == "ok", out.error
+    assert {method for method, _ in out.metrics} == {m for m, _ in MAPS}
+    for key, scores in out.metrics.items():
+        with torch.no_grad():
+            forwarder = Forwarder(class_probability(model, 3), x)
+            (d, i), = deletion_insertion(forwarder, x, out.cams[key], steps=8)
+        assert np.allclose(d.scores, scores.deletion.scores, atol=1e-5), key
+        assert np.allclose(i.scores, scores.insertion.scores, atol=1e-5), key
+        assert 0.0 <= scores.deletion.auc <= 1.0 and scores.avg_drop is not None, key
+    assert remaining_hooks(model) == []
+
+
 def test_gradrollout_beside_gradcam_in_one_run_is_the_same_map(vit_session):
     """The run's graph starts at the first attention, so Grad-CAM's layer (the last block's
     first norm) does not cut the paths of the earlier blocks' attention gradients."""

@@ -341,8 +341,7 @@ class Session:
                     put(outcome.divergence)
                 stages.backward(run, plan, cap, attention)
             run.never_called = tuple(cap.never_called())
-            stages.explain(run, plan, cap)
-            attention.explain()
+            stages.explain(run, plan, cap, attention)
         except RunCancelled:
             self._channel_of(run_id).cancel_run(run_id)
             return self._finish(run, "cancelled", cap)

@@ -290,12 +290,16 @@ def backward(run: InFlight, plan: Plan, cap: Capture, attention=None) -> None:
 # -- explain --------------------------------------------------------------------------------------
 
 
-def explain(run: InFlight, plan: Plan, cap: Capture) -> None:
-    """The CAMs (from what the capture kept), then the input attributions, after the
-    capture's hooks are gone. Score-CAM and the attributions run the model again: with the
-    run's edits on, so that they explain the model the run showed (only then: hooks walk
-    the model, and a gradient CAM reads what the capture kept)."""
+def explain(run: InFlight, plan: Plan, cap: Capture, attention=None) -> None:
+    """The attention maps (`attention`: the run's core.explain.attention.stage.AttentionRun,
+    from the attention it read), the CAMs (from what the capture kept), then the input
+    attributions and the metrics that score all of those maps, after the capture's hooks are
+    gone. Score-CAM, the attributions and the metrics run the model again: with the run's
+    edits on, so that they explain the model the run showed (only then: hooks walk the
+    model, and a gradient CAM reads what the capture kept)."""
     req = run.request
+    if attention is not None:
+        attention.explain()
     reruns = (bool(req.attributions) or req.metrics is not None
               or any(cam_method(m) in FORWARD_CAMS for m, _ in plan.cams))
     x = run.x.detach()
