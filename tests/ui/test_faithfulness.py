@@ -13,6 +13,7 @@ import pytest
 from view_frames import cam_frame, predictions, shown, started
 
 from inspector import demo
+from inspector.core.explain.catalog import ATTENTION_CAMS
 from inspector.core.explain.metrics.curves import Curve
 from inspector.core.explain.metrics.names import MetricOptions
 from inspector.core.explain.metrics.results import MapScores
@@ -156,6 +157,9 @@ def test_score_every_method_in_the_window_and_cancel(demo_window, qtbot):
     assert (run, "Faithfulness") in seen
     assert view.table.rowCount() == 12 and not view.cancel_button.isEnabled()
     assert "scored in" in view.progress_label.text()
+    # The attention maps, greyed out for this CNN, are not asked for (each would be a note).
+    asked = {m for m, _ in window.faithfulness.maps(every=True)["cams"]}
+    assert asked and not asked & ATTENTION_CAMS
     cam = window.views["cam"]
     qtbot.waitUntil(lambda: "deletion AUC" in cam.header.text(), timeout=TIMEOUT)
     assert "5 steps" in cam.header.toolTip()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject
 
 from inspector.core.explain.catalog import (
+    ATTENTION_CAMS,
     ATTRIBUTION_METHODS,
     CAM_METHODS,
     FORWARD_CAMS,
@@ -52,8 +53,12 @@ class FaithfulnessActions(QObject):
         methods = list(CAM_METHODS) + list(ATTRIBUTION_METHODS) if every else [value.cam_method]
         if not classifier:
             methods = [m for m in methods if m in CAM_METHODS and m not in FORWARD_CAMS]
+        if every and self.cam is not None and self.cam.controls.attention_refusal:
+            methods = [m for m in methods if m not in ATTENTION_CAMS]  # greyed out: no ViT
         return {
-            "cams": tuple((m, value.cam_layer) for m in methods if m in CAM_METHODS),
+            # The attention maps read no layer (LeGrad's first block is its own option).
+            "cams": tuple((m, None if m in ATTENTION_CAMS else value.cam_layer)
+                          for m in methods if m in CAM_METHODS),
             "attributions": tuple(m for m in methods if m in ATTRIBUTION_METHODS),
             "attribution_options": value.attribution_options,
         }

@@ -49,6 +49,7 @@ class CamControls(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.attention_refusal = ""  # why the attention maps are greyed out ("": they apply)
         self.method_combo = QComboBox()
         for key, method in CAM_METHODS.items():
             self.method_combo.addItem(method.title, key)
@@ -136,6 +137,7 @@ class CamControls(QWidget):
 
     def set_attention_refusal(self, why: str) -> None:
         """Grey out the attention maps with `why` as their tooltip ("": they apply)."""
+        self.attention_refusal = why
         model = self.method_combo.model()
         for key in ATTENTION_CAMS:
             index = self.method_combo.findData(key)
