@@ -291,12 +291,9 @@ def backward(run: InFlight, plan: Plan, cap: Capture, attention=None) -> None:
 
 
 def explain(run: InFlight, plan: Plan, cap: Capture, attention=None) -> None:
-    """The attention maps (`attention`: the run's core.explain.attention.stage.AttentionRun,
-    from the attention it read), the CAMs (from what the capture kept), then the input
-    attributions and the metrics that score all of those maps, after the capture's hooks are
-    gone. Score-CAM, the attributions and the metrics run the model again: with the run's
-    edits on, so that they explain the model the run showed (only then: hooks walk the
-    model, and a gradient CAM reads what the capture kept)."""
+    """After the capture's hooks are gone: the attention maps (`attention`, the run's
+    AttentionRun), the CAMs, the attributions, then the metrics that score them all. Those
+    that run the model again do so with the run's edits on (only then: hooks walk the model)."""
     req = run.request
     if attention is not None:
         attention.explain()
