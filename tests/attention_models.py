@@ -45,7 +45,6 @@ def timm_vit(name: str = "deit_tiny_patch16_224", seed: int = 0) -> tuple[nn.Mod
 def hf_vit(kind: str = "vit", implementation: str = "sdpa", seed: int = 0) -> nn.Module:
     """A small Hugging Face ViT (`vit`) or DeiT with teacher (`deit`)."""
     transformers = pytest.importorskip("transformers")
-    transformers.utils.logging.set_verbosity_error()
     torch.manual_seed(seed)
     options = dict(image_size=64, patch_size=16, hidden_size=64, num_hidden_layers=3,
                    num_attention_heads=4, intermediate_size=128, num_labels=10)

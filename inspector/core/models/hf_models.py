@@ -113,9 +113,13 @@ def _quiet(transformers):
     handler = pylogging.StreamHandler(report)
     logging.disable_default_handler()
     logging.add_handler(handler)
+    # The report is a warning: read whatever verbosity the user's code set (error hides it).
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity(min(verbosity, logging.WARNING))
     try:
         yield report
     finally:
+        logging.set_verbosity(verbosity)
         logging.remove_handler(handler)
         logging.enable_default_handler()
         if bars:
