@@ -13,6 +13,7 @@ is shown at once. A new model cancels the job; so does a new request.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,7 +64,9 @@ class FeatureVisRunner(QObject):
         self.control = control
         self._cache = cache
         self.job: FeatureVisJob | None = None
-        self.weights: tuple[object, str] | None = None  # (model, its weights hash)
+        # (a weak reference to the model, its weights hash): weak, so that a model replaced
+        # by the next one is not kept alive here until that one's hash is known.
+        self.weights: tuple[weakref.ref, str] | None = None
 
     @property
     def cache(self):
@@ -96,7 +99,7 @@ class FeatureVisRunner(QObject):
         """The cached picture of `channel` (core.explain.featurevis.cache.CachedPicture) for
         the loaded model, or None (also before its weights' hash is known)."""
         loaded = self.control.loaded
-        if loaded is None or self.weights is None or self.weights[0] is not loaded.model:
+        if loaded is None or self.weights is None or self.weights[0]() is not loaded.model:
             return None
         from inspector.core.explain.featurevis.cache import cache_key
         from inspector.core.explain.featurevis.settings import Target
@@ -108,6 +111,7 @@ class FeatureVisRunner(QObject):
     def model_loaded(self) -> None:
         """A model was loaded: cancel the job, and hash the weights on the worker."""
         self.cancel()
+        self.weights = None  # the replaced model's
         session = self.control.session
         if session is None:
             return
@@ -116,7 +120,8 @@ class FeatureVisRunner(QObject):
             from inspector.core.explain.featurevis.cache import weights_hash
 
             loaded = session.loaded
-            return None if loaded is None else (loaded.model, weights_hash(loaded.model))
+            return None if loaded is None else (weakref.ref(loaded.model),
+                                                weights_hash(loaded.model))
 
         future = session.worker.submit(hash_weights, tag="featurevis")
         self.control.router.watch(future, self._hashed)
