@@ -103,13 +103,8 @@ def shard_store(a, loaded, sources: list[Source]):
 
     a.out.mkdir(parents=True, exist_ok=True)
     store = ShardStore(a.out)
-    done, note = store.prepare(job_key(a, loaded, sources), a.resume,
-                               drawn_seed=not a.seed_given)
-    if note:
-        a.warn(note)
-    if not done:  # a fresh run: an earlier run's summary must not pass for this one's
-        for name in ("summary.json", "compare.json"):
-            (a.out / name).unlink(missing_ok=True)
+    done = store.start(job_key(a, loaded, sources), a.resume, not a.seed_given, a.warn,
+                       ("summary.json", "compare.json"))
     return store, done
 
 

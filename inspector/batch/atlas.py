@@ -32,6 +32,9 @@ from inspector.batch.out_dir import write_failure
 from inspector.core.inputs.images import ImageLoadError
 from inspector.core.models.base import ModelSpec
 
+# What a finished run writes in DIR (atlas.json last), beside the shards.
+RESULTS = ("atlas.json", "classes.json", "crops", "classes")
+
 
 class AtlasCancelled(Exception):
     """AtlasOptions.cancel was set: the run stops at the next batch."""
@@ -166,7 +169,7 @@ def _setup(opts: AtlasOptions, sources: list[Source]):
     from inspector.batch.job import StatsJob
     from inspector.batch.names import unknown_modules
     from inspector.batch.probe import plan_layers
-    from inspector.batch.shards import JobKey, JobMismatch, ShardStore
+    from inspector.batch.shards import JobKey, ShardStore
     from inspector.core.explain.cam.compute import compute_cams
     from inspector.core.explain.cam.layer import default_target_layer
     from inspector.core.models.files import ModelLoadError
@@ -211,18 +214,10 @@ def _setup(opts: AtlasOptions, sources: list[Source]):
     spec = opts.spec
     key = JobKey.of("atlas", spec, spec.seed, {"layers": layers, "top": opts.top},
                     opts.shard_size, sources)
+    # A fresh run: the files of an earlier one in this folder go now, so that a run killed
+    # before it ends never leaves another run's atlas.json looking like its own.
     store = ShardStore(opts.out)
-    try:
-        done, note = store.prepare(key, opts.resume, drawn_seed=opts.seed_drawn)
-    except JobMismatch as e:
-        warn(str(e))
-        return 2
-    if note:
-        warn(note)
-    if not done:
-        # A fresh run: the files of an earlier one in this folder go now, so that a run
-        # killed before it ends never leaves another run's atlas.json looking like its own.
-        _remove_results(Path(opts.out))
+    done = store.start(key, opts.resume, opts.seed_drawn, warn, RESULTS)
     job = StatsJob(
         paths=tuple(sources), preprocess=loaded.preprocess, plans=plans, cam_layer=cam_layer,
         cam_shape=cam_shape, top=opts.top, shard_size=opts.shard_size,
@@ -308,7 +303,9 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
 
 def _remove_results(out: Path) -> None:
     """The files a finished run writes (atlas.json last), not the shards."""
-    for name in ("atlas.json", "classes.json"):
-        (out / name).unlink(missing_ok=True)
-    for folder in ("crops", "classes"):
-        shutil.rmtree(out / folder, ignore_errors=True)
+    for name in RESULTS:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

@@ -1,7 +1,8 @@
 """What every batch command (atlas, compare-models, visualise, concepts) does around its own
 work, in one place so that each answers the same way: options that cannot work are one
 sentence and exit status 2 before anything is read; so is an output folder that cannot be
-written or that another run is writing (DIR is claimed, batch.out_dir); Ray's own log lines
+written, that another run is writing (DIR is claimed, batch.out_dir) or that holds another
+job's shards (batch.shards); Ray's own log lines
 go to DIR/ray.log unless --verbose; a disk that fills up or a folder that stops being
 writable is one sentence, exit status 1, and no half-written file is left."""
 
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 
 from inspector.batch.job import OptionError
 from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
+from inspector.batch.shards import JobMismatch
 
 ENGINES = ("local", "ray")
 
@@ -50,6 +52,9 @@ def run_command(name: str, opts: Any, check: Callable[[], Checked],
     with lock, ray_logs_to_file(out, opts.verbose or opts.engine != "ray"):
         try:
             return work(checked)
+        except JobMismatch as e:  # DIR holds another job's shards (ShardStore.start)
+            warn(str(e))
+            return 2
         except OSError as e:
             failure = write_failure(e, out)
             if failure is None:

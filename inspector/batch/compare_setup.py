@@ -78,8 +78,6 @@ def setup(opts, inputs: list[str]):
     for note in notes:
         warn(f"note: {note}")
     store, todo = _store(opts, job, sources, rule)
-    if isinstance(store, int):
-        return store
     return Ready(a, b, opts.spec_a, opts.spec_b, job, store, todo, sources, missing, notes)
 
 
@@ -208,7 +206,7 @@ def describe_plan(p: Plan, n: int, batch_size: int, la: int, lb: int) -> str:
 
 
 def _store(opts, job: CompareJob, sources, seed_rule: str):
-    from inspector.batch.shards import JobKey, JobMismatch, ShardStore
+    from inspector.batch.shards import JobKey, ShardStore
 
     spec_b = opts.spec_b
     options = {
@@ -223,14 +221,6 @@ def _store(opts, job: CompareJob, sources, seed_rule: str):
     key = JobKey.of("compare-models", opts.spec_a, opts.spec_a.seed, options, opts.shard_size,
                     sources)
     store = ShardStore(opts.out)
-    try:
-        done, note = store.prepare(key, opts.resume, drawn_seed=opts.seeds_drawn)
-    except JobMismatch as e:
-        opts.warn(str(e))
-        return 2, None
-    if note:
-        opts.warn(note)
-    if not done:  # a fresh run: an earlier run's results must not pass for this one's
-        for name in ("cka.json", "cka.png", "matches.json"):
-            (Path(opts.out) / name).unlink(missing_ok=True)
+    done = store.start(key, opts.resume, opts.seeds_drawn, opts.warn,
+                       ("cka.json", "cka.png", "matches.json"))
     return store, [s for s in range(len(job.plan.shards)) if s not in done]

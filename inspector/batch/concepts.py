@@ -17,7 +17,6 @@ all rows. Exit status as `atlas`: 0, 1 (unreadable images, a failed or cancelled
 from __future__ import annotations
 
 import io
-import shutil
 import sys
 import threading
 import time
@@ -137,7 +136,7 @@ def _run(opts: ConceptOptions, inputs: list[str]) -> int:
 def _setup(opts: ConceptOptions, sources):
     from inspector.batch.names import unknown_modules
     from inspector.batch.probe import plan_layers
-    from inspector.batch.shards import JobKey, JobMismatch, ShardStore
+    from inspector.batch.shards import JobKey, ShardStore
     from inspector.core.models.load import load_model, probe_tree
     from inspector.core.run.runtime import apply_thread_setting
 
@@ -164,16 +163,7 @@ def _setup(opts: ConceptOptions, sources):
                     {"layer": opts.layer, "k": opts.k, "fit_seed": opts.seed,
                      "sample": opts.sample, "top": opts.top}, opts.shard_size, sources)
     store = ShardStore(opts.out)
-    try:
-        done, note = store.prepare(key, opts.resume, drawn_seed=opts.seed_drawn)
-    except JobMismatch as e:
-        opts.warn(str(e))
-        return 2
-    if note:
-        opts.warn(note)
-    if not done:
-        (Path(opts.out) / "concepts.json").unlink(missing_ok=True)
-        shutil.rmtree(Path(opts.out) / "crops", ignore_errors=True)
+    done = store.start(key, opts.resume, opts.seed_drawn, opts.warn, ("concepts.json", "crops"))
     return loaded, plan, store, done
 
 

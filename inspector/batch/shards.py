@@ -103,6 +103,23 @@ class ShardStore:
         return sorted(int(m.group(1)) for p in self.folder.iterdir()
                       if (m := _SHARD.fullmatch(p.name)))
 
+    def start(self, key: JobKey, resume: bool, drawn_seed: bool, warn,
+              results: Sequence[str] = ()) -> set[int]:
+        """prepare(), with its note said by `warn`; on a fresh run (nothing reused), the
+        files or folders a finished run of the job wrote in DIR (`results`) removed, so that
+        an earlier run's results never pass for this one's. JobMismatch as prepare."""
+        done, note = self.prepare(key, resume, drawn_seed=drawn_seed)
+        if note:
+            warn(note)
+        if not done:
+            for name in results:
+                path = self.folder.parent / name
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        return done
+
     def prepare(self, key: JobKey, resume: bool,
                 drawn_seed: bool = False) -> tuple[set[int], str | None]:
         """Finished shards to reuse, and a note for the user; JobMismatch if the folder holds

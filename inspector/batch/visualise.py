@@ -192,7 +192,7 @@ def _setup(opts: VisualiseOptions, targets: list[Target]):
 
 
 def _run(opts: VisualiseOptions, targets: list[Target]) -> int:
-    from inspector.batch.shards import JobKey, JobMismatch, ShardStore
+    from inspector.batch.shards import JobKey, ShardStore
 
     t0 = time.perf_counter()
     loaded = _setup(opts, targets)
@@ -204,15 +204,7 @@ def _run(opts: VisualiseOptions, targets: list[Target]) -> int:
                "directions": None if opts.directions is None else str(opts.directions)}
     key = JobKey.of("visualise", opts.spec, opts.spec.seed, options, opts.batch_size, [])
     store = ShardStore(opts.out)
-    try:
-        done, note = store.prepare(key, opts.resume, drawn_seed=opts.seed_drawn)
-    except JobMismatch as e:
-        opts.warn(str(e))
-        return 2
-    if note:
-        opts.warn(note)
-    if not done:
-        (Path(opts.out) / "visualise.json").unlink(missing_ok=True)
+    done = store.start(key, opts.resume, opts.seed_drawn, opts.warn, ("visualise.json",))
     batches = [targets[i:i + opts.batch_size] for i in range(0, len(targets), opts.batch_size)]
     todo = [s for s in range(len(batches)) if s not in done]
     bar = _Bar(opts, sum(len(batches[s]) for s in todo) * opts.steps)

@@ -112,3 +112,16 @@ def test_ray_gives_the_local_pictures(tmp_path):
     a = json.loads((tmp_path / "local" / "visualise.json").read_text())
     b = json.loads((tmp_path / "ray" / "visualise.json").read_text())
     assert a["channels"] == b["channels"]
+
+
+def test_a_folder_holding_another_jobs_shards_is_refused_and_kept(tmp_path):
+    """The batch commands' shared frame (batch.command) answers ShardStore.start's
+    JobMismatch: one sentence, exit 2, and the other job's shards are left as they were."""
+    out = tmp_path / "vis"
+    assert _cli(out, "--channels", "0-1", "--seed", "1").returncode == 0
+    shards = sorted(p.name for p in (out / "shards").iterdir())
+    other = _cli(out, "--channels", "0-3", "--seed", "1")
+    assert other.returncode == 2, other.stderr
+    assert "holds shards of a different visualise job" in other.stderr
+    assert "Traceback" not in other.stderr and len(other.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in (out / "shards").iterdir()) == shards
