@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inspector.batch.command import check_engine, run_command
+from inspector.batch.command import check_engine, run_command, shards_stopped
 from inspector.batch.inputs import Source
 from inspector.batch.job import OptionError
 from inspector.batch.out_dir import write_failure
@@ -140,11 +140,7 @@ def _run(opts: AtlasOptions, inputs: list[str], t0: float) -> int:
     except AtlasCancelled:
         return _cancelled(opts, store)
     except Exception as e:  # a model that fails in a forward, a lost cluster
-        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
-            raise  # said in run_atlas, as a sentence about the disk
-        warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
-             f"{store.folder}: run again with --resume to continue")
-        return 1
+        return shards_stopped(e, opts.out, store, warn)
     finally:
         if bar is not None:
             bar.close()

@@ -62,3 +62,14 @@ def run_command(name: str, opts: Any, check: Callable[[], Checked],
             warn(str(failure))
             remove_partial(out)
             return 1
+
+
+def shards_stopped(e: Exception, out, store, warn) -> int:
+    """A job's shards stopped by `e` (a model that fails in a forward, a lost cluster): one
+    sentence saying the finished shards are kept, exit status 1. A failure to write DIR is
+    raised again, for run_command to say as a sentence about the disk."""
+    if isinstance(e, OSError) and write_failure(e, Path(out)) is not None:
+        raise e
+    warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
+         f"{store.folder}: run again with --resume to continue")
+    return 1

@@ -27,9 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inspector.batch.command import check_engine, run_command
+from inspector.batch.command import check_engine, run_command, shards_stopped
 from inspector.batch.job import OptionError
-from inspector.batch.out_dir import write_failure
 from inspector.core.compare.cka import ESTIMATORS, EXACT, MIN_MINIBATCH, MINIBATCH
 from inspector.core.models.base import ModelSpec
 
@@ -113,11 +112,7 @@ def _run(opts: CompareOptions, inputs: list[str], t0: float) -> int:
              f"{ready.store.folder}: run again with --resume to continue")
         return 1
     except Exception as e:  # a model that fails in a forward, a lost cluster
-        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
-            raise  # said in run_compare_models, as a sentence about the disk
-        warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
-             f"{ready.store.folder}: run again with --resume to continue")
-        return 1
+        return shards_stopped(e, opts.out, ready.store, warn)
     finally:
         bar.close()
     from inspector.batch.compare_finish import finish

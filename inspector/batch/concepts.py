@@ -26,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from inspector.batch.command import check_engine, run_command
+from inspector.batch.command import check_engine, run_command, shards_stopped
 from inspector.batch.job import OptionError
-from inspector.batch.out_dir import write_failure
 from inspector.core.models.base import ModelSpec
 
 FIT_FILE = "fit.npz"
@@ -121,11 +120,7 @@ def _run(opts: ConceptOptions, inputs: list[str]) -> int:
         opts.warn(str(e))
         return 2
     except Exception as e:  # a model that fails in a forward, a lost cluster
-        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
-            raise
-        opts.warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
-                  f"{store.folder}: run again with --resume to continue")
-        return 1
+        return shards_stopped(e, opts.out, store, opts.warn)
     finally:
         bar.close()
     from inspector.batch.concept_files import write_results

@@ -24,10 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from inspector.batch.command import check_engine, run_command
+from inspector.batch.command import check_engine, run_command, shards_stopped
 from inspector.batch.job import OptionError
 from inspector.batch.names import safe_name
-from inspector.batch.out_dir import write_failure
 from inspector.core.explain.featurevis.settings import (
     CLASS,
     DIRECTION,
@@ -222,11 +221,7 @@ def _run(opts: VisualiseOptions, targets: list[Target]) -> int:
                   f"{store.folder}: run again with --resume to continue")
         return 1
     except Exception as e:  # a model that fails in a forward, a lost cluster
-        if isinstance(e, OSError) and write_failure(e, Path(opts.out)) is not None:
-            raise
-        opts.warn(f"the run stopped: {type(e).__name__}: {e}; the finished shards are kept in "
-                  f"{store.folder}: run again with --resume to continue")
-        return 1
+        return shards_stopped(e, opts.out, store, opts.warn)
     finally:
         bar.close()
     return _finish(opts, loaded, batches, store, t0)
