@@ -168,3 +168,39 @@ def test_patch_sweep_from_a_beside_the_divergence_plot(make_window, qtbot, tmp_p
     qtbot.waitUntil(lambda: window.tree.current_module() == sweep.modules[0], timeout=TIMEOUT)
     qtbot.wait(200)  # the header's new lines laid out
     window.docks["divergence"].widget().grab().save(str(tmp_path / "patch_sweep.png"))
+
+
+def _sweep_shown(qtbot, window, second):
+    """Pin the current run as A, run `second` as B, and sweep: the panel shows it."""
+    compare = window.compare
+    compare.pin_action.trigger()
+    wait_run(qtbot, window)
+    window.images.add_paths([second])
+    window.images.list.setCurrentRow(window.images.list.count() - 1)
+    qtbot.waitUntil(lambda: window.control.last_request.label == second.name, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    assert compare.sweep.run(None), compare.sweep.panel.header.text()
+    qtbot.waitUntil(lambda: compare.sweep.panel.sweep is not None, timeout=TIMEOUT)
+    assert compare.sweep.panel.plot.isVisibleTo(compare.sweep.panel)
+
+
+def test_a_patch_sweep_goes_with_unpin_a_and_with_another_model(
+        make_window, qtbot, tmp_path):  # noqa: F811
+    first, second, third = _images(tmp_path, 3)
+    window = make_window(images=[first])
+    wait_run(qtbot, window)
+    panel = window.compare.sweep.panel
+    _sweep_shown(qtbot, window, second)
+    window.compare.unpin_action.trigger()
+    assert panel.sweep is None and not panel.plot.isVisibleTo(panel)
+    assert "Pin a run as A" in panel.header.text()
+
+    _sweep_shown(qtbot, window, third)
+    (tmp_path / "net.py").write_text(NET_B)
+    generation = window._model_generation
+    window.control.load_model(window.control.make_spec(name=None,
+                                                       factory=f"{tmp_path / 'net.py'}:build"))
+    qtbot.waitUntil(lambda: window._model_generation > generation, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    assert panel.sweep is None and not panel.plot.isVisibleTo(panel)
+    assert "Pin a run as A" in panel.header.text()

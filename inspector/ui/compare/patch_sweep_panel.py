@@ -87,6 +87,17 @@ class PatchSweepPanel(QWidget):
     def show_message(self, text: str) -> None:
         self.header.setText(html.escape(text))
 
+    def clear(self) -> None:
+        """Back to the empty panel: the sweep shown was of a run A that is gone."""
+        self.sweep = None
+        self.curve.setData([], [])
+        for line in (self.line_a, self.line_b):
+            line.hide()
+        self.plot.hide()
+        self.header.setText(EMPTY_TEXT)
+        self.header.setToolTip("")
+        self.hover_label.setText(" ")
+
     def show_sweep(self, sweep, label_a: str, label_b: str, class_label: str) -> None:
         """A core.compare.patch_sweep.PatchSweep of images A and B, for the class named."""
         self.sweep = sweep
@@ -155,6 +166,9 @@ class PatchSweepControl(QObject):
         super().__init__(panel)
         self.ctx, self.panel, self.pinned = ctx, panel, pinned
         self.running = False
+        # Counts resets: a sweep that finishes after its run A was unpinned (or its model
+        # replaced) belongs to nothing shown, and is dropped.
+        self.generation = 0
         panel.sweepRequested.connect(self.run)
         panel.moduleClicked.connect(ctx.tree.select_module)
 
@@ -191,15 +205,26 @@ class PatchSweepControl(QObject):
         self.panel.button.setEnabled(False)
         self.panel.show_message("Patching each module from A into B\u2026")
         labels = (self._label(store.pinned_run), self._label(run_b))
-        control.router.watch(future, lambda f: self._done(f, labels))
+        generation = self.generation
+        control.router.watch(future, lambda f: self._done(f, labels, generation))
         return True
+
+    def reset(self) -> None:
+        """Run A was unpinned or the model replaced: the sweep shown (or coming) is of runs
+        that are gone."""
+        self.generation += 1
+        self.running = False
+        self.panel.button.setEnabled(True)
+        self.panel.clear()
 
     def _label(self, run_id) -> str:
         started = self.ctx.store.started(run_id)
         name = started.label if started is not None and started.label else ""
         return f"run {run_id}" + (f" ({name})" if name else "")
 
-    def _done(self, future, labels) -> None:
+    def _done(self, future, labels, generation) -> None:
+        if generation != self.generation:
+            return
         self.running = False
         self.panel.button.setEnabled(True)
         error = None if future.cancelled() else future.exception()
