@@ -66,7 +66,8 @@ class ModelComparisonActions(QObject):
         tree = control.session.tree if control.session is not None else None
         self.dialog = CompareModelsDialog(self.ctx.parent, self.runner, spec_a, loaded.name,
                                           model_bytes(loaded.model), tree, strip,
-                                          getattr(control, "catalog", None))
+                                          getattr(control, "catalog", None),
+                                          settings=self.ctx.app_settings)
         self.dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.dialog.finished_folder.connect(self.show_folder)
         self.dialog.destroyed.connect(lambda *_: setattr(self, "dialog", None))
