@@ -16,11 +16,12 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
+    QSizePolicy,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -33,6 +34,7 @@ from inspector.ui.views.base import hint_label
 
 MAX_TICKS = 40  # layer names per axis; beyond, every k-th
 MOSAIC_PAIRS = 16  # the top matched pairs shown as tiles
+MOSAIC_SIDE = 220  # the largest a mosaic is drawn, in pixels
 CROP_PAIRS, CROP_SIDE = 4, 52  # the top pairs whose atlas crops are shown, and their size
 EMPTY_TEXT = ("File \u25b8 Compare with model\u2026 runs model A (the one loaded) and a model B "
               "over images and shows here how similar each layer of A is to each layer of B.")
@@ -177,10 +179,7 @@ class MatchPanel(QWidget):
             "Pearson correlation over images and positions (Li et al. 2015); the pairs are "
             "the one-to-one matching with the largest summed correlation")
         self.table.verticalHeader().hide()
-        self.mosaic_a, self.mosaic_b = QLabel(), QLabel()
-        for label in (self.mosaic_a, self.mosaic_b):
-            label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-            label.setMinimumSize(96, 96)
+        self.mosaic_a, self.mosaic_b = FittedPixmap(), FittedPixmap()
         self.caption_a, self.caption_b = QLabel(""), QLabel("")
         self.crops_a, self.crops_b = QLabel(), QLabel()  # atlas crops, where an atlas was given
         tiles = QHBoxLayout()
@@ -208,6 +207,8 @@ class MatchPanel(QWidget):
                       self.crops_a, self.crops_b):
             label.clear()
             label.setToolTip("")
+        for mosaic in (self.mosaic_a, self.mosaic_b):
+            mosaic.set_source(None)
 
     def waiting(self, layer_a: str, layer_b: str, value: float) -> None:
         self.clear()
@@ -249,9 +250,7 @@ class MatchPanel(QWidget):
                                f"order of the table's pairs: tile k of A matches tile k of B")
             qimg = QImage(grid_img.data, grid_img.shape[1], grid_img.shape[0],
                           grid_img.strides[0], QImage.Format.Format_Grayscale8).copy()
-            label.setPixmap(QPixmap.fromImage(qimg).scaled(
-                220, 220, Qt.AspectRatioMode.KeepAspectRatio,
-                Qt.TransformationMode.FastTransformation))
+            label.set_source(QPixmap.fromImage(qimg))
         for label, caption, crops, channels, name in (
                 (self.crops_a, self.caption_a, result.crops_a, [a for a, _, _ in m.pairs], "A"),
                 (self.crops_b, self.caption_b, result.crops_b, [b for _, b, _ in m.pairs], "B")):
@@ -271,6 +270,37 @@ class MatchPanel(QWidget):
         label.setToolTip(f"Model {name}'s atlas: the image that excites each channel most "
                          f"(its crop), for the top {len(channels)} pairs in the table's order; "
                          f"blank where the atlas has no crop of the channel")
+
+
+class FittedPixmap(QLabel):
+    """A picture scaled to the room the layout gives it (whole, its aspect kept, never above
+    MOSAIC_SIDE): a fixed size would be cut where the pane is short."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.source: QPixmap | None = None
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setMinimumSize(48, 48)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+
+    def set_source(self, pixmap: QPixmap | None) -> None:
+        self.source = pixmap
+        self._fit()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        return QSize(MOSAIC_SIDE, MOSAIC_SIDE)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        if self.source is None or self.source.isNull():
+            self.clear()
+            return
+        room = self.contentsRect().size().boundedTo(QSize(MOSAIC_SIDE, MOSAIC_SIDE))
+        self.setPixmap(self.source.scaled(room, Qt.AspectRatioMode.KeepAspectRatio,
+                                          Qt.TransformationMode.FastTransformation))
 
 
 def _crop_strip(paths: list[str | None]) -> np.ndarray | None:
