@@ -255,6 +255,9 @@ class MatchPanel(QWidget):
                 (self.crops_a, self.caption_a, result.crops_a, [a for a, _, _ in m.pairs], "A"),
                 (self.crops_b, self.caption_b, result.crops_b, [b for _, b, _ in m.pairs], "B")):
             self._show_crops(label, caption, crops, channels[:CROP_PAIRS], name)
+        missing = [n for n in result.crop_notes if n.startswith("no crops")]
+        if missing:  # an atlas was given and shows nothing: why, in the pane itself
+            self.status.setText(f"{self.status.text()}\n{'; '.join(missing)}")
 
     def _show_crops(self, label: QLabel, caption: QLabel, crops: dict[int, list[str]],
                     channels: list[int], name: str) -> None:
