@@ -31,8 +31,8 @@ from PySide6.QtWidgets import (
 
 from inspector.batch.compare_writers import ESTIMATOR_TEXT, MEASURE
 from inspector.ui.views.base import hint_label
+from inspector.ui.views.layer_axis import LayerAxis
 
-MAX_TICKS = 40  # layer names per axis; beyond, every k-th
 MOSAIC_PAIRS = 16  # the top matched pairs shown as tiles
 MOSAIC_SIDE = 220  # the largest a mosaic is drawn, in pixels
 CROP_PAIRS, CROP_SIDE = 4, 52  # the top pairs whose atlas crops are shown, and their size
@@ -50,7 +50,11 @@ class CkaView(QWidget):
         self.header = QLabel("")
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setWordWrap(True)
-        self.plot = pg.PlotWidget()
+        # Ticks at the middle of each cell: A's layer names (elided), B's layer numbers; both
+        # thinned to what fits, the whole name on hover.
+        self.axis_a, self.axis_b = (LayerAxis("left", offset=0.5, max_label_px=110),
+                                     LayerAxis("bottom", offset=0.5))
+        self.plot = pg.PlotWidget(axisItems={"left": self.axis_a, "bottom": self.axis_b})
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setAspectLocked(False)
@@ -77,7 +81,9 @@ class CkaView(QWidget):
         column.addWidget(self.empty)
         column.addWidget(self.plot, 1)
         column.addWidget(self.hover_label)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        # The heatmap above the matched channels: the pane is a tab among the per-module
+        # views, taller than it is wide beside the heatmap's names and colour bar.
+        split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(left)
         split.addWidget(self.matches)
         split.setSizes([560, 440])
@@ -103,10 +109,10 @@ class CkaView(QWidget):
         self.values = np.array(rows, dtype=np.float64)
         self.image.setImage(np.nan_to_num(self.values, nan=0.0), levels=(0.0, 1.0))
         self.image.setRect(0, 0, self.values.shape[1], self.values.shape[0])
-        self.plot.getAxis("left").setTicks([_ticks(doc["layers_a"])])
-        self.plot.getAxis("bottom").setTicks([_ticks(doc["layers_b"], names=False)])
-        self.plot.setLabel("left", f"A: {doc['model_a']}")
-        self.plot.setLabel("bottom", f"B: {doc['model_b']}, layer number in forward order")
+        self.axis_a.set_layers(doc["layers_a"])
+        self.axis_b.set_layers([str(i) for i in range(len(doc["layers_b"]))], doc["layers_b"])
+        self.axis_a.set_title(f"A: {doc['model_a']}")
+        self.axis_b.set_title(f"B: {doc['model_b']}, layer number in forward order")
         self.plot.autoRange(padding=0)
         failed = f" \u00b7 {len(doc.get('failed', []))} failed" if doc.get("failed") else ""
         self.header.setText(
@@ -155,13 +161,6 @@ class CkaView(QWidget):
             self.select(*cell)
 
 
-def _ticks(layers: list[str], names: bool = True) -> list[tuple[float, str]]:
-    """A tick at the middle of each cell (every k-th beyond MAX_TICKS): the layer's name, or
-    its number."""
-    step = max(1, math.ceil(len(layers) / MAX_TICKS))
-    return [(i + 0.5, n if names else str(i)) for i, n in enumerate(layers) if i % step == 0]
-
-
 class MatchPanel(QWidget):
     """The matched channels of the selected layer pair: a table and the two mosaics."""
 
@@ -194,8 +193,10 @@ class MatchPanel(QWidget):
         layout.setContentsMargins(4, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addWidget(self.status)
-        layout.addWidget(self.table, 1)
-        layout.addLayout(tiles, 1)
+        below = QHBoxLayout()  # the table beside the mosaics: the pane is below the heatmap
+        below.addWidget(self.table, 2)
+        below.addLayout(tiles, 3)
+        layout.addLayout(below, 1)
         self.clear()
 
     def clear(self) -> None:

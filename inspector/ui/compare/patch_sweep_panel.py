@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.ui.views.base import fmt, layer_ticks
+from inspector.ui.views.base import fmt
 from inspector.ui.views.depth_plot import depth_plot
+from inspector.ui.views.layer_axis import LayerAxis
 
 A_COLOR, B_COLOR, CURVE_COLOR = "#2e7d32", "#ef6c00", "#4c9be8"
 DEPTHS = (("leaf modules", None), ("depth 1", 1), ("depth 2", 2), ("depth 3", 3))
@@ -58,7 +59,10 @@ class PatchSweepPanel(QWidget):
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setWordWrap(True)
         self.header.setMinimumHeight(3 * self.header.fontMetrics().lineSpacing() + 4)
-        self.plot = depth_plot("patched module, in forward order", "logit of the class")
+        self.plot = depth_plot("", "logit of the class")
+        self.x_axis = LayerAxis("bottom")  # module numbers that fit; names on hover
+        self.plot.setAxisItems({"bottom": self.x_axis})
+        self.x_axis.set_title("patched module, in forward order")
         self.curve = self.plot.plot(pen=pg.mkPen(CURVE_COLOR, width=1.5), symbol="o",
                                     symbolSize=6, symbolBrush=CURVE_COLOR, symbolPen=None,
                                     connect="finite")
@@ -109,7 +113,7 @@ class PatchSweepPanel(QWidget):
         self.line_a.show()
         self.line_b.show()
         self.plot.setXRange(-0.5, n - 0.5, padding=0.02)
-        self.plot.getAxis("bottom").setTicks(layer_ticks(n))
+        self.x_axis.set_layers([str(i) for i in range(n)], list(sweep.modules))
         self.plot.show()
         recovered = sweep.recovered()
         first = None if recovered is None else next(
