@@ -5,6 +5,7 @@ is elided with the whole title in its tooltip."""
 from __future__ import annotations
 
 import numpy as np
+from PySide6.QtCore import QPointF
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication
 from test_compare_models_ui import _images
@@ -53,6 +54,28 @@ def assert_fits(axis, along: str) -> None:
         assert "\u2026" in title.toPlainText() and title.toolTip() == axis.title
 
 
+class _Hover:
+    """What pyqtgraph's scene hands an item's hoverEvent: where, in the item's coordinates."""
+
+    def __init__(self, pos):
+        self._pos = pos
+
+    def isExit(self):  # noqa: N802 (pyqtgraph's name)
+        return False
+
+    def pos(self):
+        return self._pos
+
+
+def hover_names(axis, index: int) -> str:
+    """The tooltip of `axis` hovered over layer `index`'s tick."""
+    view = axis.linkedView()
+    value = index + axis.offset
+    point = QPointF(value, 0) if axis.orientation == "bottom" else QPointF(0, value)
+    axis.hoverEvent(_Hover(axis.mapFromScene(view.mapViewToScene(point))))
+    return axis.toolTip()
+
+
 def test_layer_axes_never_run_their_labels_together_in_the_default_layout(qtbot, tmp_path):
     from inspector.core.compare.patch_sweep import PatchSweep
     from inspector.core.run.session import Session
@@ -77,6 +100,7 @@ def test_layer_axes_never_run_their_labels_together_in_the_default_layout(qtbot,
     store.notify()
     _settle(qtbot)
     assert_fits(view.plot.getAxis("bottom"), "x")
+    assert names[37] in hover_names(view.plot.getAxis("bottom"), 37)  # the whole name
 
     panel = window.compare.sweep.panel
     logit = tuple(float(v) for v in np.linspace(-1, 2, 120))
@@ -97,5 +121,6 @@ def test_layer_axes_never_run_their_labels_together_in_the_default_layout(qtbot,
     actions.dock.raise_()
     _settle(qtbot)
     assert_fits(actions.view.plot.getAxis("left"), "y")
+    assert hover_names(actions.view.plot.getAxis("left"), 41) == layers[41]
     assert_fits(actions.view.plot.getAxis("bottom"), "x")
     window.grab().save(str(tmp_path / "axes.png"))

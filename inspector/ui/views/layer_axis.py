@@ -75,8 +75,7 @@ class LayerAxis(pg.AxisItem):
         self._fit_title()
         super().resizeEvent(ev)
 
-    def hoverEvent(self, event):  # noqa: N802 (pyqtgraph's name)
-        super().hoverEvent(event)
+    def hoverEvent(self, event):  # noqa: N802 (the name pyqtgraph's scene calls)
         view = self.linkedView()
         if event.isExit() or view is None or not self.names:
             return
