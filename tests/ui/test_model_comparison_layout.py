@@ -68,3 +68,7 @@ def test_model_comparison_is_docked_beside_divergence_and_its_mosaics_are_whole(
         assert shown.width() <= mosaic.width() and shown.height() <= mosaic.height(), (
             shown, mosaic.size())  # and the picture whole in its label
         assert mosaic.pixmap().height() > 0
+    table = panel.table  # every column in view: no scrolling sideways to read r
+    assert table.horizontalScrollBar().maximum() == 0
+    assert all(table.item(0, c).toolTip() or table.horizontalHeaderItem(c).toolTip()
+               for c in range(3))

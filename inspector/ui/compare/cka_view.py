@@ -20,6 +20,7 @@ from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QSizePolicy,
     QSplitter,
@@ -173,10 +174,17 @@ class MatchPanel(QWidget):
             label.setWordWrap(True)
             label.setMinimumHeight(2 * label.fontMetrics().lineSpacing() + 4)
         self.table = QTableWidget(0, 3)
-        self.table.setHorizontalHeaderLabels(["A channel", "B channel", "correlation"])
+        # Short headers, the columns sharing the table's width: beside the mosaics it is
+        # narrow. The tooltips say what each column is.
+        self.table.setHorizontalHeaderLabels(["A", "B", "r"])
+        self.table.horizontalHeaderItem(0).setToolTip("The channel of model A's layer")
+        self.table.horizontalHeaderItem(1).setToolTip("The channel of model B's layer "
+                                                      "matched with it")
         self.table.horizontalHeaderItem(2).setToolTip(
-            "Pearson correlation over images and positions (Li et al. 2015); the pairs are "
-            "the one-to-one matching with the largest summed correlation")
+            "r: the Pearson correlation of the two channels over images and positions (Li et "
+            "al. 2015); the pairs are the one-to-one matching with the largest summed "
+            "correlation")
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().hide()
         self.mosaic_a, self.mosaic_b = FittedPixmap(), FittedPixmap()
         self.caption_a, self.caption_b = QLabel(""), QLabel("")
