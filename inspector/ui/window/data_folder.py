@@ -28,8 +28,9 @@ def output_folder(kind: str, *names: str) -> Path:
 
 
 def _slug(name: str) -> str:
-    stem = Path(name.split(":")[0]).stem if ("/" in name or name.endswith(".py")
-                                               or ".py:" in name) else name
-    if ":" in name:
-        stem = f"{stem}.{name.rsplit(':', 1)[1]}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._-")[:60]
+    if ".py:" in name:  # path/to/file.py:function (a Windows path has a colon of its own)
+        path, function = name.rsplit(":", 1)
+        name = f"{Path(path).stem}.{function}"
+    elif "/" in name or "\\" in name:
+        name = Path(name).stem
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:60]
