@@ -6,6 +6,7 @@ plots the sweep beside the divergence plot, and a clicked point selects its modu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QPointF, Qt
@@ -168,3 +169,85 @@ def test_patch_sweep_from_a_beside_the_divergence_plot(make_window, qtbot, tmp_p
     qtbot.waitUntil(lambda: window.tree.current_module() == sweep.modules[0], timeout=TIMEOUT)
     qtbot.wait(200)  # the header's new lines laid out
     window.docks["divergence"].widget().grab().save(str(tmp_path / "patch_sweep.png"))
+
+
+def _sweep_shown(qtbot, window, second):
+    """Pin the current run as A, run `second` as B, and sweep: the panel shows it."""
+    compare = window.compare
+    compare.pin_action.trigger()
+    wait_run(qtbot, window)
+    window.images.add_paths([second])
+    window.images.list.setCurrentRow(window.images.list.count() - 1)
+    qtbot.waitUntil(lambda: window.control.last_request.label == second.name, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    assert compare.sweep.run(None), compare.sweep.panel.header.text()
+    qtbot.waitUntil(lambda: compare.sweep.panel.sweep is not None, timeout=TIMEOUT)
+    assert compare.sweep.panel.plot.isVisibleTo(compare.sweep.panel)
+
+
+def test_a_patch_sweep_goes_with_unpin_a_and_with_another_model(
+        make_window, qtbot, tmp_path):  # noqa: F811
+    first, second, third = _images(tmp_path, 3)
+    window = make_window(images=[first])
+    wait_run(qtbot, window)
+    panel = window.compare.sweep.panel
+    _sweep_shown(qtbot, window, second)
+    window.compare.unpin_action.trigger()
+    assert panel.sweep is None and not panel.plot.isVisibleTo(panel)
+    assert "Pin a run as A" in panel.header.text()
+
+    _sweep_shown(qtbot, window, third)
+    (tmp_path / "net.py").write_text(NET_B)
+    generation = window._model_generation
+    window.control.load_model(window.control.make_spec(name=None,
+                                                       factory=f"{tmp_path / 'net.py'}:build"))
+    qtbot.waitUntil(lambda: window._model_generation > generation, timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    assert panel.sweep is None and not panel.plot.isVisibleTo(panel)
+    assert "Pin a run as A" in panel.header.text()
+
+
+def test_an_atlas_of_a_stage_gives_its_crops_to_the_leaf_that_is_its_output(
+        make_window, qtbot, tmp_path, demo_samples):  # noqa: F811
+    """The CKA rows are leaves (stage3.1.relu), the suggested atlas layer a stage (stage3):
+    the leaf whose output is the stage's shows the atlas's crops; another leaf inside the
+    stage says in the pane why it has none."""
+    from inspector import cli
+
+    folder = Path(demo_samples[0]).parent
+    atlas = tmp_path / "atlas"
+    assert cli.main(["atlas", "--model", "demo_shapes", "--device", "cpu", "--quiet",
+                     "--workers", "0", "--layers", "stage3", "--top", "1", "--out",
+                     str(atlas), str(folder)]) == 0
+    window = make_window(model={"name": "demo_shapes", "device": "cpu"},
+                         images=demo_samples[:6])
+    wait_run(qtbot, window)
+    actions = window.compare_models
+    actions.open_dialog()
+    dialog = actions.dialog
+    dialog.out.setText(str(tmp_path / "cmp"))
+    dialog.atlas_a.setText(str(atlas))
+    dialog.run()
+    qtbot.waitUntil(lambda: actions.view is not None and actions.view.doc is not None,
+                    timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not actions.runner.running, timeout=TIMEOUT)
+    view = actions.view
+    layers = view.doc["layers_a"]
+    assert "stage3" not in layers and "stage3.1.relu" in layers  # the rows are leaves
+
+    def match(name):
+        row = layers.index(name)
+        view.select(row, row)
+        qtbot.waitUntil(lambda: view.matches.table.rowCount() > 0
+                        or view.matches.status.text().startswith("No matched"),
+                        timeout=TIMEOUT)
+        qtbot.waitUntil(lambda: not actions.runner.running, timeout=TIMEOUT)
+        assert view.matches.table.rowCount() > 0, view.matches.status.text()
+        return view.matches
+
+    panel = match("stage3.1.relu")
+    assert not panel.crops_a.pixmap().isNull()
+    assert "from the atlas's stage3" in panel.status.toolTip()
+    panel = match("stage3.0.conv")
+    assert panel.crops_a.pixmap().isNull()
+    assert "is inside it but is not its output" in panel.status.text()

@@ -95,11 +95,15 @@ class AtlasActions(QObject):
 
             device = str(loaded.device)
             devices = [device, *(d for d in available_devices() if d != device)]
-            start = str(self.ctx.app_settings.value(SETTINGS_KEY, str(Path.home())))
+            loaded_images = list(dict.fromkeys(
+                str(e.path) for e in self.ctx.images.list.entries() if e.path is not None))
+            # Where Add folder… starts: the folder added last, else the loaded images' one.
+            first = str(Path(loaded_images[0]).parent) if loaded_images else str(Path.home())
+            start = str(self.ctx.app_settings.value("atlas/input_dir", "") or first)
             self.dialog = AtlasDialog(
                 self.ctx.parent, self.runner, spec_label(control.model_spec), control.model_spec,
                 loaded.seed, devices, layers=self.ctx.tree.current_module() or "",
-                start_dir=start)
+                start_dir=start, inputs=loaded_images, settings=self.ctx.app_settings)
             self.dialog.opened.connect(self.open)
             self.dialog.finished.connect(self._dialog_closed)
         self.dialog.show()

@@ -7,6 +7,10 @@ own). It shows the progress; Cancel stops the run at the next batch and leaves t
 open, ready for the next run (with "Resume" ticked, that run continues from the finished
 shards). What went wrong is the command's own sentence, under the progress bar and in the
 window's status bar. A finished atlas is opened in the Dataset dock (`opened(folder)`).
+
+It starts with the images the window has loaded. Without an output folder the user chose
+(remembered by Run, AppSettings "atlas/out"), the atlas goes to a folder per model and
+layers under the user's data folder (ui.window.data_folder), following the layers typed.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.ui.atlas.runner import STAGES, AtlasRequest, AtlasResult, AtlasRunner
+from inspector.ui.window.data_folder import output_folder
 
 INPUT_FILTER = ("Images and videos (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp *.mp4 "
                 "*.mkv *.mov *.avi *.webm);;All files (*)")
@@ -54,12 +59,19 @@ class AtlasDialog(QDialog):
 
     def __init__(self, parent: QWidget | None, runner: AtlasRunner, model_label: str,
                  spec, seed: int | None, devices: list[str], layers: str = "",
-                 start_dir: str = "") -> None:
+                 start_dir: str = "", inputs=(), settings=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("New atlas")
         self.runner, self.spec, self.seed = runner, spec, seed
         self._start_dir = start_dir
+        self.settings = settings  # ui.window.app_settings.AppSettings, or None (remember nothing)
+        self._model_name = spec.factory or spec.name or model_label
         form = self._options_form(model_label, layers, devices)
+        self.add_inputs(inputs)
+        self._default_out = str(self.default_out())
+        chosen = settings.value("atlas/out", "") if settings is not None else ""
+        self.out.setText(chosen or self._default_out)
+        self.layers.textChanged.connect(self._follow_default_out)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
@@ -106,7 +118,9 @@ class AtlasDialog(QDialog):
                                             "counting from frame 0 (1: every frame)")
         self.out = QLineEdit()
         self.out.setPlaceholderText("the folder the atlas is written to (created)")
-        self.out.setToolTip("--out: atlas.json, crops/ and the resumable shards go here")
+        self.out.setToolTip("--out: atlas.json, crops/ and the resumable shards go here (by "
+                            "default a folder per model and layers under the user's data "
+                            "folder)")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse_out)
         out_row = QHBoxLayout()
@@ -140,6 +154,22 @@ class AtlasDialog(QDialog):
         form.addRow("", self.resume)
         return form
 
+    def default_out(self) -> Path:
+        """The output folder when none was chosen: one per model and layers."""
+        return output_folder("atlases", self._model_name, self.layers.text().strip())
+
+    def _follow_default_out(self, *_args) -> None:
+        """While the output folder is the default one, it follows the layers."""
+        if self.out.text().strip() == self._default_out:
+            self.out.setText(str(self.default_out()))
+        self._default_out = str(self.default_out())
+
+    def _remember_choices(self) -> None:
+        if self.settings is None:
+            return
+        out = self.out.text().strip()
+        self.settings.set_value("atlas/out", "" if out == self._default_out else out)
+
     def add_inputs(self, paths) -> None:
         for path in paths:
             self.inputs.addItem(str(path))
@@ -168,6 +198,9 @@ class AtlasDialog(QDialog):
         folder = QFileDialog.getExistingDirectory(self, "A folder of images", self._start_dir)
         if folder:
             self.add_inputs([folder])
+            self._start_dir = folder
+            if self.settings is not None:
+                self.settings.set_value("atlas/input_dir", folder)
 
     def _add_files(self) -> None:
         files, _ = QFileDialog.getOpenFileNames(self, "Images or videos", self._start_dir,
@@ -187,6 +220,7 @@ class AtlasDialog(QDialog):
         if isinstance(request, str):
             self.status.setText(request)
             return
+        self._remember_choices()
         if self.runner.start(request):
             self.progress.setRange(0, 0)  # busy until the first figures (the model loads)
             self.status.setText("Loading the model…")

@@ -60,7 +60,7 @@ class CompareActions(QObject):
         # Told of runs starting and finishing (run A's label and status) and of a new model
         # (which empties the store, run A with it). Wants no data frames.
         self._subscription = self.store.subscribe(
-            _ignore, kinds=(), on_run=self._run_changed, on_clear=self.update)
+            _ignore, kinds=(), on_run=self._run_changed, on_clear=self._store_cleared)
         self.control.runSubmitted.connect(self.update)
         self.update()
 
@@ -86,6 +86,9 @@ class CompareActions(QObject):
         if self.store.pinned_run is None:
             return
         self.store.pin(None)
+        self.pinned_request = None
+        if self.sweep is not None:
+            self.sweep.reset()
         self._reference_changed()
 
     # -- what is shown --------------------------------------------------------------------------
@@ -120,6 +123,15 @@ class CompareActions(QObject):
             from inspector.ui.compare.patch_sweep_panel import install_sweep
 
             self.sweep = install_sweep(self.ctx, divergence, lambda: self.pinned_request)
+
+    def _store_cleared(self, *_args) -> None:
+        """A new model emptied the store (run A with it, unless the new weights have the
+        same modules): the sweep was of the old model, and goes."""
+        if self.store.pinned_run is None:
+            self.pinned_request = None
+        if self.sweep is not None:
+            self.sweep.reset()
+        self.update()
 
     def _run_changed(self, frame) -> None:
         if frame.run_id == self.store.pinned_run:

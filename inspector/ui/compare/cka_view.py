@@ -16,11 +16,13 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QHBoxLayout,
+    QHeaderView,
     QLabel,
+    QSizePolicy,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -30,9 +32,10 @@ from PySide6.QtWidgets import (
 
 from inspector.batch.compare_writers import ESTIMATOR_TEXT, MEASURE
 from inspector.ui.views.base import hint_label
+from inspector.ui.views.layer_axis import LayerAxis
 
-MAX_TICKS = 40  # layer names per axis; beyond, every k-th
 MOSAIC_PAIRS = 16  # the top matched pairs shown as tiles
+MOSAIC_SIDE = 220  # the largest a mosaic is drawn, in pixels
 CROP_PAIRS, CROP_SIDE = 4, 52  # the top pairs whose atlas crops are shown, and their size
 EMPTY_TEXT = ("File \u25b8 Compare with model\u2026 runs model A (the one loaded) and a model B "
               "over images and shows here how similar each layer of A is to each layer of B.")
@@ -48,7 +51,11 @@ class CkaView(QWidget):
         self.header = QLabel("")
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setWordWrap(True)
-        self.plot = pg.PlotWidget()
+        # Ticks at the middle of each cell: A's layer names (elided), B's layer numbers; both
+        # thinned to what fits, the whole name on hover.
+        self.axis_a, self.axis_b = (LayerAxis("left", offset=0.5, max_label_px=110),
+                                     LayerAxis("bottom", offset=0.5))
+        self.plot = pg.PlotWidget(axisItems={"left": self.axis_a, "bottom": self.axis_b})
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setAspectLocked(False)
@@ -75,7 +82,9 @@ class CkaView(QWidget):
         column.addWidget(self.empty)
         column.addWidget(self.plot, 1)
         column.addWidget(self.hover_label)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        # The heatmap above the matched channels: the pane is a tab among the per-module
+        # views, taller than it is wide beside the heatmap's names and colour bar.
+        split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(left)
         split.addWidget(self.matches)
         split.setSizes([560, 440])
@@ -101,10 +110,10 @@ class CkaView(QWidget):
         self.values = np.array(rows, dtype=np.float64)
         self.image.setImage(np.nan_to_num(self.values, nan=0.0), levels=(0.0, 1.0))
         self.image.setRect(0, 0, self.values.shape[1], self.values.shape[0])
-        self.plot.getAxis("left").setTicks([_ticks(doc["layers_a"])])
-        self.plot.getAxis("bottom").setTicks([_ticks(doc["layers_b"], names=False)])
-        self.plot.setLabel("left", f"A: {doc['model_a']}")
-        self.plot.setLabel("bottom", f"B: {doc['model_b']}, layer number in forward order")
+        self.axis_a.set_layers(doc["layers_a"])
+        self.axis_b.set_layers([str(i) for i in range(len(doc["layers_b"]))], doc["layers_b"])
+        self.axis_a.set_title(f"A: {doc['model_a']}")
+        self.axis_b.set_title(f"B: {doc['model_b']}, layer number in forward order")
         self.plot.autoRange(padding=0)
         failed = f" \u00b7 {len(doc.get('failed', []))} failed" if doc.get("failed") else ""
         self.header.setText(
@@ -153,13 +162,6 @@ class CkaView(QWidget):
             self.select(*cell)
 
 
-def _ticks(layers: list[str], names: bool = True) -> list[tuple[float, str]]:
-    """A tick at the middle of each cell (every k-th beyond MAX_TICKS): the layer's name, or
-    its number."""
-    step = max(1, math.ceil(len(layers) / MAX_TICKS))
-    return [(i + 0.5, n if names else str(i)) for i, n in enumerate(layers) if i % step == 0]
-
-
 class MatchPanel(QWidget):
     """The matched channels of the selected layer pair: a table and the two mosaics."""
 
@@ -172,15 +174,19 @@ class MatchPanel(QWidget):
             label.setWordWrap(True)
             label.setMinimumHeight(2 * label.fontMetrics().lineSpacing() + 4)
         self.table = QTableWidget(0, 3)
-        self.table.setHorizontalHeaderLabels(["A channel", "B channel", "correlation"])
+        # Short headers, the columns sharing the table's width: beside the mosaics it is
+        # narrow. The tooltips say what each column is.
+        self.table.setHorizontalHeaderLabels(["A", "B", "r"])
+        self.table.horizontalHeaderItem(0).setToolTip("The channel of model A's layer")
+        self.table.horizontalHeaderItem(1).setToolTip("The channel of model B's layer "
+                                                      "matched with it")
         self.table.horizontalHeaderItem(2).setToolTip(
-            "Pearson correlation over images and positions (Li et al. 2015); the pairs are "
-            "the one-to-one matching with the largest summed correlation")
+            "r: the Pearson correlation of the two channels over images and positions (Li et "
+            "al. 2015); the pairs are the one-to-one matching with the largest summed "
+            "correlation")
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().hide()
-        self.mosaic_a, self.mosaic_b = QLabel(), QLabel()
-        for label in (self.mosaic_a, self.mosaic_b):
-            label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-            label.setMinimumSize(96, 96)
+        self.mosaic_a, self.mosaic_b = FittedPixmap(), FittedPixmap()
         self.caption_a, self.caption_b = QLabel(""), QLabel("")
         self.crops_a, self.crops_b = QLabel(), QLabel()  # atlas crops, where an atlas was given
         tiles = QHBoxLayout()
@@ -195,8 +201,10 @@ class MatchPanel(QWidget):
         layout.setContentsMargins(4, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addWidget(self.status)
-        layout.addWidget(self.table, 1)
-        layout.addLayout(tiles, 1)
+        below = QHBoxLayout()  # the table beside the mosaics: the pane is below the heatmap
+        below.addWidget(self.table, 2)
+        below.addLayout(tiles, 3)
+        layout.addLayout(below, 1)
         self.clear()
 
     def clear(self) -> None:
@@ -208,6 +216,8 @@ class MatchPanel(QWidget):
                       self.crops_a, self.crops_b):
             label.clear()
             label.setToolTip("")
+        for mosaic in (self.mosaic_a, self.mosaic_b):
+            mosaic.set_source(None)
 
     def waiting(self, layer_a: str, layer_b: str, value: float) -> None:
         self.clear()
@@ -249,13 +259,14 @@ class MatchPanel(QWidget):
                                f"order of the table's pairs: tile k of A matches tile k of B")
             qimg = QImage(grid_img.data, grid_img.shape[1], grid_img.shape[0],
                           grid_img.strides[0], QImage.Format.Format_Grayscale8).copy()
-            label.setPixmap(QPixmap.fromImage(qimg).scaled(
-                220, 220, Qt.AspectRatioMode.KeepAspectRatio,
-                Qt.TransformationMode.FastTransformation))
+            label.set_source(QPixmap.fromImage(qimg))
         for label, caption, crops, channels, name in (
                 (self.crops_a, self.caption_a, result.crops_a, [a for a, _, _ in m.pairs], "A"),
                 (self.crops_b, self.caption_b, result.crops_b, [b for _, b, _ in m.pairs], "B")):
             self._show_crops(label, caption, crops, channels[:CROP_PAIRS], name)
+        missing = [n for n in result.crop_notes if n.startswith("no crops")]
+        if missing:  # an atlas was given and shows nothing: why, in the pane itself
+            self.status.setText(f"{self.status.text()}\n{'; '.join(missing)}")
 
     def _show_crops(self, label: QLabel, caption: QLabel, crops: dict[int, list[str]],
                     channels: list[int], name: str) -> None:
@@ -271,6 +282,37 @@ class MatchPanel(QWidget):
         label.setToolTip(f"Model {name}'s atlas: the image that excites each channel most "
                          f"(its crop), for the top {len(channels)} pairs in the table's order; "
                          f"blank where the atlas has no crop of the channel")
+
+
+class FittedPixmap(QLabel):
+    """A picture scaled to the room the layout gives it (whole, its aspect kept, never above
+    MOSAIC_SIDE): a fixed size would be cut where the pane is short."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.source: QPixmap | None = None
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setMinimumSize(48, 48)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+
+    def set_source(self, pixmap: QPixmap | None) -> None:
+        self.source = pixmap
+        self._fit()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        return QSize(MOSAIC_SIDE, MOSAIC_SIDE)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        if self.source is None or self.source.isNull():
+            self.clear()
+            return
+        room = self.contentsRect().size().boundedTo(QSize(MOSAIC_SIDE, MOSAIC_SIDE))
+        self.setPixmap(self.source.scaled(room, Qt.AspectRatioMode.KeepAspectRatio,
+                                          Qt.TransformationMode.FastTransformation))
 
 
 def _crop_strip(paths: list[str | None]) -> np.ndarray | None:

@@ -2,11 +2,12 @@
 
 The dialog (models_dialog.CompareModelsDialog) runs `compare-models` for the model loaded
 (A) and a model B on a ModelPairRunner's thread; the cka.json it writes is shown in the Model
-comparison pane (cka_view.CkaView), a dock made on the first comparison, floating beside the
-window. A clicked cell selects its layer of A in the module tree and matches the two layers'
-channels on the runner's thread (the pair stays loaded while memory allows). Loading another
-model in the window releases the pair (its copy of A is not the model shown any more);
-closing the window cancels a job going on.
+comparison pane (cka_view.CkaView), a dock made on the first comparison: a tab beside the
+Divergence pane, among the big per-module views, where it has their room. A clicked cell
+selects its layer of A in the module tree and matches the two layers' channels on the
+runner's thread (the pair stays loaded while memory allows). Loading another model in the
+window releases the pair (its copy of A is not the model shown any more); closing the
+window cancels a job going on.
 
 Installed by one call from the main window (`install`) with its context
 (ui.window.context.WindowContext).
@@ -66,7 +67,8 @@ class ModelComparisonActions(QObject):
         tree = control.session.tree if control.session is not None else None
         self.dialog = CompareModelsDialog(self.ctx.parent, self.runner, spec_a, loaded.name,
                                           model_bytes(loaded.model), tree, strip,
-                                          getattr(control, "catalog", None))
+                                          getattr(control, "catalog", None),
+                                          settings=self.ctx.app_settings)
         self.dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.dialog.finished_folder.connect(self.show_folder)
         self.dialog.destroyed.connect(lambda *_: setattr(self, "dialog", None))
@@ -99,8 +101,9 @@ class ModelComparisonActions(QObject):
         self.dock.setObjectName(f"dock_{DOCK_KEY}")
         self.dock.setWidget(self.view)
         self.ctx.add_dock(DOCK_KEY, self.dock)
-        self.dock.setFloating(True)
-        self.dock.resize(1000, 620)
+        beside = self.ctx.docks.get("divergence")
+        if beside is not None:
+            self.ctx.parent.tabifyDockWidget(beside, self.dock)
 
     def _compared(self, result: CompareResult) -> None:
         if result.status != "ok" and self.dialog is None:

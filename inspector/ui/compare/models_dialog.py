@@ -7,12 +7,16 @@ or a folder), the estimator, the batch size and the output folder; and it says, 
 loads, what the comparison costs in memory (batch.compare_memory) and whether it fits. Run
 starts the ModelPairRunner; its progress shows here, Cancel stops it after the forward
 running. A finished comparison is shown in the Model comparison pane (`finished(folder)`).
+
+Run remembers model B, its weights, the folder of images, the atlases and an output folder
+the user chose (AppSettings, "compare/..."): the next dialog starts from them. Without a
+chosen one, the output folder is one per pair of models under the user's data folder
+(ui.window.data_folder), following model B as it is changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -35,9 +39,13 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.ui.compare.models_runner import CompareRequest, CompareResult, ModelPairRunner
+from inspector.ui.window.data_folder import output_folder
 
 AUTO = "automatic (exact up to 4 blocks)"
 WEIGHTS_FILTER = "Weights (*.pt *.pth *.safetensors *.bin);;All files (*)"
+# The choices Run remembers (AppSettings keys under "last/"), and the line edits holding them.
+REMEMBERED = {"compare/weights_b": "weights_b", "compare/folder": "folder",
+              "compare/atlas_a": "atlas_a", "compare/atlas_b": "atlas_b"}
 
 
 class CompareModelsDialog(QDialog):
@@ -45,12 +53,14 @@ class CompareModelsDialog(QDialog):
 
     def __init__(self, parent: QWidget | None, runner: ModelPairRunner, spec_a,
                  model_a: str, weights_a_bytes: int, tree, strip: list[str],
-                 catalog: list[str] | None = None) -> None:
+                 catalog: list[str] | None = None, settings=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Compare with model")
         self.runner, self.spec_a, self.tree = runner, spec_a, tree
         self.weights_a_bytes, self.strip = weights_a_bytes, list(strip)
+        self.settings = settings  # ui.window.app_settings.AppSettings, or None (remember nothing)
         form = self._options_form(spec_a, model_a, catalog)
+        self._restore_choices()
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.status = QLabel("")
@@ -110,8 +120,13 @@ class CompareModelsDialog(QDialog):
         self.batch_size.setRange(4, 4096)
         self.batch_size.setValue(32)
         self.batch_size.setToolTip("--batch-size: images per forward, the minibatch size")
-        self.out = QLineEdit(str(Path(tempfile.gettempdir()) / "network-inspector-compare"))
-        self.out.setToolTip("--out: cka.json, cka.png and the resumable shards go here")
+        self.out = QLineEdit(str(self.default_out()))
+        self.out.setToolTip("--out: cka.json, cka.png and the resumable shards go here "
+                            "(by default a folder per pair of models under the user's data "
+                            "folder)")
+        self.model_b.currentTextChanged.connect(self._follow_default_out)
+        self.weights_b.textChanged.connect(self._follow_default_out)
+        self._default_out = self.out.text()
         self.memory = QLabel("")
         self.memory.setWordWrap(True)
         for widget in (self.model_b, self.weights_b, self.batch_size):
@@ -141,6 +156,47 @@ class CompareModelsDialog(QDialog):
                             f"matched channels then show their top crops from it")
             row.addWidget(edit, 1)
         return row
+
+    # -- the remembered choices ---------------------------------------------------------------------
+    def default_out(self) -> Path:
+        """The output folder when none was chosen: one per pair of models, in the data folder."""
+        b = self.model_b.currentText().strip() or self.a_text
+        weights = self.weights_b.text().strip()
+        return output_folder("comparisons", self.a_text, b, Path(weights).stem if weights else "")
+
+    def _follow_default_out(self, *_args) -> None:
+        """While the output folder is the default one, it follows model B."""
+        if self.out.text().strip() == self._default_out:
+            self.out.setText(str(self.default_out()))
+        self._default_out = str(self.default_out())
+
+    def _restore_choices(self) -> None:
+        if self.settings is None:
+            return
+        model_b = self.settings.value("compare/model_b", "")
+        if model_b:
+            self.model_b.setCurrentText(model_b)
+        for key, name in REMEMBERED.items():
+            text = self.settings.value(key, "")
+            if text:
+                getattr(self, name).setText(text)
+        if self.settings.value("compare/use_folder", False) and self.folder.text():
+            self.use_folder.setChecked(True)
+        self._follow_default_out()
+        out = self.settings.value("compare/out", "")
+        if out:
+            self.out.setText(out)
+
+    def _remember_choices(self) -> None:
+        if self.settings is None:
+            return
+        self.settings.set_value("compare/model_b", self.model_b.currentText().strip())
+        for key, name in REMEMBERED.items():
+            self.settings.set_value(key, getattr(self, name).text().strip())
+        self.settings.set_value("compare/use_folder", self.use_folder.isChecked())
+        out = self.out.text().strip()
+        # The default follows the models; only a folder the user chose is kept as it is.
+        self.settings.set_value("compare/out", "" if out == str(self.default_out()) else out)
 
     # -- the options ------------------------------------------------------------------------------
     def spec_b(self):
@@ -228,6 +284,7 @@ class CompareModelsDialog(QDialog):
         if isinstance(request, str):
             self.status.setText(request)
             return
+        self._remember_choices()
         if self.runner.compare(request):
             self.progress.setRange(0, 0)  # busy while the models load
             self.status.setText("Loading the models…" if not self.runner.loaded else

@@ -182,7 +182,7 @@ class ModelPairRunner(QObject):
                                       batch_size=request.batch_size, cancel=cancel,
                                       on_progress=lambda d, t: self._progressed.emit(
                                           "match", d, t))
-                result = with_crops(result, request, pair[0].name, pair[1].name)
+                result = with_crops(result, request, pair[0], pair[1])
         except MatchCancelled:
             result = "cancelled"
         except Exception as e:  # noqa: BLE001 - said under the heatmap, in one line
@@ -210,16 +210,37 @@ class ModelPairRunner(QObject):
         self.matched.emit(result)
 
 
-def with_crops(result, request: CompareRequest, model_a: str, model_b: str):
-    """A LayerMatch with the crops of its layers' channels from the request's atlases."""
+def with_crops(result, request: CompareRequest, model_a, model_b):
+    """A LayerMatch with the crops of its layers' channels from the request's atlases (of
+    LoadedModels `model_a` and `model_b`): an atlas of the layer, or of the module around it
+    whose output the layer's is (compare.atlas_layers)."""
     import dataclasses
 
-    from inspector.batch.compare_writers import atlas_crops
-
-    crops_a, note_a = atlas_crops(request.atlas_a, model_a, result.plan.layer_a)
-    crops_b, note_b = atlas_crops(request.atlas_b, model_b, result.plan.layer_b)
+    crops_a, note_a = _layer_crops(request.atlas_a, model_a, result.plan.layer_a)
+    crops_b, note_b = _layer_crops(request.atlas_b, model_b, result.plan.layer_b)
     return dataclasses.replace(result, crops_a=crops_a, crops_b=crops_b,
                                crop_notes=tuple(n for n in (note_a, note_b) if n))
+
+
+def _layer_crops(folder: Path | None, loaded, layer: str) -> tuple[dict, str]:
+    import json
+
+    from inspector.batch.compare_writers import atlas_crops
+    from inspector.ui.compare.atlas_layers import atlas_layer_for
+
+    if folder is None:
+        return {}, ""
+    try:
+        layers = json.loads((Path(folder) / "atlas.json").read_text()).get("layers") or {}
+    except (OSError, ValueError, AttributeError):
+        layers = {}  # atlas_crops says what is wrong with the file
+    if not isinstance(layers, dict) or layer in layers or not layers:
+        return atlas_crops(folder, loaded.name, layer)
+    outer, why = atlas_layer_for(loaded.model, layer, layers)
+    if outer is None:
+        return {}, f"no crops from {folder}: {why}"
+    crops, note = atlas_crops(folder, loaded.name, outer)
+    return crops, note or f"the crops of {layer} are from the atlas's {outer}, whose output it is"
 
 
 def _modified(path: Path) -> int | None:

@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.ui.views.base import fmt, layer_ticks
+from inspector.ui.views.base import fmt
 from inspector.ui.views.depth_plot import depth_plot
+from inspector.ui.views.layer_axis import LayerAxis
 
 A_COLOR, B_COLOR, CURVE_COLOR = "#2e7d32", "#ef6c00", "#4c9be8"
 DEPTHS = (("leaf modules", None), ("depth 1", 1), ("depth 2", 2), ("depth 3", 3))
@@ -58,7 +59,10 @@ class PatchSweepPanel(QWidget):
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setWordWrap(True)
         self.header.setMinimumHeight(3 * self.header.fontMetrics().lineSpacing() + 4)
-        self.plot = depth_plot("patched module, in forward order", "logit of the class")
+        self.plot = depth_plot("", "logit of the class")
+        self.x_axis = LayerAxis("bottom")  # module numbers that fit; names on hover
+        self.plot.setAxisItems({"bottom": self.x_axis})
+        self.x_axis.set_title("patched module, in forward order")
         self.curve = self.plot.plot(pen=pg.mkPen(CURVE_COLOR, width=1.5), symbol="o",
                                     symbolSize=6, symbolBrush=CURVE_COLOR, symbolPen=None,
                                     connect="finite")
@@ -87,6 +91,17 @@ class PatchSweepPanel(QWidget):
     def show_message(self, text: str) -> None:
         self.header.setText(html.escape(text))
 
+    def clear(self) -> None:
+        """Back to the empty panel: the sweep shown was of a run A that is gone."""
+        self.sweep = None
+        self.curve.setData([], [])
+        for line in (self.line_a, self.line_b):
+            line.hide()
+        self.plot.hide()
+        self.header.setText(EMPTY_TEXT)
+        self.header.setToolTip("")
+        self.hover_label.setText(" ")
+
     def show_sweep(self, sweep, label_a: str, label_b: str, class_label: str) -> None:
         """A core.compare.patch_sweep.PatchSweep of images A and B, for the class named."""
         self.sweep = sweep
@@ -98,7 +113,7 @@ class PatchSweepPanel(QWidget):
         self.line_a.show()
         self.line_b.show()
         self.plot.setXRange(-0.5, n - 0.5, padding=0.02)
-        self.plot.getAxis("bottom").setTicks(layer_ticks(n))
+        self.x_axis.set_layers([str(i) for i in range(n)], list(sweep.modules))
         self.plot.show()
         recovered = sweep.recovered()
         first = None if recovered is None else next(
@@ -155,6 +170,9 @@ class PatchSweepControl(QObject):
         super().__init__(panel)
         self.ctx, self.panel, self.pinned = ctx, panel, pinned
         self.running = False
+        # Counts resets: a sweep that finishes after its run A was unpinned (or its model
+        # replaced) belongs to nothing shown, and is dropped.
+        self.generation = 0
         panel.sweepRequested.connect(self.run)
         panel.moduleClicked.connect(ctx.tree.select_module)
 
@@ -191,15 +209,26 @@ class PatchSweepControl(QObject):
         self.panel.button.setEnabled(False)
         self.panel.show_message("Patching each module from A into B\u2026")
         labels = (self._label(store.pinned_run), self._label(run_b))
-        control.router.watch(future, lambda f: self._done(f, labels))
+        generation = self.generation
+        control.router.watch(future, lambda f: self._done(f, labels, generation))
         return True
+
+    def reset(self) -> None:
+        """Run A was unpinned or the model replaced: the sweep shown (or coming) is of runs
+        that are gone."""
+        self.generation += 1
+        self.running = False
+        self.panel.button.setEnabled(True)
+        self.panel.clear()
 
     def _label(self, run_id) -> str:
         started = self.ctx.store.started(run_id)
         name = started.label if started is not None and started.label else ""
         return f"run {run_id}" + (f" ({name})" if name else "")
 
-    def _done(self, future, labels) -> None:
+    def _done(self, future, labels, generation) -> None:
+        if generation != self.generation:
+            return
         self.running = False
         self.panel.button.setEnabled(True)
         error = None if future.cancelled() else future.exception()

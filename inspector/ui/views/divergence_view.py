@@ -17,8 +17,9 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
 from inspector.core.run.frames import DivergenceFrame
-from inspector.ui.views.base import FrameView, fmt, layer_ticks
+from inspector.ui.views.base import FrameView, fmt
 from inspector.ui.views.depth_plot import DepthPlotFrame, depth_plot
+from inspector.ui.views.layer_axis import LayerAxis
 
 L2_COLOR = "#f0a030"
 COSINE_COLOR = "#4c9be8"
@@ -42,8 +43,10 @@ class DivergenceView(FrameView):
         super().__init__(parent, store)
         self.frame: DivergenceFrame | None = None  # what is drawn
 
-        plot = depth_plot("module, in forward order (input \u2192 output)",
-                          "relative L2 distance", color=L2_COLOR)
+        plot = depth_plot("", "relative L2 distance", color=L2_COLOR)
+        self.x_axis = LayerAxis("bottom")  # module numbers that fit; names on hover
+        plot.setAxisItems({"bottom": self.x_axis})
+        self.x_axis.set_title("module, in forward order (input \u2192 output)")
         self.l2_curve = plot.plot(
             pen=pg.mkPen(L2_COLOR, width=1.5), symbol="o", symbolSize=6,
             symbolBrush=L2_COLOR, symbolPen=None, connect="finite",
@@ -127,7 +130,8 @@ class DivergenceView(FrameView):
         self.l2_curve.setData(x, np.where(np.isfinite(rel), rel, np.nan))
         self.cosine_curve.setData(x, np.where(np.isfinite(cosine), cosine, np.nan))
         self.plot.setXRange(-0.5, n - 0.5, padding=0.02)
-        self.plot.getAxis("bottom").setTicks(layer_ticks(n))
+        self.x_axis.set_layers([str(i) for i in range(n)],
+                               [m or "(whole model)" for m in frame.modules])
         self._fit_cosine_box()
         self.header.setText(self._header_text(frame, rel))
         self.stack.setCurrentWidget(self.plot)

@@ -1,0 +1,126 @@
+"""Axis text in the default 1440x900 layout: the divergence plot's, the patch sweep's and
+the CKA heatmap's tick labels never run together, and an axis title too long for its axis
+is elided with the whole title in its tooltip."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPointF
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import QApplication
+from test_compare_models_ui import _images
+from test_main_window import TIMEOUT, TINY, wait_run
+
+from inspector.core.run.frames import DivergenceFrame
+from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.main_window import MainWindow
+
+
+def _settle(qtbot):
+    for _ in range(3):
+        QApplication.processEvents()
+        qtbot.wait(20)
+
+
+def drawn_texts(axis):
+    """What `axis` draws: (rect, text) of each tick label, as pyqtgraph lays them out."""
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    font = axis.style["tickFont"]
+    if font is not None:
+        painter.setFont(font)
+    try:
+        _axis, _ticks, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(rect, text) for rect, _flags, text in texts]
+
+
+def assert_fits(axis, along: str) -> None:
+    """The axis's tick labels are apart along the axis, each its label or that label
+    elided (its whole name on hover), and its title no longer than the axis."""
+    texts = drawn_texts(axis)
+    assert len(texts) >= 2, (axis.orientation, axis.size())
+    spans = sorted((r.left(), r.right()) if along == "x" else (r.top(), r.bottom())
+                   for r, _ in texts)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start, (axis.orientation, [t for _, t in texts])
+    allowed = {axis._elided(s) for s in axis.labels}
+    assert {t for _, t in texts} <= allowed
+    length = axis.size().width() if along == "x" else axis.size().height()
+    title = axis.label
+    assert title.boundingRect().width() <= length, (title.toPlainText(), length)
+    if title.toPlainText().strip() != axis.title:
+        assert "\u2026" in title.toPlainText() and title.toolTip() == axis.title
+
+
+class _Hover:
+    """What pyqtgraph's scene hands an item's hoverEvent: where, in the item's coordinates."""
+
+    def __init__(self, pos):
+        self._pos = pos
+
+    def isExit(self):  # noqa: N802 (pyqtgraph's name)
+        return False
+
+    def pos(self):
+        return self._pos
+
+
+def hover_names(axis, index: int) -> str:
+    """The tooltip of `axis` hovered over layer `index`'s tick."""
+    view = axis.linkedView()
+    value = index + axis.offset
+    point = QPointF(value, 0) if axis.orientation == "bottom" else QPointF(0, value)
+    axis.hoverEvent(_Hover(axis.mapFromScene(view.mapViewToScene(point))))
+    return axis.toolTip()
+
+
+def test_layer_axes_never_run_their_labels_together_in_the_default_layout(qtbot, tmp_path):
+    from inspector.core.compare.patch_sweep import PatchSweep
+    from inspector.core.run.session import Session
+
+    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
+    qtbot.addWidget(window)
+    window.resize(1440, 900)
+    window.build_views()
+    window.show()
+    qtbot.waitExposed(window)
+    window.start(_images(tmp_path, 1), dict(TINY), session=Session())
+    qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    window.docks["divergence"].show()
+    window.docks["divergence"].raise_()
+    view = window.views["divergence"]
+    store = window.router.store
+    run = store.current_run
+    names = tuple(f"backbone.stage{i // 10}.block{i % 10}.conv" for i in range(120))
+    store.put(DivergenceFrame(run, run - 1, names, np.linspace(0, 1, 120),
+                              np.linspace(1, 0, 120)))
+    store.notify()
+    _settle(qtbot)
+    assert_fits(view.plot.getAxis("bottom"), "x")
+    assert names[37] in hover_names(view.plot.getAxis("bottom"), 37)  # the whole name
+
+    panel = window.compare.sweep.panel
+    logit = tuple(float(v) for v in np.linspace(-1, 2, 120))
+    panel.show_sweep(PatchSweep(names, logit, tuple(0.5 for _ in names), 1, 2.0, 0.8, -1.0,
+                                0.1), "run 1", "run 2", "cat")
+    _settle(qtbot)
+    assert_fits(panel.plot.getAxis("bottom"), "x")
+
+    actions = window.compare_models
+    actions._ensure_dock()
+    layers = [f"backbone.stage{i // 10}.block{i % 10}.attention.projection" for i in range(60)]
+    cka = [[float(abs(np.cos(i - j))) for j in range(60)] for i in range(60)]
+    actions.view.show_document({"cka": cka, "layers_a": layers, "layers_b": layers,
+                                "model_a": "a_model_with_a_long_name",
+                                "model_b": "b_model_with_a_long_name", "estimator": "exact",
+                                "images": 64})
+    actions.dock.show()
+    actions.dock.raise_()
+    _settle(qtbot)
+    assert_fits(actions.view.plot.getAxis("left"), "y")
+    assert hover_names(actions.view.plot.getAxis("left"), 41) == layers[41]
+    assert_fits(actions.view.plot.getAxis("bottom"), "x")
+    window.grab().save(str(tmp_path / "axes.png"))
