@@ -208,7 +208,9 @@ class MainWindow(QMainWindow):
         self.status.busy.hide()
         # Notes (random weights, statistics on a slower path, edits dropped, an image listed
         # before the model and decoded reduced) stay longer.
-        notes = [*frame.notes, self.window_edits.keep_for(frame.tree), self._early_note]
+        method_note = self.run_settings.fit_model(getattr(frame, "attention", ""))
+        notes = [*frame.notes, self.window_edits.keep_for(frame.tree), method_note,
+                 self._early_note]
         self._early_note = ""
         notes = [n for n in notes if n]
         message = " ".join([f"Loaded {frame.description}.", *notes])
