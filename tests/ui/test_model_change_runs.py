@@ -49,3 +49,64 @@ def test_opening_a_model_cancels_the_old_models_score_cam(make_window, qtbot, tm
     took = time.monotonic() - start
     assert took < 5.0, took
     window.shutdown()
+
+
+def scorecam_window(qtbot, tmp_path, model, answer):
+    """A window whose remembered method is Score-CAM, loading `model`; `answer`: what the
+    user says when asked (the questions asked are in window.asked)."""
+    from inspector.core.run.session import Session
+    from inspector.ui.run.settings import CAM_METHOD_KEY
+    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.window.main_window import MainWindow
+
+    settings = AppSettings.in_file(str(tmp_path / "settings.ini"))
+    settings.set_value(CAM_METHOD_KEY, "scorecam")
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    window.asked = []
+    window.expensive.confirm = lambda question: window.asked.append(question) or answer
+    window.build_views()
+    window.show()
+    window.start([write_png(tmp_path / "x.png")], model, session=Session())
+    qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
+    return window
+
+
+def slow_model(tmp_path, sleep_s):
+    factory = tmp_path / "slow.py"
+    factory.write_text(SLOW.replace("time.sleep(1.0)", f"time.sleep({sleep_s})"))
+    return {"name": None, "factory": f"{factory}:build"}
+
+
+def test_score_cam_over_30_s_on_the_new_model_asks_first_and_no_keeps_the_default(
+        qtbot, tmp_path):
+    window = scorecam_window(qtbot, tmp_path, slow_model(tmp_path, 0.2), answer=False)
+    qtbot.waitUntil(lambda: bool(window.asked), timeout=TIMEOUT)
+    # 256 masks at about 0.2 s a forward: about 51 s.
+    assert "256 masks" in window.asked[0] and "Score-CAM" in window.asked[0]
+    seconds = float(window.asked[0].split("about ")[1].split(" s")[0])
+    assert seconds > 30
+    assert window.run_settings.value.cam_method == "gradcam"
+    assert "Score-CAM was not started" in window.reporter.label.text()
+    qtbot.wait(300)
+    assert "scorecam" not in [m for m, _ in window.control.last_request.cams]
+    window.shutdown()
+
+
+def test_score_cam_asked_and_accepted_runs(qtbot, tmp_path):
+    window = scorecam_window(qtbot, tmp_path, slow_model(tmp_path, 0.2), answer=True)
+    qtbot.waitUntil(lambda: bool(window.asked), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: window.control.last_request.cams == (
+        ("scorecam", window.run_settings.value.cam_layer),), timeout=TIMEOUT)
+    assert window.views["cam"].method == "scorecam"
+    window.shutdown()
+
+
+def test_a_quick_score_cam_starts_without_asking(qtbot, tmp_path):
+    from test_main_window import TINY
+
+    window = scorecam_window(qtbot, tmp_path, dict(TINY), answer=False)
+    qtbot.waitUntil(lambda: window.control.last_request is not None and any(
+        m == "scorecam" for m, _ in window.control.last_request.cams), timeout=TIMEOUT)
+    assert window.asked == []
+    window.shutdown()
