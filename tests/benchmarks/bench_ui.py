@@ -5,6 +5,9 @@ Run by hand or by `make bench`: `python -m tests.benchmarks.bench_ui [--seconds 
 1. Launch: the real app as a subprocess (under Xvfb when it is installed, else offscreen),
    on the demo model with one sample image: time from launch to the first window, to the
    engine being imported, to the model loaded, to the first frames and the first finished run.
+   Then where a load's time goes, in a fresh process: importing torch, torchvision and the
+   engine, building the model, loading its weights (torch.load, load_state_dict), probing
+   its shapes.
 2. Event loop while the worker runs images back to back: the window (views, router, tree)
    with a queue of runs its worker never sees empty, against core's Session alone draining
    the same runs every 16 ms without painting (same capture spec and CAM). Lateness of a
@@ -156,6 +159,56 @@ def bench_launch(launches: int, model: str, image: str) -> list[dict[str, float]
             xvfb.terminate()
             xvfb.wait()
     return results
+
+
+# -- 1b. where a model load's time goes -------------------------------------------------------
+
+# Run in a fresh interpreter (imports are what is measured). Weights: the time in torch.load
+# and load_state_dict (patched to count it), the rest of load_model is building the model.
+LOAD_PHASES_SCRIPT = """
+import json, sys, time
+t = {"start": time.perf_counter()}
+import torch
+t["import torch"] = time.perf_counter()
+import torchvision  # noqa: F401 (the catalog and torchvision models import it)
+t["import torchvision"] = time.perf_counter()
+import inspector.core.run.session  # noqa: F401
+from inspector.core.models.base import ModelSpec
+from inspector.core.models.load import load_model, probe_tree
+t["import the engine"] = time.perf_counter()
+weights = [0.0]
+def timed(fn):
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            weights[0] += time.perf_counter() - start
+    return wrapper
+torch.load = timed(torch.load)
+torch.nn.Module.load_state_dict = timed(torch.nn.Module.load_state_dict)
+name = sys.argv[1]
+loaded = load_model(ModelSpec(name=name) if name != "demo_shapes" else ModelSpec())
+t["build + weights"] = time.perf_counter()
+probe_tree(loaded)
+t["probe shapes"] = time.perf_counter()
+names = list(t)
+out = {b: t[b] - t[a] for a, b in zip(names, names[1:])}
+out["build"] = out.pop("build + weights") - weights[0]
+out["load weights"] = weights[0]
+print(json.dumps(out))
+"""
+LOAD_PHASES = ("import torch", "import torchvision", "import the engine", "build",
+               "load weights", "probe shapes")
+
+
+def bench_load_phases(model: str) -> dict[str, float]:
+    """Seconds of each phase of starting the engine and loading `model`, in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", LOAD_PHASES_SCRIPT, model], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        return {}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # -- 2. the event loop under inference ----------------------------------------------------------
@@ -348,6 +401,14 @@ def main(argv: list[str] | None = None) -> None:
                     for i, r in enumerate(results)]
             table(f"Launch to ... (s), {models[0]}, target: window <= 1.5, first frames <= 6",
                   ["", *LAUNCH_EVENTS], rows)
+
+            rows = []
+            for model in models:
+                phases = bench_load_phases(model)
+                rows.append([model, *(f"{phases.get(k, float('nan')):.2f}" for k in LOAD_PHASES),
+                             f"{sum(phases.values()):.2f}"])
+            table("Where a model load's time goes (s, a fresh process)",
+                  ["model", *LOAD_PHASES, "total"], rows)
 
         conditions = [("idle", None)]
         if not args.skip_load:

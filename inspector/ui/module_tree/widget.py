@@ -74,6 +74,9 @@ def model_widths(tree, model_name: str, metrics: QFontMetrics, bold: QFontMetric
                  for col, width in ((COL_NAME, name), (COL_TYPE, kind)))
 
 
+KIND_COLUMN_WIDTH = 35  # the capture checkboxes' columns, at least
+
+
 class _TreeView(QTreeView):
     def event(self, e: QEvent) -> bool:
         return claims_arrow_keys(e) or super().event(e)
@@ -111,7 +114,8 @@ class ModuleTreeWidget(QWidget):
             header.resizeSection(col, width)
         header.setMinimumSectionSize(24)
         for col in KIND_COLUMNS:
-            header.resizeSection(col, 35)
+            # As wide as its header ("∇Out" and its margins), never narrower than a checkbox.
+            header.resizeSection(col, max(KIND_COLUMN_WIDTH, header.sectionSizeHint(col)))
         # The parameter count is in the module's tooltip; its column is one right-click away
         # (the header's menu) and the tree stays narrow enough to dock beside the views.
         header.setSectionHidden(COL_PARAMS, True)

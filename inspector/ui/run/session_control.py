@@ -171,6 +171,9 @@ class SessionControl(QObject):
             raise RuntimeError("the engine is not started")
         self._loading_spec = spec
         self.modelLoading.emit(spec_label(spec))
+        # The old model's runs (a Score-CAM of minutes, the unedited run, a pinned run A)
+        # would hold the worker, and the load queued behind them, until they finished.
+        self.session.cancel()
         future = self.session.load_model(spec)
         self.router.watch(future, self._model_loaded)
 

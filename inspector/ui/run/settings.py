@@ -23,7 +23,9 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 
 from inspector.core.explain.catalog import (
+    ATTENTION_CAMS,
     ATTRIBUTION_METHODS,
+    CAM_METHODS,
     DEFAULT_CAM,
     GRADIENT_FREE_CAMS,
     METHODS,
@@ -150,6 +152,18 @@ class RunSettingsModel(QObject):
     def save(self, app_settings) -> None:
         app_settings.set_value(GRADIENTS_KEY, self.value.gradients)
         app_settings.set_value(CAM_METHOD_KEY, self.value.cam_method)
+
+    def fit_model(self, attention_refusal: str) -> str:
+        """A model was loaded: a remembered attention map (rollout, LeGrad) that it cannot
+        make (`attention_refusal`: why it has no attention, "" when it has) becomes the
+        default CAM, quietly (the load runs itself). The sentence saying so, or ""."""
+        method = self.value.cam_method
+        if not attention_refusal or method not in ATTENTION_CAMS:
+            return ""
+        self.update(quiet=True, cam_method=DEFAULT_CAM)
+        old, new = CAM_METHODS[method].title, CAM_METHODS[DEFAULT_CAM].title
+        return f"{old} reads a transformer's attention, which this model lacks: the map " \
+               f"is {new}."
 
     def reset(self) -> frozenset[str]:
         """The remembered choices back to their defaults (Help ▸ Reset settings)."""

@@ -31,6 +31,7 @@ from inspector.ui.image.sources import ImageSources
 from inspector.ui.module_tree.widget import ModuleTreeWidget
 from inspector.ui.run import capture_choice
 from inspector.ui.run.builder import RunBuilder
+from inspector.ui.run.expensive_method import ExpensiveMethodGuard
 from inspector.ui.run.frame_router import FrameRouter
 from inspector.ui.run.progress import RunProgress
 from inspector.ui.run.session_control import SessionControl
@@ -98,6 +99,8 @@ class MainWindow(QMainWindow):
         self.run_settings.restore(self.settings)
         self.run_settings.changed.connect(self._run_settings_changed)
         self.runs = RunBuilder(self.control, self.run_settings, self)
+        # Score-CAM remembered from another model asks first when it would take minutes.
+        self.expensive = ExpensiveMethodGuard(self, self.run_settings, self.reporter)
         # What the add-ons (edits, compare, video, atlas, saving) may use of the window.
         self.context = WindowContext(
             parent=self, store=self.router.store, settings=self.run_settings,
@@ -208,7 +211,9 @@ class MainWindow(QMainWindow):
         self.status.busy.hide()
         # Notes (random weights, statistics on a slower path, edits dropped, an image listed
         # before the model and decoded reduced) stay longer.
-        notes = [*frame.notes, self.window_edits.keep_for(frame.tree), self._early_note]
+        method_note = self.run_settings.fit_model(getattr(frame, "attention", ""))
+        notes = [*frame.notes, self.window_edits.keep_for(frame.tree), method_note,
+                 self._early_note]
         self._early_note = ""
         notes = [n for n in notes if n]
         message = " ".join([f"Loaded {frame.description}.", *notes])
@@ -227,6 +232,7 @@ class MainWindow(QMainWindow):
             self.tree.select_module(capture_choice.default_module(frame.tree))
         specs, self._startup_edits = self._startup_edits, ()
         self.window_edits.add_startup(specs)
+        self.expensive.model_loaded(frame.tree, self.run_settings.value.cam_layer)
         self.runs.rerun()
 
     def _set_cam_layers(self, tree, choose: str | None = None, quiet: bool = False) -> None:
@@ -300,6 +306,7 @@ class MainWindow(QMainWindow):
         self.last_run = frame
         self.status.show_run(frame)
         self._update_frames_label()
+        self.expensive.run_finished(frame)
         if frame.status == "ok":
             self.reporter.resolved()  # an earlier failure is no longer what is going on
             self._gc_freezer.after_run(self._model_generation)

@@ -16,6 +16,11 @@ from PySide6.QtCore import QObject
 
 from inspector.ui.window import menus
 
+# What a load is doing, said in the status bar and over the empty module tree: on a busy
+# machine the import alone takes seconds (tests/benchmarks/bench_ui.py measures each phase).
+IMPORTING = "Importing PyTorch and torchvision…"
+LOADING = "Loading {label}: building the model, loading its weights, probing its shapes…"
+
 
 class ModelLoads(QObject):
     def __init__(self, window, control, reporter, status, overlay, app_settings,
@@ -44,7 +49,8 @@ class ModelLoads(QObject):
         """Start the engine (or use `session`) and then load `model` (ModelSpec fields; the
         demo model when None)."""
         self._startup_model = dict(model or {})
-        self.overlay.say("Loading PyTorch…")
+        self.overlay.say(IMPORTING)
+        self.reporter.info(IMPORTING, 0)
         self.status.busy.show()
         self.control.start(session)
 
@@ -78,9 +84,9 @@ class ModelLoads(QObject):
     # -- a load --------------------------------------------------------------------------------
     def _loading(self, label: str) -> None:
         self.status.busy.show()
-        self.reporter.info(f"Loading {label}… (Esc cancels)", 0)
+        self.reporter.info(f"{LOADING.format(label=label)} (Esc cancels)", 0)
         if not self.model_name():
-            self.overlay.say(f"Loading {label}…\nEsc cancels")
+            self.overlay.say(f"{LOADING.format(label=label)}\nEsc cancels")
 
     def _cancelled(self, label: str) -> None:
         name = self.model_name()

@@ -129,7 +129,7 @@ def source_name(source: str) -> str:
 
 
 class LoadingOverlay(QLabel):
-    """A dark rounded note over a pane ("Loading PyTorch…"), centred on `over`."""
+    """A dark rounded note over a pane ("Importing PyTorch…"), centred on `over`."""
 
     def __init__(self, window: QWidget, over: QWidget) -> None:
         super().__init__(window)
