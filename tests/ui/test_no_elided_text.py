@@ -107,6 +107,14 @@ def test_no_text_in_the_default_layout_is_cut_without_a_tooltip(qtbot, tmp_path)
     assert (window.width(), window.height()) == (1440, 900)
     cut = cut_texts(window)
     assert cut == [], "\n".join(cut)
+    # The tree's statistics and its In and Out columns are in view beside the demo model's
+    # names, not behind the scroll bar (the "Out" header was cut at the view's edge).
+    from inspector.ui.module_tree.cells import KIND_COLUMNS
+    from inspector.ui.module_tree.widget import ModuleTreeWidget
+    header = window.findChildren(ModuleTreeWidget)[0].view.header()
+    out = sorted(KIND_COLUMNS)[1]
+    end = header.sectionViewportPosition(out) + header.sectionSize(out)
+    assert end <= header.viewport().width(), (end, header.viewport().width())
     window.shutdown()
 
 

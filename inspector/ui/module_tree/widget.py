@@ -45,7 +45,7 @@ from inspector.ui.window.arrow_keys import claims_arrow_keys
 # cell's tooltip has the whole text, and a column's width is the user's once changed (the
 # header's state is saved).
 FIT_NAME, FIT_DEPTH = "downsample", 4
-FIT_TYPES = ("BatchNorm2d", "AdaptiveAvgPool2d", "MaxPool2d", "BasicBlock", "Sequential")
+FIT_TYPES = ("BatchNorm2d", "MaxPool2d", "BasicBlock", "Sequential")
 CELL_PADDING = 14  # the style's margins around a cell's text, with a little to spare
 
 
@@ -108,8 +108,8 @@ class ModuleTreeWidget(QWidget):
         header = self.view.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        for col, width in ((COL_SHAPE, 88), (COL_PARAMS, 54), (COL_MEAN, 56), (COL_STD, 56),
-                           (COL_ZEROS, 42), (COL_HEALTH, 62),
+        for col, width in ((COL_SHAPE, 80), (COL_PARAMS, 54), (COL_MEAN, 52), (COL_STD, 52),
+                           (COL_ZEROS, 44), (COL_HEALTH, 52),
                            *fitting_widths(self.view.fontMetrics(), self.view.indentation())):
             header.resizeSection(col, width)
         header.setMinimumSectionSize(24)
