@@ -46,3 +46,13 @@ def test_train_demo_help_explains_every_option_without_importing_torch():
         assert line and len(line.group(0).split()) > 2, option  # the option and its text
     assert proc.stderr.strip().splitlines()[-1] == "False False"
     assert not re.search(r"\|\s+torch$", proc.stderr, re.M)  # -X importtime: torch never imported
+
+
+def test_the_readme_says_what_make_test_needs_and_the_clone_form_of_the_extras():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    wanted = set(re.findall(r"\b(libxcb-[\w-]+|xvfb|imagemagick|libxkbcommon-x11-0)\b", ci))
+    assert wanted and all(name in readme for name in wanted), wanted - set(readme.split())
+    assert "reference libraries" in readme and "7 GB" in readme
+    for extra in re.findall(r"pip install 'network-inspector\[(\w+)\]'", readme)[:1]:
+        assert f"pip install '.[{extra}]'" in readme
