@@ -88,6 +88,9 @@ def _main(argv: list[str] | None) -> int:
 def _command(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command == "train-demo":
+        from inspector.demo.train_options import parse_args
+
+        parse_args(rest)  # --help and bad options answered before torch and the trainer load
         from inspector.demo.train import main as train_main
 
         return int(train_main(rest) or 0)

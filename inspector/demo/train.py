@@ -14,12 +14,11 @@ points at it) while the main shape stays the arg-max.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -32,22 +31,7 @@ from inspector.demo import CONFIG_NAME, WEIGHTS_NAME
 from inspector.demo.evaluate import MEAN, STD, accuracy, normalize
 from inspector.demo.model import ARCH, CAM_LAYER, build_model, count_parameters
 from inspector.demo.shapes import CLASSES, IMAGE_SIZE, ShapesDataset
-
-
-@dataclass
-class TrainConfig:
-    seed: int = 0  # training images are data set `seed`; validation is `seed + 1`
-    images: int = 16000  # drawn once, reused with flips and quarter-turns
-    steps: int = 1000
-    batch_size: int = 64
-    lr: float = 2e-3
-    weight_decay: float = 5e-4
-    distractor_weight: float = 0.25
-    val_images: int = 1000
-    widths: tuple[int, int, int, int] = (16, 32, 64, 96)
-    zero_mean_stem: bool = True
-    augment: bool = True  # random flips and quarter-turns
-    workers: int = 2  # processes drawing the cache; 0 draws in this process
+from inspector.demo.train_options import TrainConfig, parse_args
 
 
 def draw_cache(dataset: ShapesDataset, workers: int, progress: bool) -> dict[str, torch.Tensor]:
@@ -204,18 +188,7 @@ def _save(model: torch.nn.Module, out: Path, cfg: TrainConfig, acc, seconds: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="network-inspector train-demo",
-        description="Train the bundled demo model (drawn shapes) on the CPU.",
-    )
-    p.add_argument("--out", required=True, type=Path, help="folder for the weights and JSON")
-    p.add_argument("--steps", type=int, default=TrainConfig.steps)
-    p.add_argument("--seed", type=int, default=TrainConfig.seed)
-    p.add_argument("--images", type=int, default=TrainConfig.images,
-                   help="images drawn for the training cache")  # fmt: skip
-    p.add_argument("--workers", type=int, default=TrainConfig.workers)
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    args = p.parse_args(argv)
+    args = parse_args(argv)
     cfg = TrainConfig(images=args.images, workers=args.workers)
     m = train(args.out, steps=args.steps, seed=args.seed, progress=not args.no_progress, config=cfg)
     print(f"accuracy {m['accuracy']:.4f} on {cfg.val_images} fresh images (data set seed "
