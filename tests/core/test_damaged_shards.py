@@ -70,3 +70,25 @@ def test_resume_redoes_a_shard_whose_files_are_missing(tmp_path: Path, capsys):
     err = capsys.readouterr().err
     assert "shard-00000.json is damaged" in err and "missing" in err
     assert all(f.is_file() for f in files)
+
+
+def test_resume_fits_again_over_a_damaged_concepts_fit(tmp_path: Path):
+    pytest.importorskip("sklearn")
+    from inspector.batch.concepts import ConceptOptions, run_concepts
+    from inspector.core.models.base import ModelSpec
+
+    folder = draw_folder(tmp_path / "images", count=6)
+    said: list[str] = []
+
+    def options(**kw):
+        return ConceptOptions(spec=ModelSpec(device="cpu"), layer="stage3", k=3,
+                              out=tmp_path / "out", top=2, batch_size=4, shard_size=4,
+                              sample=6, workers=0, progress=False, warn=said.append, **kw)
+
+    assert run_concepts(options(), [str(folder)]) == 1  # the two broken files
+    fit = tmp_path / "out" / "shards" / "fit.npz"
+    fit.write_bytes(fit.read_bytes()[:40])  # truncated
+    said.clear()
+    assert run_concepts(options(resume=True), [str(folder)]) == 1
+    assert any("fit.npz is damaged" in m for m in said), said
+    assert (tmp_path / "out" / "concepts.json").is_file()
