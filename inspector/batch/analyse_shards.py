@@ -104,8 +104,28 @@ def shard_store(a, loaded, sources: list[Source]):
     a.out.mkdir(parents=True, exist_ok=True)
     store = ShardStore(a.out)
     done = store.start(job_key(a, loaded, sources), a.resume, not a.seed_given, a.warn,
-                       ("summary.json", "compare.json"))
+                       ("summary.json", "compare.json"),
+                       check=lambda _, record: check_record(a.out, record))
     return store, done
+
+
+def check_record(out, record) -> None:
+    """A finished shard's record as run_shards reads it, and every file it lists still in
+    DIR (a copy of shards/ alone must not pass for the finished images); ShardDamaged."""
+    from pathlib import Path
+
+    from inspector.batch.shards import ShardDamaged
+
+    if not (isinstance(record, dict) and isinstance(record.get("images"), list)
+            and isinstance(record.get("compared"), list)
+            and all(isinstance(e, dict) and isinstance(e.get("files", {}), dict)
+                    for e in record["images"])):
+        raise ShardDamaged("not a record of images")
+    missing = [rel for e in record["images"] for rel in e.get("files", {}).values()
+               if not isinstance(rel, str) or not (Path(out) / rel).is_file()]
+    if missing:
+        raise ShardDamaged(f"{len(missing)} of the files it lists are missing, "
+                           f"{missing[0]} first")
 
 
 def job_key(a, loaded, sources: list[Source]):

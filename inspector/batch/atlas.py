@@ -165,6 +165,7 @@ def _setup(opts: AtlasOptions, sources: list[Source]):
     from inspector.batch.job import StatsJob
     from inspector.batch.names import unknown_modules
     from inspector.batch.probe import plan_layers
+    from inspector.batch.reduce import Reduction
     from inspector.batch.shards import JobKey, ShardStore
     from inspector.core.explain.cam.compute import compute_cams
     from inspector.core.explain.cam.layer import default_target_layer
@@ -213,7 +214,8 @@ def _setup(opts: AtlasOptions, sources: list[Source]):
     # A fresh run: the files of an earlier one in this folder go now, so that a run killed
     # before it ends never leaves another run's atlas.json looking like its own.
     store = ShardStore(opts.out)
-    done = store.start(key, opts.resume, opts.seed_drawn, warn, RESULTS)
+    done = store.start(key, opts.resume, opts.seed_drawn, warn, RESULTS,
+                       check=lambda _, state: Reduction.from_state(state))
     job = StatsJob(
         paths=tuple(sources), preprocess=loaded.preprocess, plans=plans, cam_layer=cam_layer,
         cam_shape=cam_shape, top=opts.top, shard_size=opts.shard_size,

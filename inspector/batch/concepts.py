@@ -158,8 +158,39 @@ def _setup(opts: ConceptOptions, sources):
                     {"layer": opts.layer, "k": opts.k, "fit_seed": opts.seed,
                      "sample": opts.sample, "top": opts.top}, opts.shard_size, sources)
     store = ShardStore(opts.out)
-    done = store.start(key, opts.resume, opts.seed_drawn, opts.warn, ("concepts.json", "crops"))
+    done = store.start(key, opts.resume, opts.seed_drawn, opts.warn, ("concepts.json", "crops"),
+                       check=_check_shard)
+    _check_fit(store, done, opts.warn)
     return loaded, plan, store, done
+
+
+def _check_shard(_shard: int, doc) -> None:
+    """A finished shard's record as concept_files.merge reads it; ShardDamaged."""
+    from inspector.batch.shards import ShardDamaged
+
+    if not (isinstance(doc, dict) and isinstance(doc.get("images"), dict)
+            and isinstance(doc.get("failed"), list) and isinstance(doc.get("sums"), dict)
+            and {"residual", "total", "rows", "share"} <= set(doc["sums"])):
+        raise ShardDamaged("not a record of concept codes")
+
+
+def _check_fit(store, done: set[int], warn) -> None:
+    """A stored fit (FIT_FILE) that cannot be read is fitted again, and the shards coded
+    with it are redone: their codes belong to the concepts that were lost."""
+    path = store.folder / FIT_FILE
+    if not path.is_file():
+        return
+    try:
+        with np.load(path) as npz:
+            for name in ("components", "offset", "fit_rows", "fit_error", "seed"):
+                npz[name]
+    except Exception as e:  # noqa: BLE001 - any damage means: fit again
+        warn(f"{path} is damaged ({type(e).__name__}), so the concepts are fitted again "
+             f"and {len(done)} finished shard(s) redone")
+        path.unlink(missing_ok=True)
+        for shard in done:
+            store.json_path(shard).unlink(missing_ok=True)
+        done.clear()
 
 
 def sample_indices(n: int, sample: int, seed: int) -> list[int]:

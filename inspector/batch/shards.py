@@ -16,7 +16,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,10 @@ _SHARD = re.compile(r"shard-(\d+)\.(?:pt|json)")
 
 class JobMismatch(ValueError):
     """The output folder holds shards of another job."""
+
+
+class ShardDamaged(ValueError):
+    """A finished shard's file holds something its command does not read as a shard."""
 
 
 @dataclass(frozen=True)
@@ -104,11 +108,18 @@ class ShardStore:
                       if (m := _SHARD.fullmatch(p.name)))
 
     def start(self, key: JobKey, resume: bool, drawn_seed: bool, warn,
-              results: Sequence[str] = ()) -> set[int]:
-        """prepare(), with its note said by `warn`; on a fresh run (nothing reused), the
-        files or folders a finished run of the job wrote in DIR (`results`) removed, so that
-        an earlier run's results never pass for this one's. JobMismatch as prepare."""
+              results: Sequence[str] = (),
+              check: Callable[[int, Any], None] | None = None) -> set[int]:
+        """prepare(), with its note said by `warn`; a finished shard that cannot be read
+        back (a truncated file, a pickle, bad JSON, or what `check(shard, value)` refuses
+        with ShardDamaged) named in one sentence, removed and so redone; on a fresh run
+        (nothing reused), the files or folders a finished run of the job wrote in DIR
+        (`results`) removed, so that an earlier run's results never pass for this one's.
+        JobMismatch as prepare."""
         done, note = self.prepare(key, resume, drawn_seed=drawn_seed)
+        damaged = self.drop_damaged(done, warn, check)
+        if damaged and resume:  # the note counts what is really reused
+            note = f"resuming: {len(done)} finished shard(s) reused" if done else None
         if note:
             warn(note)
         if not done:
@@ -157,6 +168,36 @@ class ShardStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         _write_atomic(job_file, (json.dumps(_jsonable(key), indent=2) + "\n").encode())
         return set(), note
+
+    def drop_damaged(self, done: set[int], warn,
+                     check: Callable[[int, Any], None] | None = None) -> int:
+        """Remove from `done` (and from disk) every shard that cannot be read back; each is
+        named to `warn`. The number removed."""
+        removed = 0
+        for shard in sorted(done):
+            path = self.path(shard) if self.path(shard).is_file() else self.json_path(shard)
+            try:
+                value = self.read(shard)
+                if check is not None:
+                    check(shard, value)
+            except Exception as e:  # noqa: BLE001 - any damage means: redo it
+                # torch's and json's own messages advise what does not apply here
+                # (weights_only=False, a line and column); the kind of damage is enough.
+                why = str(e) if isinstance(e, ShardDamaged) else f"{type(e).__name__}"
+                warn(f"{path} is damaged ({why}), so its shard is redone")
+                path.unlink(missing_ok=True)
+                done.discard(shard)
+                removed += 1
+        return removed
+
+    def read(self, shard: int) -> Any:
+        """A finished shard's stored value: the state of a .pt (tensors only), or a .json."""
+        if self.path(shard).is_file():
+            return torch.load(self.path(shard), weights_only=True)
+        value = json.loads(self.json_path(shard).read_text())
+        if value is None:
+            raise ShardDamaged("it holds no record")
+        return value
 
     def save(self, shard: int, reduction: Reduction) -> None:
         # Serialised in memory, then written: torch.save on a full disk raises a RuntimeError

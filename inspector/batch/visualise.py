@@ -203,7 +203,8 @@ def _run(opts: VisualiseOptions, targets: list[Target]) -> int:
                "directions": None if opts.directions is None else str(opts.directions)}
     key = JobKey.of("visualise", opts.spec, opts.spec.seed, options, opts.batch_size, [])
     store = ShardStore(opts.out)
-    done = store.start(key, opts.resume, opts.seed_drawn, opts.warn, ("visualise.json",))
+    done = store.start(key, opts.resume, opts.seed_drawn, opts.warn, ("visualise.json",),
+                       check=_check_shard)
     batches = [targets[i:i + opts.batch_size] for i in range(0, len(targets), opts.batch_size)]
     todo = [s for s in range(len(batches)) if s not in done]
     bar = _Bar(opts, sum(len(batches[s]) for s in todo) * opts.steps)
@@ -254,6 +255,15 @@ def write_shard(opts, store, shard: int, targets: list[Target], pixels: np.ndarr
         save_png(part, px)
         part.replace(final)
     store.save_json(shard, {str(t.index): float(v) for t, v in zip(targets, objective)})
+
+
+def _check_shard(_shard: int, value) -> None:
+    """A finished shard's record, as _finish reads it: channel -> objective."""
+    from inspector.batch.shards import ShardDamaged
+
+    if not isinstance(value, dict) or not all(
+            k.isdecimal() and isinstance(v, (int, float)) for k, v in value.items()):
+        raise ShardDamaged("not a record of channels and objectives")
 
 
 def _finish(opts, loaded, batches, store, t0: float) -> int:
