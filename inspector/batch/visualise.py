@@ -114,13 +114,23 @@ def load_directions(path: Path) -> np.ndarray:
     """(K, C) unit-free vectors: `vectors` of a concepts.npz, or `dff/concepts` (C x K) of
     an analyse NPZ. OptionError when the file has neither."""
     try:
-        with np.load(path) as npz:
+        with np.load(path, allow_pickle=False) as npz:
+            found = None
             if "vectors" in npz:
-                return np.asarray(npz["vectors"], np.float32)
-            if "dff/concepts" in npz:
-                return np.asarray(npz["dff/concepts"], np.float32).T
-    except (OSError, ValueError) as e:
-        raise OptionError(f"--directions {path} cannot be read: {e}") from None
+                found = np.asarray(npz["vectors"], np.float32)
+            elif "dff/concepts" in npz:
+                found = np.asarray(npz["dff/concepts"], np.float32).T
+    except (OSError, ValueError, AttributeError, TypeError):
+        # numpy's own messages speak of pickles and zip files; a text file, a single .npy
+        # (no `with`) or a damaged NPZ are all the same answer to the user.
+        raise OptionError(f"--directions {path} is not an NPZ file (give the concepts.npz "
+                          f"of `network-inspector concepts`, or an analyse --dff NPZ)") \
+            from None
+    if found is not None:
+        if found.ndim != 2 or not np.isfinite(found).all():
+            raise OptionError(f"--directions {path} holds values that are not finite numbers "
+                              f"in a (directions x channels) table")
+        return found
     raise OptionError(f"--directions {path} has no 'vectors' (concepts.npz) or 'dff/concepts' "
                       f"(analyse --dff) array")
 
