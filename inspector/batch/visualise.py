@@ -37,6 +37,9 @@ from inspector.core.explain.featurevis.settings import (
 from inspector.core.models.base import ModelSpec
 
 OUTPUT_FOLDER = "output"  # the picture folder of --objective class without --layer
+# More channels (or classes) than any layer has: a range past it is refused before it is
+# expanded (a mistyped 0-100000000000 would otherwise fill the memory).
+MAX_CHANNEL = 1 << 20
 
 
 class VisualiseCancelled(Exception):
@@ -57,6 +60,9 @@ def parse_channels(spec: str) -> list[int]:
                 from None
         if a < 0 or b < a:
             raise OptionError(f"--channels: '{part}' is not a range from low to high")
+        if b >= MAX_CHANNEL:
+            raise OptionError(f"--channels: '{part}' goes past {MAX_CHANNEL - 1}, more "
+                              f"channels than any layer has")
         out.update(range(a, b + 1))
     if not out:
         raise OptionError("--channels names no channel; give e.g. 0-63 or 3,17")

@@ -153,3 +153,14 @@ def test_huge_steps_or_size_are_refused_before_work(tmp_path, option, value):
                             out=tmp_path, **{option: value})
     with pytest.raises(OptionError, match="must be from"):
         opts.check()
+
+
+def test_a_huge_channel_range_is_refused_without_expanding_it():
+    import time
+
+    from inspector.batch.job import OptionError
+
+    t0 = time.perf_counter()
+    with pytest.raises(OptionError, match="more channels than any layer has"):
+        parse_channels("0-100000000000")
+    assert time.perf_counter() - t0 < 1.0
