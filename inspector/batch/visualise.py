@@ -37,6 +37,9 @@ from inspector.core.explain.featurevis.settings import (
 from inspector.core.models.base import ModelSpec
 
 OUTPUT_FOLDER = "output"  # the picture folder of --objective class without --layer
+# More channels (or classes) than any layer has: a range past it is refused before it is
+# expanded (a mistyped 0-100000000000 would otherwise fill the memory).
+MAX_CHANNEL = 1 << 20
 
 
 class VisualiseCancelled(Exception):
@@ -57,6 +60,9 @@ def parse_channels(spec: str) -> list[int]:
                 from None
         if a < 0 or b < a:
             raise OptionError(f"--channels: '{part}' is not a range from low to high")
+        if b >= MAX_CHANNEL:
+            raise OptionError(f"--channels: '{part}' goes past {MAX_CHANNEL - 1}, more "
+                              f"channels than any layer has")
         out.update(range(a, b + 1))
     if not out:
         raise OptionError("--channels names no channel; give e.g. 0-63 or 3,17")
@@ -114,13 +120,23 @@ def load_directions(path: Path) -> np.ndarray:
     """(K, C) unit-free vectors: `vectors` of a concepts.npz, or `dff/concepts` (C x K) of
     an analyse NPZ. OptionError when the file has neither."""
     try:
-        with np.load(path) as npz:
+        with np.load(path, allow_pickle=False) as npz:
+            found = None
             if "vectors" in npz:
-                return np.asarray(npz["vectors"], np.float32)
-            if "dff/concepts" in npz:
-                return np.asarray(npz["dff/concepts"], np.float32).T
-    except (OSError, ValueError) as e:
-        raise OptionError(f"--directions {path} cannot be read: {e}") from None
+                found = np.asarray(npz["vectors"], np.float32)
+            elif "dff/concepts" in npz:
+                found = np.asarray(npz["dff/concepts"], np.float32).T
+    except (OSError, ValueError, AttributeError, TypeError):
+        # numpy's own messages speak of pickles and zip files; a text file, a single .npy
+        # (no `with`) or a damaged NPZ are all the same answer to the user.
+        raise OptionError(f"--directions {path} is not an NPZ file (give the concepts.npz "
+                          f"of `network-inspector concepts`, or an analyse --dff NPZ)") \
+            from None
+    if found is not None:
+        if found.ndim != 2 or not np.isfinite(found).all():
+            raise OptionError(f"--directions {path} holds values that are not finite numbers "
+                              f"in a (directions x channels) table")
+        return found
     raise OptionError(f"--directions {path} has no 'vectors' (concepts.npz) or 'dff/concepts' "
                       f"(analyse --dff) array")
 

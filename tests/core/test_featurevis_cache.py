@@ -112,3 +112,28 @@ def test_a_bfloat16_model_hashes():
         model.weight[0, 0] += 1
     assert weights_hash(torch.nn.Linear(4, 3).to(torch.bfloat16)) != a
     assert len(a) == 64
+
+
+def _planted(tmp_path, pixels):
+    cache = FeatureVisCache(tmp_path)
+    weights, key = "ab" * 32, "cd" * 32
+    cache.store(weights, "stage3", key, pixels, {"objective": 1.0})
+    return cache, weights, key
+
+
+def test_a_picture_of_another_size_is_a_miss(tmp_path):
+    cache, weights, key = _planted(tmp_path, np.zeros((3, 7, 3), np.uint8))
+    assert cache.load(weights, "stage3", key, (3, 7)) is not None
+    assert cache.load(weights, "stage3", key, (128, 128)) is None
+
+
+def test_a_planted_huge_or_odd_png_is_a_miss_not_an_error(tmp_path):
+    from PIL import Image
+
+    cache, weights, key = _planted(tmp_path, np.zeros((8, 8, 3), np.uint8))
+    png, _ = cache.paths(weights, "stage3", key)
+    Image.new("1", (20000, 20000)).save(png)  # small on disk, a bomb to decode
+    assert cache.load(weights, "stage3", key) is None
+    assert cache.load(weights, "stage3", key, (20000, 20000)) is None
+    Image.new("L", (8, 8)).save(png)
+    assert cache.load(weights, "stage3", key, (8, 8)) is None

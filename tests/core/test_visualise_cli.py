@@ -125,3 +125,42 @@ def test_a_folder_holding_another_jobs_shards_is_refused_and_kept(tmp_path):
     assert "holds shards of a different visualise job" in other.stderr
     assert "Traceback" not in other.stderr and len(other.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in (out / "shards").iterdir()) == shards
+
+
+def test_directions_that_are_text_or_not_finite_are_one_sentence(tmp_path):
+    from inspector.batch.job import OptionError
+    from inspector.batch.visualise import load_directions
+
+    text = tmp_path / "d.txt"
+    text.write_text("not numbers\n")
+    with pytest.raises(OptionError, match="is not an NPZ file") as e:
+        load_directions(text)
+    assert "pickle" not in str(e.value)
+    bad = tmp_path / "nan.npz"
+    np.savez(bad, vectors=np.array([[1.0, np.nan]], np.float32))
+    with pytest.raises(OptionError, match="not finite"):
+        load_directions(bad)
+    good = tmp_path / "ok.npz"
+    np.savez(good, vectors=np.ones((2, 3), np.float32))
+    assert load_directions(good).shape == (2, 3)
+
+
+@pytest.mark.parametrize("option, value", [("steps", 1_000_000_000), ("size", 100_000)])
+def test_huge_steps_or_size_are_refused_before_work(tmp_path, option, value):
+    from inspector.batch.job import OptionError
+
+    opts = VisualiseOptions(spec=ModelSpec(device="cpu"), layer="stage3", channels="0",
+                            out=tmp_path, **{option: value})
+    with pytest.raises(OptionError, match="must be from"):
+        opts.check()
+
+
+def test_a_huge_channel_range_is_refused_without_expanding_it():
+    import time
+
+    from inspector.batch.job import OptionError
+
+    t0 = time.perf_counter()
+    with pytest.raises(OptionError, match="more channels than any layer has"):
+        parse_channels("0-100000000000")
+    assert time.perf_counter() - t0 < 1.0

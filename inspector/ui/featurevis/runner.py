@@ -106,7 +106,7 @@ class FeatureVisRunner(QObject):
 
         key = cache_key(self.weights[1], loaded.preprocess, layer, Target("channel", channel),
                         settings)
-        return self.cache.load(self.weights[1], layer, key)
+        return self.cache.load(self.weights[1], layer, key, _expected_size(settings, loaded))
 
     def model_loaded(self) -> None:
         """A model was loaded: cancel the job, and hash the weights on the worker."""
@@ -147,7 +147,8 @@ class FeatureVisRunner(QObject):
         for c in job.channels:
             key = cache_key(job.weights, loaded.preprocess, job.layer, Target("channel", c),
                             job.settings)
-            hit = self.cache.load(job.weights, job.layer, key)
+            hit = self.cache.load(job.weights, job.layer, key,
+                                  _expected_size(job.settings, loaded))
             if hit is None:
                 missing.append(c)
             else:
@@ -207,3 +208,14 @@ class FeatureVisRunner(QObject):
         job.finished = True
         job.optimisation = None  # its graph-free state: the spectrum, Adam's moments
         self.finished.emit(job)
+
+
+def _expected_size(settings, loaded) -> tuple[int, int] | None:
+    """(h, w) a finished picture of these settings has: a cached file of another size is a
+    miss. None where the settings cannot make a picture (the optimisation says why)."""
+    from inspector.core.explain.featurevis.render import picture_size
+
+    try:
+        return picture_size(settings, tuple(loaded.preprocess.crop_size))
+    except ValueError:
+        return None

@@ -111,15 +111,24 @@ class FeatureVisCache:
         folder = self.root / weights[:16] / (re.sub(r"[^A-Za-z0-9._+-]+", "_", layer) or "_output")
         return folder / f"{key[:24]}.png", folder / f"{key[:24]}.json"
 
-    def load(self, weights: str, layer: str, key: str) -> CachedPicture | None:
+    def load(self, weights: str, layer: str, key: str,
+             size: tuple[int, int] | None = None) -> CachedPicture | None:
+        """The picture stored under `key`; None (a miss) for anything odd: no JSON, another
+        key, a file that is not an 8-bit RGB PNG or (`size`, (h, w), given) of another size.
+        The header is checked before the pixels are decoded, so a huge planted file is
+        never decompressed."""
         png, meta = self.paths(weights, layer, key)
         try:
             info = json.loads(meta.read_text())
+            if not isinstance(info, dict) or info.get("key") != key:
+                return None
             with Image.open(png) as img:
-                pixels = np.asarray(img.convert("RGB"))
-        except (OSError, ValueError):
-            return None
-        if not isinstance(info, dict) or info.get("key") != key:
+                if img.format != "PNG" or img.mode != "RGB":
+                    return None
+                if size is not None and (img.height, img.width) != tuple(size):
+                    return None
+                pixels = np.asarray(img)
+        except (OSError, ValueError, Image.DecompressionBombError):
             return None
         for path in (png, meta):
             try:

@@ -16,6 +16,10 @@ CLASS = "class"  # a class logit of the model's output
 DIRECTION = "direction"  # the mean dot product with a unit vector in channel space
 OBJECTIVES = (CHANNEL, NEURON, CLASS, DIRECTION)
 TRANSFORMS = ("lucid-standard", "none")
+# Beyond these a run cannot finish on any machine (a 4096-pixel batch already takes GBs; Lucid
+# uses 512 steps): refused with a sentence before any memory is taken.
+MAX_STEPS = 100_000
+MAX_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -45,10 +49,10 @@ class FeatureVisSettings:
 
     def check(self) -> None:
         """ValueError with one sentence for settings that cannot work."""
-        if self.steps < 1:
-            raise ValueError("steps must be 1 or more")
-        if self.size is not None and self.size < 8:
-            raise ValueError("the picture's size must be 8 pixels or more")
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise ValueError(f"steps must be from 1 to {MAX_STEPS}")
+        if self.size is not None and not 8 <= self.size <= MAX_SIZE:
+            raise ValueError(f"the picture's size must be from 8 to {MAX_SIZE} pixels")
         if not self.lr > 0 or not self.sd > 0:
             raise ValueError("the learning rate and the initial spread must be above 0")
         if self.transforms not in TRANSFORMS:
