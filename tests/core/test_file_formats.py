@@ -134,3 +134,29 @@ def test_the_cli_loads_demo_weights_whose_header_length_starts_with_0x80(tmp_pat
     assert "damaged" not in done.stderr
     assert f"demo_shapes ({path.name})" in done.stdout
 
+
+
+def test_a_png_write_that_fails_leaves_no_file(tmp_path, monkeypatch):
+    """A full disk mid-write (concepts' crops left a 0-byte PNG, written in place): the
+    PNG is written through a .part name, so neither it nor a part is left behind."""
+    import errno
+
+    import numpy as np
+    from PIL import Image
+
+    from inspector.core.export.files import save_png
+
+    def full_disk(self, fp, *args, **kwargs):
+        with open(fp, "wb") as f:
+            f.write(b"\x89PNG")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Image.Image, "save", full_disk)
+    target = tmp_path / "crops" / "stage3" / "4" / "0.png"
+    with pytest.raises(OSError):
+        save_png(target, np.zeros((8, 8, 3), np.uint8))
+    assert list(target.parent.iterdir()) == []
+    monkeypatch.undo()
+    save_png(target, np.full((8, 8, 3), 7, np.uint8))
+    assert np.asarray(Image.open(target)).max() == 7
+    assert [p.name for p in target.parent.iterdir()] == ["0.png"]

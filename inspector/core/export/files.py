@@ -132,8 +132,15 @@ def mosaic(channels: torch.Tensor, padding: int = 1, nrow: int | None = None) ->
 def save_png(path: str | os.PathLike, image: np.ndarray) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Level 1: a fraction of the default's time for files a few percent larger.
-    Image.fromarray(np.ascontiguousarray(image)).save(path, format="PNG", compress_level=1)
+    # Through a .part name: a write that fails (a full disk) leaves no PNG that looks whole,
+    # and a stopped run's .part files are removed by the next (batch.out_dir.remove_partial).
+    part = path.with_name(path.name + ".part")
+    try:
+        # Level 1: a fraction of the default's time for files a few percent larger.
+        Image.fromarray(np.ascontiguousarray(image)).save(part, format="PNG", compress_level=1)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
     return path
 
 
