@@ -145,6 +145,9 @@ def test_a_relative_image_path_is_found_from_the_atlas_folder_up(atlas_dir, tmp_
     ('{"model": "m", "images": 1, "layers": {"a": {"channels": 2, "top": '
      '{"0": [{"path": "v.mp4", "frame": -3, "value": 1.0, "box": null}]}}}}',
      "layers.a.top.0[0].frame should be a frame index"),
+    # "²".isdigit() is true and int("²") raises: it read as "Internal error: ..."
+    ('{"model": "m", "images": 1, "layers": {"a": {"channels": 2, "top": {"\u00b2": []}}}}',
+     "layers.a.top.\u00b2 should be a channel below 2"),
 ])
 def test_a_broken_atlas_json_is_one_sentence_naming_what_is_wrong(tmp_path, text, says):
     (tmp_path / "atlas.json").write_text(text)

@@ -156,7 +156,7 @@ def _layer(name: str, raw: Any) -> AtlasLayer:
     top: dict[int, tuple[TopImage, ...]] = {}
     for key, entries in top_raw.items():
         here = f"{where}.top.{key}"
-        _expect(key.isdigit() and int(key) < channels, here, f"a channel below {channels}")
+        _expect(key.isascii() and key.isdigit() and int(key) < channels, here, f"a channel below {channels}")
         _expect(isinstance(entries, list), here, "a list")
         top[int(key)] = tuple(_entry(e, rank, f"{here}[{rank}]") for rank, e in enumerate(entries))
     mean = _numbers(raw.get("mean", []), f"{where}.mean", channels)

@@ -44,14 +44,23 @@ def read_folder_concept(folder: Path, layer: str, index: int) -> FolderConcept:
         doc = json.loads(json_path.read_text(encoding="utf-8"))
     except (OSError, KeyError, ValueError) as e:
         raise FolderConceptError(f"Could not read the concepts in {folder}: {e}") from None
+    if not isinstance(doc, dict) or vectors.ndim != 2:
+        raise FolderConceptError(f"{json_path} is not a concepts file this app reads: "
+                                 f"it should be an object, beside a table of vectors")
     if doc.get("layer") != layer or not 0 <= index < len(vectors):
         raise FolderConceptError(f"{folder} has no concept {index} of {layer}")
-    entry = next((c for c in doc.get("concepts", []) if c.get("index") == index), {})
-    channels = entry.get("top_channels") or []
-    tooltip = TOOLTIP + (" Top channels: " + ", ".join(
-        str(c["channel"]) for c in channels[:8]) + "." if channels else "")
-    return FolderConcept(layer, index, tuple(float(v) for v in vectors[index]),
-                         _caption(index, entry, doc), tooltip)
+    # A file that is not what `network-inspector concepts` writes (a list where an object
+    # goes, an entry without "channel"): one sentence naming the file, never a traceback.
+    try:
+        entry = next((c for c in doc.get("concepts", []) if c.get("index") == index), {})
+        channels = entry.get("top_channels") or []
+        tooltip = TOOLTIP + (" Top channels: " + ", ".join(
+            str(int(c["channel"])) for c in channels[:8]) + "." if channels else "")
+        caption = _caption(index, entry, doc)
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise FolderConceptError(f"{json_path} is not a concepts file this app reads "
+                                 f"(concept {index}: {type(e).__name__} {e})") from None
+    return FolderConcept(layer, index, tuple(float(v) for v in vectors[index]), caption, tooltip)
 
 
 def _caption(index: int, entry: dict, doc: dict) -> str:
