@@ -84,6 +84,11 @@ class CompareOptions:
         if (self.atlas_a or self.atlas_b) and not self.match:
             raise OptionError("--atlas-a and --atlas-b add crops to --match's channels: give "
                               "--match LAYER_A:LAYER_B")
+        from inspector.batch.compare_writers import check_atlas
+
+        for flag, folder in (("--atlas-a", self.atlas_a), ("--atlas-b", self.atlas_b)):
+            if folder is not None and (problem := check_atlas(folder, flag)):
+                raise OptionError(problem)
         check_engine(self.engine, self.ray_address, self.workers)
 
     def cancelled(self) -> bool:

@@ -165,6 +165,31 @@ def write_cka_png(out: Path, doc: dict[str, Any]) -> Path:
 # -- matched channels -----------------------------------------------------------------------------
 
 
+def check_atlas(folder: Path, flag: str) -> str | None:
+    """None when `folder`'s atlas.json has what atlas_crops reads (or is not there), else one
+    sentence: checked before any work (a malformed one raised AttributeError at the end)."""
+    path = Path(folder) / "atlas.json"
+    if not path.exists():
+        return None  # no atlas there: the comparison runs, and matches.json notes it
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        return f"{flag}: cannot read {path} ({e.strerror or e})"
+    except ValueError as e:
+        return f"{flag}: {path} is not JSON ({e})"
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), str) \
+            or not isinstance(doc.get("layers"), dict):
+        return f"{flag}: {path} is not an atlas (an object with its model and layers)"
+    for name, entry in doc["layers"].items():
+        top = entry.get("top") if isinstance(entry, dict) else None
+        if not isinstance(top, dict) or not all(
+                isinstance(k, str) and k.isascii() and k.isdigit() and isinstance(v, list)
+                for k, v in top.items()):
+            return (f"{flag}: {path} is not an atlas: layer {name}'s top images should be "
+                    f"lists under channel numbers")
+    return None
+
+
 def atlas_crops(folder: Path | None, model: str, layer: str) -> tuple[dict[int, list[str]], str]:
     """The crop files of each channel of `layer` in the atlas in `folder` (written by
     `network-inspector atlas`), and a note when it cannot be used ("" when it can)."""

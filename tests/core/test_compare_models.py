@@ -106,6 +106,20 @@ def test_bad_options_are_refused_before_any_image_is_read(tmp_path: Path, capsys
     assert "4 or more" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ['[1, 2]', '{"model": "demo_shapes", "layers": '
+                                  '{"stage3": {"top": {"\u00b2": []}}}}', '{"model": 3'])
+def test_a_malformed_atlas_is_refused_before_any_work(tmp_path: Path, capsys, text):
+    """It ended in AttributeError or ValueError after the whole comparison."""
+    atlas = tmp_path / "atlas"
+    atlas.mkdir()
+    (atlas / "atlas.json").write_text(text)
+    assert _compare(tmp_path / "out", "--match", "stage3:stage3", "--atlas-b", str(atlas)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("network-inspector: --atlas-b: ") and str(atlas / "atlas.json") in err, err
+    assert "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "shards").exists()
+
+
 def test_a_failed_image_is_listed_and_the_rest_compared(tmp_path: Path):
     folder = tmp_path / "images"
     shutil.copytree(SAMPLES, folder)
