@@ -109,8 +109,9 @@ def timm_reference(model: nn.Module, x: torch.Tensor, grad: bool = False):
     return logits(out), attn
 
 
-def vit_factory(layers: int = 4) -> str:
-    """A factory file's source (`--model PATH:build`): tv_vit's model on 64 x 64 crops."""
+def vit_factory(layers: int = 4, heads: int = 4) -> str:
+    """A factory file's source (`--model PATH:build`): tv_vit's model on 64 x 64 crops (16
+    channels per head)."""
     return f'''
 import torch
 from torch import nn
@@ -123,8 +124,8 @@ PREPROCESS = {{"crop_size": (64, 64), "resize_size": 72,
 
 def build():
     torch.manual_seed(0)
-    model = VisionTransformer(image_size=64, patch_size=16, num_layers={layers}, num_heads=4,
-                              hidden_dim=64, mlp_dim=128, num_classes=10)
+    model = VisionTransformer(image_size=64, patch_size=16, num_layers={layers}, num_heads={heads},
+                              hidden_dim={16 * heads}, mlp_dim=128, num_classes=10)
     nn.init.normal_(model.heads.head.weight, std=0.5)
     nn.init.normal_(model.heads.head.bias, std=0.1)
     return model

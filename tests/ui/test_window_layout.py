@@ -4,30 +4,40 @@ pane has (the docks around it keep their widths), and no control is squashed to 
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QApplication, QLabel
 from test_main_window import TIMEOUT, TINY, wait_run, write_png
 
+from inspector.ui.window import docks
 from inspector.ui.window.app_settings import AppSettings
 from inspector.ui.window.docks import DEFAULT_SIZE
 from inspector.ui.window.main_window import MainWindow
 
 # The window's default size, and the screen of the walk that found these (1440x900, Xvfb).
 SIZES = sorted({DEFAULT_SIZE, (1440, 900)})
+WALK_SCREEN = QRect(0, 0, 1440, 900)
+
+
+@pytest.fixture
+def walk_screen(monkeypatch):
+    """The room the window has on its screen is the walk's 1440x900 (the offscreen platform's
+    one screen is 800x800, narrower than the default window)."""
+    monkeypatch.setattr(docks, "screen_room", lambda *_args: QRect(WALK_SCREEN))
 
 
 @pytest.fixture
 def window_at(qtbot, tmp_path):
-    """A window first shown at `size`, the tiny model loaded and an image run."""
+    """A window first shown at `size`, a model (the tiny one) loaded and an image run."""
     from inspector.core.run.session import Session
 
-    def make(size) -> MainWindow:
+    def make(size, model=TINY) -> MainWindow:
         window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
         qtbot.addWidget(window)
         window.resize(*size)  # before it is first shown: the default layout is sized then
         window.build_views()
         window.show()
         qtbot.waitExposed(window)
-        window.start([write_png(tmp_path / "x.png")], dict(TINY), session=Session())
+        window.start([write_png(tmp_path / "x.png")], dict(model), session=Session())
         qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
                         timeout=TIMEOUT)
         assert window.model_name, window.reporter.last_message
@@ -92,7 +102,8 @@ def test_the_overlay_opacity_slider_is_a_slider_at_the_default_layout(window_at,
 
 
 
-def test_a_layout_saved_while_occlusion_squeezed_the_tree_is_not_restored(qtbot, tmp_path):
+def test_a_layout_saved_while_occlusion_squeezed_the_tree_is_not_restored(qtbot, tmp_path,
+                                                                           walk_screen):
     """Layouts saved by the versions whose Occlusion controls squeezed the Modules dock (their
     layout version, 3) kept it squeezed at every later start: they are dropped once; a layout
     saved now is restored. (Seen by the tab in front, which the default sizes do not touch.)"""
@@ -176,3 +187,89 @@ def test_module_and_type_columns_fit_each_model_until_the_user_sizes_them(window
     window.control.load_model(window.control.make_spec(name="demo_shapes"))
     qtbot.waitUntil(lambda: window._model_generation > generation, timeout=TIMEOUT)
     assert header.sectionSize(COL_NAME) == 333
+
+
+# -- what a layout the attention readout had broken left behind --------------------------------
+
+
+@pytest.fixture
+def vit_12_heads(tmp_path):
+    """A ViT with as many heads and blocks as vit_b_16 (small, random weights)."""
+    from tests.attention_models import vit_factory
+
+    factory = tmp_path / "vit12.py"
+    factory.write_text(vit_factory(layers=12, heads=12))
+    return {"name": None, "factory": f"{factory}:build"}
+
+
+def test_a_long_attention_readout_neither_widens_the_window_nor_squeezes_a_dock(
+        window_at, qtbot, vit_12_heads):
+    """On vit_b_16 the line "patch (3, 3): mean over heads … per head: …" (12 values) set the
+    Attention dock's minimum width: the Modules dock shrank to about 60 pixels and the window
+    grew past the screen. The line is elided and the tooltip has all of it."""
+    window = window_at((1440, 900), vit_12_heads)
+    window.docks["attention"].raise_()
+    view = window.views["attention"]
+    qtbot.waitUntil(lambda: view.maps is not None and view.isVisible(), timeout=TIMEOUT)
+    wait_run(qtbot, window)
+    settle(qtbot)
+    before = widths(window)
+    assert {"tree", "attention", "images", "cam"} <= set(before), before
+    # The mouse over patch (1, 2) of the large map: the fused value and the 12 heads'.
+    view._hover(view.box.mapViewToScene(view.box.viewRect().center()))
+    settle(qtbot)
+    text = view.hover_label.text()
+    assert "per head" in text and len(text.split("per head: ")[1].split(", ")) == 12, text
+    assert window.width() == 1440
+    assert widths(window) == before
+    assert view.hover_label.elided, "the 12 values fit: the test no longer tests elision"
+    assert text in view.hover_label.toolTip()
+    assert view.hover_label.shown_text().endswith("\u2026")
+
+
+def test_reset_layout_brings_back_the_default_window_and_docks(window_at, qtbot, walk_screen):
+    """Reset layout restored the dock state taken before the window was first shown: a window
+    grown to 1493 pixels stayed so, and so did the squeezed Modules dock."""
+    window = window_at((1440, 900))
+    settle(qtbot)
+    default = widths(window)
+    window.resize(1493, 900)
+    window.resizeDocks([window.docks["tree"], window.docks["images"]], [200, 1200],
+                       Qt.Orientation.Horizontal)
+    window.docks["cam"].setFloating(True)
+    settle(qtbot)
+    assert window.docks["tree"].width() < default["tree"] - 100  # the layout is broken
+    window.reset_layout()  # View ▸ Reset layout
+    settle(qtbot)
+    assert window.width() == 1440 and not window.docks["cam"].isFloating()
+    assert widths(window) == default
+
+
+def test_a_saved_layout_wider_than_the_screen_is_not_restored(qtbot, tmp_path, walk_screen):
+    """The window the readout had grown to 1493 pixels saved its squeezed docks, restored at
+    every start since: it is dropped for the default layout, and the status bar says why."""
+    path = str(tmp_path / "settings.ini")
+
+    def window() -> MainWindow:
+        w = MainWindow(AppSettings.in_file(path))
+        qtbot.addWidget(w)
+        w.build_views()
+        w.show()
+        qtbot.waitExposed(w)
+        settle(qtbot)
+        return w
+
+    first = window()
+    default = widths(first)
+    first.resize(1493, 900)
+    first.resizeDocks([first.docks["tree"], first.docks["images"]], [200, 1200],
+                      Qt.Orientation.Horizontal)
+    settle(qtbot)
+    assert first.docks["tree"].width() < default["tree"] - 100
+    first.saved.save()
+    second = window()
+    assert second.width() == 1440 and widths(second) == default
+    message = second.reporter.label.text()
+    assert "wider than the screen (1493 pixels on 1440)" in message, message
+    assert second.reporter.count == 0  # news, not a failure
+    # (A layout that fits the screen is restored: the Occlusion test above.)

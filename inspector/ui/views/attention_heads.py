@@ -88,9 +88,9 @@ class HeadsGrid:
 
 class DistancePlot(QObject):
     """Each head's mean attention distance (patches) per block: `show(distance, block)`;
-    `hovered(block, text)` names the values of the block under the mouse."""
+    `hovered(scene_pos)` when the mouse is over a block, which `readout_at` names."""
 
-    hovered = Signal(int, str)
+    hovered = Signal(QPointF)
 
     def __init__(self) -> None:
         super().__init__()
@@ -120,10 +120,16 @@ class DistancePlot(QObject):
         self.plot.getAxis("bottom").setTicks(layer_ticks(n))
 
     def _moved(self, scene_pos: QPointF) -> None:
+        if self.readout_at(scene_pos) is not None:
+            self.hovered.emit(scene_pos)
+
+    def readout_at(self, scene_pos: QPointF) -> tuple[int, str] | None:
+        """(block, its heads' distances in words) under a scene position, or None."""
         vb = self.plot.getPlotItem().vb
         if self.distance is None or not vb.sceneBoundingRect().contains(scene_pos):
-            return
+            return None
         i = int(round(vb.mapSceneToView(scene_pos).x()))
-        if 0 <= i < self.distance.shape[0]:
-            values = ", ".join(f"h{h} {d:.2f}" for h, d in enumerate(self.distance[i]))
-            self.hovered.emit(i, f"mean attention distance (patches): {values}")
+        if not 0 <= i < self.distance.shape[0]:
+            return None
+        values = ", ".join(f"h{h} {d:.2f}" for h, d in enumerate(self.distance[i]))
+        return i, f"mean attention distance (patches): {values}"

@@ -38,11 +38,16 @@ from inspector.core.explain.attention.explorer import FUSIONS, fuse, query_index
 from inspector.core.run.frames import AttentionFrame
 from inspector.ui.views.attention_heads import DistancePlot, HeadsGrid, heat_over
 from inspector.ui.views.base import FrameView, fmt, hint_label
+from inspector.ui.views.readout_label import ReadoutLabel
 
 ALPHA = 0.6  # the map's opacity over the image
 EMPTY_TEXT = ("Where a vision transformer's tokens attend appears here: open a ViT and drop "
               "an image on the window, then click a patch.")
 FAILED_TEXT = "The last run failed before its attention was read: the status bar says why."
+READOUT_TIP = ("Under the mouse: a patch's attention weight (its share of the query's "
+               "softmax over every token) in the large map (the heads fused) and in each "
+               "head's map; on the plot below, each head's mean attention distance in the "
+               "block")
 
 
 class AttentionView(FrameView):
@@ -56,6 +61,9 @@ class AttentionView(FrameView):
         self.refusal = ""
         self.maps: np.ndarray | None = None  # (heads, gh, gw) of the block and query shown
         self.fused: np.ndarray | None = None
+        # Where the readout was last asked for ("patch" or "distance", a scene position): each
+        # paint reads it again, so its values are always the ones shown.
+        self._readout_at: tuple[str, QPointF] | None = None
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setToolTip("The block whose attention is shown")
         self.slider.valueChanged.connect(self._block_chosen)
@@ -69,7 +77,9 @@ class AttentionView(FrameView):
         self.reset.setToolTip("Query the class token again (the default), instead of the "
                               "clicked patch")
         self.reset.clicked.connect(self._query_class_token)
-        controls = QHBoxLayout()
+        # Shown only with a frame to explore: a model without attention has no blocks.
+        self.controls = QWidget()
+        controls = QHBoxLayout(self.controls)
         controls.setContentsMargins(0, 0, 0, 0)
         controls.addWidget(QLabel("block"))
         controls.addWidget(self.slider, 2)
@@ -108,10 +118,10 @@ class AttentionView(FrameView):
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
         self.stack.addWidget(body)
-        self.hover_label = QLabel(" ")
+        self.hover_label = ReadoutLabel(READOUT_TIP)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(controls)
+        layout.addWidget(self.controls)
         layout.addWidget(self.header)
         layout.addWidget(self.stack, 1)
         layout.addWidget(self.hover_label)
@@ -125,7 +135,10 @@ class AttentionView(FrameView):
         self.request_paint()
 
     def cleared(self) -> None:
-        self.block = self.query = None  # a new model: its blocks and grid are others
+        # A new model: its blocks, heads and grid are others, and so is what was read out.
+        self.block = self.query = None
+        self._readout_at = None
+        self.hover_label.setText(" ")
         super().cleared()
 
     @property
@@ -150,6 +163,10 @@ class AttentionView(FrameView):
         if frame is None or not frame.modules:
             self.maps = self.fused = None
             self.header.setText("")
+            self.controls.hide()
+            self.block_label.setText("")
+            self._readout_at = None
+            self.hover_label.setText(" ")
             why = frame.budget_note if frame is not None else ""
             self.empty.setText(why or self.refusal or (FAILED_TEXT if self.failed else EMPTY_TEXT))
             self.stack.setCurrentWidget(self.empty)
@@ -175,7 +192,9 @@ class AttentionView(FrameView):
         self.heads.show_maps(self.maps)
         self.distance.show(frame.distance, block)
         self.header.setText(self._header_text(frame, block, query))
+        self.controls.show()
         self.stack.setCurrentIndex(1)
+        self._read_out_again()
 
     def _display(self) -> np.ndarray | None:
         started = self.store.started(self.frame.run_id)
@@ -247,9 +266,31 @@ class AttentionView(FrameView):
             self.set_query(*patch)
 
     def _hover(self, scene_pos: QPointF) -> None:
+        if self._patch_at(scene_pos) is not None:
+            self._readout_at = ("patch", scene_pos)
+            self._read_out_again()
+
+    def _distance_hover(self, scene_pos: QPointF) -> None:
+        self._readout_at = ("distance", scene_pos)
+        self._read_out_again()
+
+    def _read_out_again(self) -> None:
+        """The readout of where it was last asked for, with the values shown now (another
+        run, block or query); empty where that place has none any more."""
+        if self._readout_at is None:
+            return
+        where, scene_pos = self._readout_at
+        if where == "patch":
+            text = self._patch_readout(scene_pos)
+        else:
+            found = self.distance.readout_at(scene_pos)
+            text = None if found is None else f"block {found[0]}: {found[1]}"
+        self.hover_label.setText(text or " ")
+
+    def _patch_readout(self, scene_pos: QPointF) -> str | None:
         patch = self._patch_at(scene_pos)
         if patch is None:
-            return
+            return None
         r, c = patch
         head = self.heads.cell_at(scene_pos)
         text = f"patch ({r}, {c}): {self.fusion} over heads {fmt(float(self.fused[r, c]))}"
@@ -258,7 +299,4 @@ class AttentionView(FrameView):
         else:
             values = ", ".join(fmt(float(v)) for v in self.maps[:, r, c])
             text += f"   per head: {values}"
-        self.hover_label.setText(text)
-
-    def _distance_hover(self, block: int, text: str) -> None:
-        self.hover_label.setText(f"block {block}: {text}")
+        return text

@@ -68,6 +68,11 @@ class AppSettings:
             restored = window.restoreState(state, self._layout_version(window)) and restored
         return restored
 
+    def saved_geometry(self) -> QByteArray | None:
+        """The window geometry saved last (QWidget.saveGeometry), or None."""
+        geometry = self._bytes("window/geometry")
+        return None if geometry is None or geometry.isEmpty() else geometry
+
     def _layout_version(self, window: QMainWindow) -> int:
         """The version of `window`'s layouts: LAYOUT_REVISION and the docks it had when its
         layout was first restored or saved (a dock an add-on makes later, on demand, does not

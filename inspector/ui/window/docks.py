@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QWidget
+from PySide6.QtCore import QByteArray, QPoint, QRect, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QTabBar, QWidget
 
 # Dock key -> (title, the view that fills it: (module in inspector.ui.views, class), or
 # None for the panes the window builds itself).
@@ -96,6 +96,26 @@ def default_sizes(window: QMainWindow, docks: dict[str, Dock]) -> None:
     window.resizeDocks([d["images"], d["activation"]], [310, 480], horizontal)
     window.resizeDocks([d["images"], d["predictions"]], [480, 300], vertical)
     window.resizeDocks([d["activation"], d["cam"]], [500, 300], vertical)
+
+
+def reset_layout(window: QMainWindow, docks: dict[str, Dock], default_state: QByteArray) -> None:
+    """View ▸ Reset layout: every dock back in its default place at its default size, in a
+    window of the default size (or the room its screen has, where that is less)."""
+    for dock in docks.values():
+        dock.setFloating(False)
+    window.restoreState(default_state)
+    if not (window.isMaximized() or window.isFullScreen()):
+        room = screen_room(window)
+        window.resize(min(DEFAULT_SIZE[0], room.width()), min(DEFAULT_SIZE[1], room.height()))
+    default_sizes(window, docks)
+    tidy_tab_bars_later(window)
+
+
+def screen_room(window: QWidget, at: QPoint | None = None) -> QRect:
+    """The room a window has on the screen at `at` (by default, its own screen): the
+    screen's area less the desktop's panels."""
+    screen = QApplication.screenAt(at) if at is not None else None
+    return (screen or window.screen()).availableGeometry()
 
 
 def hide_stray_tab_bars(window: QMainWindow) -> None:

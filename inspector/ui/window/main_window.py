@@ -47,6 +47,7 @@ from inspector.ui.window.docks import (
     default_sizes,
     make_docks,
     make_views,
+    reset_layout,
     tidy_tab_bars_later,
 )
 from inspector.ui.window.errors import ErrorReporter
@@ -325,10 +326,8 @@ class MainWindow(QMainWindow):
 
     # -- window ----------------------------------------------------------------------------------
     def reset_layout(self) -> None:
-        for dock in self.docks.values():
-            dock.setFloating(False)
-        self.restoreState(self._default_state)
-        tidy_tab_bars_later(self)
+        reset_layout(self, self.docks, self._default_state)
+        self.window_edits.size_dock()
 
     def reset_settings(self) -> None:
         """Help ▸ Reset settings (asks first)."""
