@@ -19,7 +19,7 @@ The menus (menus.py), image sources and drops (image_sources.py), recent files
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QMainWindow, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QWidget
 
 from inspector.core.run.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.ui.attention import wiring as attention_wiring
@@ -40,6 +40,7 @@ from inspector.ui.video import player as video_player
 from inspector.ui.window import menus
 from inspector.ui.window.addons import install_view_addons
 from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.window.arrow_keys import keep_arrows_in_focused_widgets
 from inspector.ui.window.context import WindowContext
 from inspector.ui.window.docks import (
     DEFAULT_SIZE,
@@ -66,6 +67,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.setWindowTitle("Network Inspector")
         self.setDockNestingEnabled(True)
+        keep_arrows_in_focused_widgets(QApplication.instance())
         self.settings = settings if settings is not None else AppSettings()
         self.router = FrameRouter(self, stagger=True)
         self.control = SessionControl(self.router, self)
