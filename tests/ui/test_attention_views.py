@@ -80,6 +80,31 @@ def test_clicking_a_patch_makes_it_the_query(qtbot):
     assert view.query is None and not view.marker.isVisible()
 
 
+def test_a_model_change_clears_the_readout_and_the_blocks(qtbot):
+    """timm's 3-head model showed vit_b_16's 12 values; a CNN showed "11 of 0..11"."""
+    view = explorer(qtbot, attention_frame(blocks=12, heads=12))
+    scene = view.box.mapViewToScene(QPointF(1.5 * 16, 2.5 * 16))
+    view._hover(scene)
+    assert view.hover_label.text().count(", ") >= 11  # the 12 heads' values
+    view.store.clear()  # what the window does when another model is loaded
+    qtbot.wait(50)
+    assert view.hover_label.text().strip() == "" and not view.controls.isVisible()
+    # The next model's frame (3 heads, 2 blocks): its own blocks, and readouts of 3 heads.
+    view.store.put(started(2, np.full((48, 64, 3), 90, np.uint8)))
+    view.store.put(attention_frame(run=2, blocks=2, heads=3))
+    qtbot.wait(50)
+    assert view.controls.isVisible() and view.slider.maximum() == 1
+    assert view.hover_label.text().strip() == ""
+    view._hover(scene)
+    values = view.hover_label.text().split("per head")[-1]
+    assert values.count(", ") == 2, view.hover_label.text()
+    # And a CNN after it: no blocks at all, the sentence why.
+    view.store.clear()
+    view.set_refusal("This model has no self-attention.")
+    qtbot.wait(50)
+    assert not view.controls.isVisible() and view.empty.text().startswith("This model")
+
+
 def test_a_new_run_keeps_the_query_and_block(qtbot):
     view = explorer(qtbot, attention_frame())
     view.set_query(0, 3)
