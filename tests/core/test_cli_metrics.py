@@ -66,8 +66,13 @@ def test_bad_metric_options_are_one_sentence_and_exit_2(tmp_path, images, capsys
         "the metrics score maps: ask for a --cam or an --attr")
     assert _refused(capsys, _analyse(out, "--metrics", "pointing", one)) == (
         "the pointing game needs the objects' boxes: give --boxes FILE.json")
+    between = ("--metric-steps must be between 1 and 1000 (each step is a forward of every "
+               "map's perturbed image), not ")
     assert _refused(capsys, _analyse(out, "--metrics", "deletion", "--metric-steps", "0",
-                                     one)) == "--metric-steps must be 1 or more, not 0"
+                                     one)) == between + "0"
+    # It ran 3 minutes at one pixel a step, and recorded "1000000000 steps".
+    assert _refused(capsys, _analyse(out, "--metrics", "deletion", "--metric-steps",
+                                     "1000000000", one)) == between + "1000000000"
     bad = _boxes(tmp_path, '{"circle_01.png": [[1, 2, 3, 4]],\n "x": [[1, 2,}')
     err = _refused(capsys, _analyse(out, "--metrics", "pointing", "--boxes", str(bad), one))
     assert err.startswith(f"--boxes {bad}: not JSON (") and "line 2, column" in err
