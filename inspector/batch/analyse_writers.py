@@ -76,6 +76,8 @@ def write_image_files(out: Path, name: str, loaded, source: Source, image, x, ar
     display = pre.to_display(x)
     seen = pre.to_original(np.ones(input_hw, np.float32), size)
     label = _class_caption(loaded, outcome)
+    if not loaded.pretrained:  # as the CLI's warning says: the picture alone must say it too
+        label.append("random weights: an untrained network")
     for method, cam in cams.items():
         at = (where or {}).get(method, cam_layer)
         caption = [*label, f"{CAM_METHODS[method].title} at {at}"]
@@ -105,6 +107,8 @@ def write_image_files(out: Path, name: str, loaded, source: Source, image, x, ar
         which = (f"{count} channels" if shown_count == count
                  else f"the first {shown_count} of {count} channels")
         title = f"{module}: {which}, each from its min (black) to its max (white)"
+        if not loaded.pretrained:
+            title += "; random weights (an untrained network)"
         files[f"mosaic/{module}"] = rel(save_png(folder / f"activation_{safe_name(module)}.png",
                                                  mosaic_figure(grid, title).image))
         if tb is not None:

@@ -80,6 +80,14 @@ def caption(doc: dict[str, Any]) -> str:
             f"vs {doc['model_b']} (columns)")
 
 
+def random_weights(doc: dict[str, Any]) -> list[str]:
+    """The figure says what the CLI's warning says: a model with random weights (seed_a /
+    seed_b are set only then) compares untrained layers."""
+    sides = [(side, doc.get(f"seed_{side.lower()}")) for side in ("A", "B")]
+    return [f"model {side} ({doc[f'model_{side.lower()}']}) has random weights (seed {seed}): "
+            f"an untrained network" for side, seed in sides if seed is not None]
+
+
 def cka_figure(doc: dict[str, Any]) -> Image.Image:
     """The heatmap of a cka.json document, as described in the module docstring."""
     values = np.array([[math.nan if v is None else v for v in row] for row in doc["cka"]],
@@ -95,7 +103,7 @@ def cka_figure(doc: dict[str, Any]) -> Image.Image:
     label_h = max((int(measure.textlength(n, font=text)) for n in names_b if n), default=0) + 8
     bar_w, pad = 16, 10
     width = max(420, pad + label_w + cols * cell + pad + bar_w + 40 + pad)
-    lines = [caption(doc), ESTIMATOR_TEXT[doc["estimator"]]]
+    lines = [caption(doc), ESTIMATOR_TEXT[doc["estimator"]], *random_weights(doc)]
     if step_a > 1 or step_b > 1:
         lines.append(f"every {max(step_a, step_b)}-th layer named")
     lines = [part for line in lines

@@ -250,3 +250,39 @@ def test_analyse_mosaics_carry_their_grey_scale(analysed):
     np.testing.assert_array_equal(img, fig.image)  # the tested figure, with this title
     column = img[fig.bar[1] : fig.bar[3], (fig.bar[0] + fig.bar[2]) // 2].astype(int)
     assert column[0] == 255 and column[-1] == 0 and (np.diff(column) <= 0).all()
+
+
+def test_pictures_of_a_model_with_random_weights_say_so(tmp_path: Path, monkeypatch):
+    """The CLI warns of random weights; a PNG passed on alone said nothing of them."""
+    from inspector.batch import figures
+
+    captions, titles = [], []
+    draw_map, draw_mosaic = figures.map_figure, figures.mosaic_figure
+    monkeypatch.setattr(figures, "map_figure",
+                        lambda *a: captions.append(a[3]) or draw_map(*a))
+    monkeypatch.setattr(figures, "mosaic_figure",
+                        lambda grid, title: titles.append(title) or draw_mosaic(grid, title))
+    folder = tmp_path / "images"
+    folder.mkdir()
+    Image.fromarray(picture(64, 48)).save(folder / "one.png")
+    # No weights can be fetched here: the catalog model is built with random ones.
+    rc = cli.main(["analyse", "--model", "mobilenet_v3_small", "--seed", "1", "--layers",
+                   "features.0", "--cam", "gradcam", "--no-tensorboard", "--quiet", "--out",
+                   str(tmp_path / "out"), str(folder)])
+    assert rc == 0
+    assert captions and all("random weights: an untrained network" in c for c in captions)
+    assert titles and all(t.endswith("random weights (an untrained network)") for t in titles)
+
+
+def test_cka_png_of_a_model_with_random_weights_says_so():
+    from inspector.batch.compare_writers import cka_figure, random_weights
+
+    doc = {"model_a": "resnet18", "model_b": "resnet34", "images": 8, "estimator": "exact",
+           "layers_a": ["layer1", "layer2"], "layers_b": ["layer1", "layer2"],
+           "cka": [[1.0, 0.5], [0.5, 1.0]], "seed_a": None, "seed_b": None}
+    assert random_weights(doc) == []
+    trained = cka_figure(doc)
+    doc["seed_b"] = 7
+    assert random_weights(doc) == ["model B (resnet34) has random weights (seed 7): an "
+                                   "untrained network"]
+    assert cka_figure(doc).height > trained.height  # the line is drawn above the heatmap
