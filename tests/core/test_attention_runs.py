@@ -296,3 +296,40 @@ class _no_raise:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_the_sanity_check_remakes_the_attention_maps(vit_session):
+    """Issue 32: the attention maps read no layer (key (method, None)); the sanity cascade
+    remakes them with the run's attention options, and their other metrics stay."""
+    from inspector.core.explain.metrics.names import MetricOptions
+
+    options = MetricOptions(metrics=("deletion", "sanity"), steps=4)
+    out = vit_session.run(_x(), gradients=False, target=3, cams=MAPS, metrics=options,
+                          attention=AttentionOptions("min", 0.3))
+    vit_session.channel.drain()
+    assert out.status == "ok", out.error
+    assert set(out.metrics) == set(MAPS)
+    for key, scores in out.metrics.items():
+        assert scores.deletion is not None, key
+        assert scores.sanity, (key, scores.notes)
+        assert all(step.ssim is not None for step in scores.sanity), key
+    assert remaining_hooks(vit_session.loaded.model) == []
+
+
+def test_a_sanity_check_that_fails_keeps_the_other_metrics(vit_session, monkeypatch):
+    """One metric failing never discards the others: the failing one says why in its note."""
+    from inspector.core.explain.metrics.names import SANITY, MetricOptions
+    from inspector.core.run import metrics_stage
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the remade map is broken")
+
+    monkeypatch.setattr(metrics_stage, "sanity_check", broken)
+    options = MetricOptions(metrics=("deletion", "sanity"), steps=4)
+    out = vit_session.run(_x(), gradients=False, target=3, cams=MAPS[:1], metrics=options)
+    vit_session.channel.drain()
+    assert out.status == "ok", out.error
+    scores = out.metrics[("rollout", None)]
+    assert scores.deletion is not None
+    assert "RuntimeError: the remade map is broken" in scores.notes[SANITY]
+    assert "\n" not in scores.notes[SANITY]

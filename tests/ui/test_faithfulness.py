@@ -173,3 +173,37 @@ def test_score_every_method_in_the_window_and_cancel(demo_window, qtbot):
     assert window.router.store.status(again) == "cancelled"
     assert view.progress_label.text() == "scoring cancelled"
     assert view.table.rowCount() == 12  # the earlier scores of this image stay
+
+
+def test_every_tie_for_the_best_is_bold(qtbot):
+    """Issue 32: methods equal at the precision shown are all the column's best."""
+    store = RunStore()
+    view = shown(qtbot, FaithfulnessView(store=store))
+    cam = np.linspace(0, 1, 64).reshape(8, 8)
+    tied = [0.9, 0.2, 0.1, 0.1, 0.0]
+    frames = [metrics(1, "gradcam", tied, [0.1, 0.8, 0.9, 0.9, 0.9], 0.3, cam),
+              metrics(1, "xgradcam", [0.9, 0.2, 0.1, 0.1, 0.00001], [0.1, 0.8, 0.9, 0.9, 0.9],
+                      0.3, cam),
+              metrics(1, "hirescam", tied, [0.1, 0.8, 0.9, 0.9, 0.9], 0.3, cam),
+              metrics(1, "layercam", [0.9, 0.5, 0.3, 0.2, 0.0], [0.1, 0.5, 0.6, 0.6, 0.6], 0.5,
+                      cam)]
+    feed(store, 1, np.zeros((8, 8, 3), np.uint8), frames)
+    view.set_shown("gradcam", "layer4")
+    table = view.table
+    for j in range(3):  # deletion, insertion, Average Drop: three tied, one behind
+        bold = {table.keys[i][0] for i in range(table.rowCount())
+                if table.item(i, j).font().bold()}
+        assert bold == {"gradcam", "xgradcam", "hirescam"}, j
+    assert "equal to it" in table.horizontalHeaderItem(0).toolTip()
+
+
+def test_an_attention_map_summary_names_no_layer(qtbot):
+    store = RunStore()
+    view = shown(qtbot, FaithfulnessView(store=store))
+    cam = np.linspace(0, 1, 64).reshape(8, 8)
+    frames = [metrics(1, "rollout", [0.9, 0.2, 0.1, 0.1, 0.0], [0.1, 0.8, 0.9, 0.9, 0.9], 0.3,
+                      cam, layer=None)]
+    feed(store, 1, np.zeros((8, 8, 3), np.uint8), frames)
+    view.set_shown("rollout", None)
+    assert "Attention rollout" in view.header.text() and "None" not in view.header.text()
+    assert "None" not in view.table.verticalHeaderItem(0).toolTip()

@@ -21,7 +21,7 @@ import torch
 
 from inspector.core import tasks
 from inspector.core.edits.hooks import EditHooks
-from inspector.core.explain.catalog import ATTRIBUTION_LAYER, cam_method
+from inspector.core.explain.catalog import ATTENTION_CAMS, ATTRIBUTION_LAYER, cam_method
 from inspector.core.explain.metrics.forwards import Forwarder
 from inspector.core.explain.metrics.maps import attribution_saliency, is_constant
 from inspector.core.explain.metrics.names import SANITY
@@ -33,7 +33,11 @@ from inspector.core.explain.metrics.sanity import (
     randomisation_units,
     sanity_check,
 )
-from inspector.core.explain.metrics.sanity_maps import attribution_maps, cam_maps
+from inspector.core.explain.metrics.sanity_maps import (
+    attention_maps_of,
+    attribution_maps,
+    cam_maps,
+)
 from inspector.core.explain.metrics.score_maps import PointingBoxes, score_maps, score_work
 from inspector.core.explain.metrics.scores import (
     class_probability,
@@ -41,6 +45,7 @@ from inspector.core.explain.metrics.scores import (
     score_text,
     segmentation_probability,
 )
+from inspector.core.hookset import RunCancelled
 from inspector.core.run.frames import MetricsFrame
 
 STEP = "Faithfulness"
@@ -148,8 +153,9 @@ def _shown(run, key) -> np.ndarray | None:
 
 def _sanity(run, scored: Scored) -> None:
     """The sanity check of every defined map: the gradient and activation CAMs of a layer
-    together (replaying the forward below the randomised units), Score-CAM and the
-    attributions (which need the whole forward) apart."""
+    together (replaying the forward below the randomised units), Score-CAM, the attention
+    maps and the attributions (which need the whole forward) apart. A group whose maps
+    cannot be remade says why in its maps' sanity note; the other metrics stay."""
     options, loaded = run.request.metrics, run.loaded
     defined = {k: m for k, m in scored.maps.items() if scored.scores[k].undefined is None}
     if loaded.task != tasks.CLASSIFICATION or scored.forwarder is None:
@@ -163,6 +169,8 @@ def _sanity(run, scored: Scored) -> None:
     for method, layer in defined:
         if layer == ATTRIBUTION_LAYER:
             group = ("attributions", None)
+        elif cam_method(method) in ATTENTION_CAMS:
+            group = ("attention", layer)  # layer: None, or where LeGrad starts
         elif cam_method(method) == "scorecam":
             group = ("scorecam", layer)
         else:
@@ -175,11 +183,15 @@ def _sanity(run, scored: Scored) -> None:
 
     for (kind, layer), originals in groups.items():
         methods = [m for m, _ in originals]
-        explain = (attribution_maps(x, methods, target, req.attribution_options)
-                   if kind == "attributions" else cam_maps(x, methods, layer, target, tree))
+        if kind == "attributions":
+            explain = attribution_maps(x, methods, target, req.attribution_options)
+        elif kind == "attention":
+            explain = attention_maps_of(x, methods, target, req.attention, legrad_from=layer)
+        else:
+            explain = cam_maps(x, methods, layer, target, tree)
         try:
             steps = sanity_check(loaded.model, x,
-                                 lambda m, e=explain, at=layer: _keyed(e(m), at),
+                                 lambda m, e=explain, at=layer, k=kind: _keyed(e(m), at, k),
                                  originals, tree=tree, seed=options.seed,
                                  replay_before=layer if kind == "cams" else None, wrap=wrap,
                                  advance=scored.forwarder.advance, units=scored.units)
@@ -187,10 +199,22 @@ def _sanity(run, scored: Scored) -> None:
             for key in originals:
                 scored.scores[key].notes[SANITY] = str(e)
             continue
+        except RunCancelled:
+            raise
+        except Exception as e:  # noqa: BLE001 - one metric failing keeps the others' results
+            for key in originals:
+                scored.scores[key].notes[SANITY] = (f"the map could not be made again on the "
+                                                    f"randomised model ({type(e).__name__}: "
+                                                    f"{e})")
+            continue
         for key, found in steps.items():
             scored.scores[key].sanity = found
             scored.scores[key].sanity_flag = flagged(found, options.sanity_flag)
 
 
-def _keyed(maps: dict[str, np.ndarray], layer: str | None) -> dict[tuple[str, str], np.ndarray]:
-    return {(m, layer if layer is not None else ATTRIBUTION_LAYER): v for m, v in maps.items()}
+def _keyed(maps: dict[str, np.ndarray], layer: str | None, kind: str
+           ) -> dict[tuple[str, str | None], np.ndarray]:
+    """The remade maps keyed as the run's: attributions at ATTRIBUTION_LAYER, the others at
+    their own layer (None for the attention maps that read none)."""
+    at = ATTRIBUTION_LAYER if kind == "attributions" else layer
+    return {(m, at): v for m, v in maps.items()}

@@ -1,5 +1,6 @@
 """The Faithfulness tab's table: one row per method scored on this image, one column per
-number (core.explain.metrics.ranking.COLUMNS), each column's best in bold. Clicking a
+number (core.explain.metrics.ranking.COLUMNS), each column's best in bold, with every
+value equal to it as shown (to the 3 decimals of the cell: a tie is bold everywhere). Clicking a
 column's header puts the rows in that column's order, best first (lower first where lower
 is better); each header's tooltip says how its numbers were computed and which way is
 better.
@@ -88,7 +89,8 @@ class ScoreTable(QTableWidget):
             arrow = "\u2191" if c.better == HIGHER else "\u2193"
             head = QTableWidgetItem(f"{c.title} {arrow}")
             if first is not None:
-                head.setToolTip(f"{c.better.capitalize()} is better. "
+                head.setToolTip(f"{c.better.capitalize()} is better; bold: the best, and "
+                                f"every value equal to it to the decimals shown. "
                                 f"{first.options.describe(c.metric, first.score)}")
             if c.key == self.sorted_by:
                 font = head.font()
@@ -98,12 +100,14 @@ class ScoreTable(QTableWidget):
         for i, key in enumerate(keys):
             frame = self._frames[key]
             row = QTableWidgetItem(method_title(key))
-            row.setToolTip(frame.scores.undefined or f"{method_title(key)} at {key[1]}")
+            where = f" at {key[1]}" if key[1] is not None else " (no layer: the model's attention)"
+            row.setToolTip(frame.scores.undefined or f"{method_title(key)}{where}")
             self.setVerticalHeaderItem(i, row)
         for j, c in enumerate(self.columns):
             values = self.values(c)
             ranked = best_first(c, values)
             best = ranked[0] if sum(v is not None for v in values.values()) >= 2 else None
+            best_text = _text(c, values[best]) if best is not None else None
             for i, key in enumerate(keys):
                 item = QTableWidgetItem(_text(c, values[key]))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -111,7 +115,8 @@ class ScoreTable(QTableWidget):
                 undefined = self._frames[key].scores.undefined
                 if values[key] is None and (note or undefined):
                     item.setToolTip(note or undefined)
-                if key == best:
+                if best_text is not None and values[key] is not None \
+                        and _text(c, values[key]) == best_text:
                     font = QFont(item.font())
                     font.setBold(True)
                     item.setFont(font)

@@ -281,6 +281,7 @@ class FaithfulnessView(FrameView):
             parts.append(f"sanity r {s.sanity_similarity:.2f} ({verdict})")
         elif SANITY in s.notes:
             parts.append(f"sanity: {s.notes[SANITY]}")
-        where = f" at {frame.layer}"
+        # The attention maps read no layer (their CamFrame says which blocks they read).
+        where = f" at {frame.layer}" if frame.layer is not None else ""
         return (f"<b>{html.escape(title)}</b>{html.escape(where)}: "
                 + html.escape(" \u00b7 ".join(parts)))

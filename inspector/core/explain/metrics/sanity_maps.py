@@ -1,7 +1,8 @@
 """How the sanity check makes a run's maps again on the randomised copy of the model: the
 CAMs by the lean path (core.explain.cam.compute.compute_cams, every CAM of the layer from
-one forward and backward), the attributions by core.explain.attributions.attribute, for the
-class the run explained.
+one forward and backward), the attention maps (rollout, gradient rollout, LeGrad: no layer)
+by core.explain.attention.maps.attention_maps with the run's attention options, the
+attributions by core.explain.attributions.attribute, for the class the run explained.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from inspector.core.explain.attention.maps import attention_maps
 from inspector.core.explain.attributions import attribute
 from inspector.core.explain.cam.compute import compute_cams
 from inspector.core.explain.metrics.maps import attribution_saliency
@@ -25,6 +27,21 @@ def cam_maps(x: torch.Tensor, methods: Sequence[str], layer: str, target: int, t
 
     def explain(model: nn.Module) -> dict[str, np.ndarray]:
         result = compute_cams(model, x, list(methods), layer, target=target, tree=tree)
+        return {m: result.cams[m][0] for m in methods}
+
+    return explain
+
+
+def attention_maps_of(x: torch.Tensor, methods: Sequence[str], target: int, options=None,
+                      legrad_from: str | None = None) -> Explain:
+    """The attention maps `methods` of the model it is called with, as the run made them
+    (its rollout options; LeGrad from `legrad_from`, None: its last blocks)."""
+    def explain(model: nn.Module) -> dict[str, np.ndarray]:
+        # Gradient rollout and LeGrad differentiate the score, which the metrics' caller
+        # may have turned off.
+        with torch.enable_grad():
+            result = attention_maps(model, x, list(methods), target, options=options,
+                                    legrad_from=legrad_from)
         return {m: result.cams[m][0] for m in methods}
 
     return explain
