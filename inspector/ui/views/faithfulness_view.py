@@ -39,6 +39,7 @@ from inspector.core.explain.metrics.names import (
     BASELINES,
     DELETION,
     INSERTION,
+    MAX_STEPS,
     ROAD,
     SANITY,
     MetricOptions,
@@ -86,7 +87,7 @@ class FaithfulnessView(FrameView):
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.cancelRequested)
         self.steps = QSpinBox()
-        self.steps.setRange(1, 10000)
+        self.steps.setRange(1, MAX_STEPS)  # what MetricOptions accepts
         self.steps.setValue(MetricOptions().steps)
         self.steps.setPrefix("steps ")
         self.steps.setToolTip("Deletion and insertion perturb ceil(P / steps) pixels a step")
