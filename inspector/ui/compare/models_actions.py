@@ -100,10 +100,7 @@ class ModelComparisonActions(QObject):
         self.dock = QDockWidget("Model comparison", self.ctx.parent)
         self.dock.setObjectName(f"dock_{DOCK_KEY}")
         self.dock.setWidget(self.view)
-        self.ctx.add_dock(DOCK_KEY, self.dock)
-        beside = self.ctx.docks.get("divergence")
-        if beside is not None:
-            self.ctx.parent.tabifyDockWidget(beside, self.dock)
+        self.ctx.add_dock(DOCK_KEY, self.dock, beside="divergence")
 
     def _compared(self, result: CompareResult) -> None:
         if result.status != "ok" and self.dialog is None:

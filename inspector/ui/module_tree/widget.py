@@ -45,7 +45,7 @@ from inspector.ui.window.arrow_keys import claims_arrow_keys
 # cell's tooltip has the whole text, and a column's width is the user's once changed (the
 # header's state is saved).
 FIT_NAME, FIT_DEPTH = "downsample", 4
-FIT_TYPES = ("BatchNorm2d", "MaxPool2d", "BasicBlock", "Sequential")
+FIT_TYPES = ("BatchNorm2d", "AdaptiveAvgPool2d", "MaxPool2d", "BasicBlock", "Sequential")
 CELL_PADDING = 14  # the style's margins around a cell's text, with a little to spare
 
 

@@ -96,11 +96,15 @@ class WindowContext:
         else:
             menu.insertAction(anchor, item)
 
-    def add_dock(self, key: str, dock: QDockWidget, under: str | None = None) -> None:
-        """A dock of the add-on's own, on the left under the dock `under` (or on the left)."""
+    def add_dock(self, key: str, dock: QDockWidget, under: str | None = None,
+                 beside: str | None = None) -> None:
+        """A dock of the add-on's own, on the left under the dock `under` (or on the left),
+        or on a tab beside the dock `beside`."""
         self.parent.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
         if under is not None and under in self.docks:
             self.parent.splitDockWidget(self.docks[under], dock, Qt.Orientation.Vertical)
+        if beside is not None and beside in self.docks:
+            self.parent.tabifyDockWidget(self.docks[beside], dock)
         self.docks[key] = dock  # the window's own mapping: View ▸ and layouts see it
 
     def resize_docks(self, keys: list[str], sizes: list[int], orientation) -> None:
