@@ -108,7 +108,7 @@ class ModuleTreeWidget(QWidget):
         header = self.view.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        for col, width in ((COL_SHAPE, 80), (COL_PARAMS, 54), (COL_MEAN, 52), (COL_STD, 52),
+        for col, width in ((COL_SHAPE, 78), (COL_PARAMS, 54), (COL_MEAN, 56), (COL_STD, 56),
                            (COL_ZEROS, 44), (COL_HEALTH, 52),
                            *fitting_widths(self.view.fontMetrics(), self.view.indentation())):
             header.resizeSection(col, width)
