@@ -33,7 +33,28 @@ def check_dff(a, session, cam_layer: str | None, layers: list[str]) -> tuple[str
                          "--dff-layer")
     if layer not in session.tree.modules:
         raise ValueError(unknown_modules([layer], session.tree))
+    channels, positions = _factorised_size(session, layer)
+    if a.dff > min(channels, positions):
+        raise ValueError(f"--dff {a.dff}: '{layer}' has {channels} channels at {positions} "
+                         f"positions, so at most {min(channels, positions)} concepts")
     return layer, list(dict.fromkeys([*layers, layer]))
+
+
+def _factorised_size(session, layer: str) -> tuple[int, int]:
+    """(channels, positions) of one image's output of `layer` read as a spatial map, from the
+    probe's shapes; ValueError, as dff_arrays would raise on every image, when it is none."""
+    from inspector.core.tokens import NCHW, detect_layout
+
+    shape = session.tree[layer].output_shape
+    hw = session.loaded.preprocess.crop_size
+    layout = detect_layout(tuple(shape), hw, batch_size=1) if shape else None
+    if layout is None:
+        raise ValueError(f"--dff-layer {layer}: its output has shape {list(shape or [])}, "
+                         f"which is not a spatial map (B, C, h, w), a channels-last map or a "
+                         f"patch grid: choose a convolution's or a block's output")
+    channels = shape[1] if layout.kind == NCHW else shape[-1]  # NHWC and tokens: last
+    gh, gw = layout.grid
+    return int(channels), int(gh * gw)
 
 
 def dff_arrays(k: int, layer: str, arrays: dict, input_hw: tuple[int, int]) -> dict:

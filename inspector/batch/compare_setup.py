@@ -24,7 +24,7 @@ from inspector.batch.compare_pair import (
 )
 from inspector.batch.compare_plan import CompareJob, Plan, plan
 from inspector.batch.job import OptionError
-from inspector.core.compare.cka import EXACT, MINIBATCH
+from inspector.core.compare.cka import EXACT, MIN_IMAGES, MINIBATCH
 
 EXACT_MAX_BLOCKS = 4  # the default estimator is exact up to this many blocks ((B-1)x images)
 
@@ -65,6 +65,10 @@ def setup(opts, inputs: list[str]):
     if not sources:
         warn(f"no image files found in {', '.join(inputs)}")
         return 1
+    if len(sources) < MIN_IMAGES:
+        warn(f"CKA compares how the images' representations relate to one another: it needs "
+             f"at least {MIN_IMAGES} images, and {', '.join(inputs)} holds {len(sources)}")
+        return 2
     rule = fix_seeds(opts)
     models = _load(opts)
     if isinstance(models, int):

@@ -106,6 +106,19 @@ def test_bad_options_are_refused_before_any_image_is_read(tmp_path: Path, capsys
     assert "4 or more" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("count", [1, 2])
+def test_fewer_than_three_images_are_refused(tmp_path: Path, capsys, count):
+    """Over two images every layer pair scored 1.0 (one image: null), exit 0."""
+    folder = tmp_path / "few"
+    folder.mkdir()
+    for p in sorted(SAMPLES.glob("*.png"))[:count]:
+        shutil.copy(p, folder)
+    assert _compare(tmp_path / "out", inputs=(folder,)) == 2
+    err = capsys.readouterr().err
+    assert f"it needs at least 3 images, and {folder} holds {count}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("text", ['[1, 2]', '{"model": "demo_shapes", "layers": '
                                   '{"stage3": {"top": {"\u00b2": []}}}}', '{"model": 3'])
 def test_a_malformed_atlas_is_refused_before_any_work(tmp_path: Path, capsys, text):

@@ -234,6 +234,19 @@ def test_analyse_dff_writes_each_images_concepts_and_heatmaps(tmp_path, capsys):
                      str(tmp_path / "bad"), *samples]) == 2
     err = capsys.readouterr().err
     assert "stage9" in err and "Traceback" not in err
+    # More concepts than the layer has channels, and a layer without a spatial output: they
+    # failed on every image (exit 1); now one sentence before any.
+    for options, said in [(["--dff", "10000", "--dff-layer", "stage3"],
+                           "'stage3' has 96 channels at 256 positions, so at most 96"),
+                          (["--dff", "2", "--dff-layer", "head"],
+                           "--dff-layer head: its output has shape [1, 8], which is not a "
+                           "spatial map")]:
+        out = tmp_path / f"bad{len(said)}"
+        assert cli.main(["analyse", "--model", "demo_shapes", "--device", "cpu", "--quiet",
+                         "--no-tensorboard", *options, "--out", str(out), *samples]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists()
 
 
 def test_concepts_resume_after_a_cancel_codes_only_the_missing_shards(tmp_path):

@@ -52,6 +52,21 @@ def test_a_spec_that_cannot_work_exits_2_before_any_image_is_read(
     assert not out.exists()
 
 
+def test_a_patch_source_that_is_not_an_image_is_refused_before_any_run(
+        demo_samples, tmp_path, capsys):
+    """It failed on every image (exit 1) with the same reason."""
+    text = tmp_path / "notes.png"
+    text.write_text("not a picture\n")
+    out = tmp_path / "out"
+    rc = cli.main(["analyse", "--quiet", "--no-tensorboard", "--out", str(out),
+                   "--edit", f"stage2:patch={text}", *map(str, demo_samples[:2])])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert f"edit 'stage2:patch={text}': {text}: not an image file (looks like text)" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_compare_needs_an_edit(demo_samples, tmp_path, capsys):
     rc = cli.main(["analyse", "--quiet", "--compare", "--out", str(tmp_path / "o"),
                    str(demo_samples[0])])

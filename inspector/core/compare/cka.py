@@ -45,6 +45,9 @@ EXACT = "exact"
 MINIBATCH = "minibatch"
 ESTIMATORS = (EXACT, MINIBATCH)
 MIN_MINIBATCH = 4  # HSIC_1 divides by n(n - 3) and (n - 1)(n - 2)
+# Two centred images are one difference vector on each side, so every layer pair scores 1
+# (one image: 0/0); three is the fewest whose CKA says anything.
+MIN_IMAGES = 3
 
 
 def gram(t: torch.Tensor) -> torch.Tensor:

@@ -304,8 +304,15 @@ def _check(edit: Intervention, tree: ModuleTree, hw: tuple[int, ...] | None) -> 
         raise refuse(f"{where} is never called in a forward, so nothing would change")
     if TUPLE_OUTPUT in info.hazards:
         raise refuse(f"{where} returns a tuple, list or dict: edits need one output tensor")
-    if isinstance(edit, PatchFrom) and not os.path.isfile(edit.source):
-        raise refuse(f"{edit.source}: no such file")
+    if isinstance(edit, PatchFrom):
+        if not os.path.isfile(edit.source):
+            raise refuse(f"{edit.source}: no such file")
+        from inspector.core.inputs.images import ImageLoadError, load_image
+
+        try:  # one image, decoded once here rather than failing every run that patches
+            load_image(edit.source)
+        except ImageLoadError as e:
+            raise refuse(str(e)) from None
     shape = info.output_shape
     if not _uses_channels(edit):
         return edit
