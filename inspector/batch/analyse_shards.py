@@ -91,7 +91,8 @@ def fix_seed(a) -> None:
 
     if a.spec.seed is not None:
         return
-    seed = stored_seed(a.out) if a.resume else None
+    seed, given = stored_seed(a.out) if a.resume else (None, False)
+    a.seed_given = given  # the run continued records what the uncut run would have
     a.spec = dataclasses.replace(
         a.spec, seed=random.randrange(2**31) if seed is None else seed)
 
@@ -145,4 +146,5 @@ def job_key(a, loaded, sources: list[Source]):
         "metrics": None if a.metrics is None else dataclasses.asdict(a.metrics),
         "boxes": digest(a.boxes),
     }
-    return JobKey.of("analyse", a.spec, a.spec.seed, options, a.shard_size, sources)
+    return JobKey.of("analyse", a.spec, a.spec.seed, options, a.shard_size, sources,
+                     seed_given=a.seed_given)

@@ -50,10 +50,13 @@ class JobKey:
     shard_size: int = 1
     files: str = ""  # sha256 of the inputs (absolute paths, video frames), one a line
     images: int = 0
+    # Whether `seed` was the user's (--seed) rather than drawn: not part of the job (a resumed
+    # run without --seed continues it), but what its results record (analyse's summary).
+    seed_given: bool | None = None
 
     @classmethod
     def of(cls, command: str, spec, seed: int | None, options: dict[str, Any],
-           shard_size: int, inputs: Sequence) -> JobKey:
+           shard_size: int, inputs: Sequence, seed_given: bool | None = None) -> JobKey:
         """`spec`: the core.models.load.ModelSpec; `inputs`: paths or inputs.Source, in order."""
         digest = hashlib.sha256()
         for item in inputs:
@@ -63,7 +66,7 @@ class JobKey:
         return cls(command, str(spec.factory or spec.pickle or spec.name),
                    None if weights is None else os.path.abspath(weights),
                    None if seed is None else int(seed), json.loads(json.dumps(options)),
-                   int(shard_size), digest.hexdigest(), len(inputs))
+                   int(shard_size), digest.hexdigest(), len(inputs), seed_given)
 
     def describe_difference(self, other: dict) -> str:
         mine = _jsonable(self)
@@ -71,6 +74,8 @@ class JobKey:
                  "seed": "the seed (--seed)"}
         differ = []
         for k in mine:
+            if k == "seed_given":
+                continue
             if k == "options" and isinstance(other.get(k), dict):
                 theirs = other[k]
                 differ += [f"--{o.replace('_', '-')}" for o in {**mine[k], **theirs}
@@ -84,14 +89,22 @@ def _jsonable(key: JobKey) -> dict:
     return json.loads(json.dumps(asdict(key)))
 
 
-def stored_seed(out: Path) -> int | None:
-    """The seed of the job whose shards are in `out` (None: none, or weights from files)."""
+def _same_job(stored: dict, mine: dict, ignore_seed: bool) -> bool:
+    ignored = {"seed_given": None, **({"seed": None} if ignore_seed else {})}
+    return {**stored, **ignored} == {**mine, **ignored}
+
+
+def stored_seed(out: Path) -> tuple[int | None, bool]:
+    """(the seed of the job whose shards are in `out`, None: none or weights from files;
+    whether it was the user's --seed)."""
     try:
         stored = json.loads((Path(out) / "shards" / "job.json").read_text())
     except (OSError, ValueError):
-        return None
+        return None, False
     seed = stored.get("seed") if isinstance(stored, dict) else None
-    return seed if isinstance(seed, int) else None
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return None, False
+    return seed, stored.get("seed_given") is True
 
 
 class ShardStore:
@@ -145,9 +158,8 @@ class ShardStore:
             except (OSError, ValueError):
                 stored = None
             mine = _jsonable(key)
-            same = stored == mine or (
-                drawn_seed and not resume and isinstance(stored, dict)
-                and {**stored, "seed": None} == {**mine, "seed": None})
+            same = isinstance(stored, dict) and _same_job(
+                stored, mine, ignore_seed=drawn_seed and not resume)
             if not same:
                 what = key.describe_difference(stored) if isinstance(stored, dict) else "the job"
                 raise JobMismatch(

@@ -166,3 +166,19 @@ def test_resumed_without_seed_random_weights_are_the_stored_runs(tmp_path: Path,
     assert json.loads((out / "summary.json").read_text()) == whole  # the same weights
     assert cli.main([*args, "--resume", "--seed", str(seed + 1), str(folder)]) == 2
     assert "the seed (--seed)" in capsys.readouterr().err  # and SmoothGrad's, which it sets
+
+
+def test_resumed_without_seed_records_the_seed_the_uncut_run_was_given(tmp_path: Path, capsys):
+    """It recorded "seed": null where the uncut run recorded 0."""
+    folder = draw_folder(tmp_path / "images", count=3)
+    out = tmp_path / "out"
+    args = ["analyse", "--model", "demo_shapes", "--device", "cpu", "--quiet",
+            "--no-tensorboard", "--cam", "none", "--shard-size", "2", "--out", str(out)]
+    assert cli.main([*args, "--seed", "0", str(folder)]) == 1  # the broken file fails
+    whole = json.loads((out / "summary.json").read_text())
+    assert whole["seed"] == 0
+    (out / "shards" / "shard-00001.json").unlink()  # as if killed in the second shard
+    capsys.readouterr()
+    assert cli.main([*args, "--resume", str(folder)]) == 1
+    assert "resuming: 2 finished shard(s) reused" in capsys.readouterr().err
+    assert json.loads((out / "summary.json").read_text()) == whole

@@ -64,7 +64,7 @@ def atlas_options(request: AtlasRequest, warn, on_progress, cancel):
     spec, drawn = request.spec, False
     seed = request.seed if request.seed is not None else spec.seed
     if seed is None:
-        stored = stored_seed(request.out) if request.resume else None
+        stored = stored_seed(request.out)[0] if request.resume else None
         seed, drawn = (random.randrange(2**31) if stored is None else stored), True
     return AtlasOptions(
         spec=dataclasses.replace(spec, seed=seed), layers=list(request.layers),
