@@ -52,12 +52,29 @@ Run `network-inspector COMMAND --help` for a command's options.
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(argv)
+        status = _main(argv)
     except BrokenPipeError:
         # `network-inspector models | head`: the reader left; say nothing more, like other
         # Unix tools (and keep Python from complaining again while flushing stdout at exit).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    if argv is None and _interrupted and _nothing_left_at_exit():
+        # Ctrl+C at the terminal: every file is closed and every lock released by now, and
+        # the interpreter's teardown of torch's libraries alone takes about a second.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
+
+
+_interrupted = False
+
+
+def _nothing_left_at_exit() -> bool:
+    """Whether no exit handler has work left that os._exit would skip (a Ray this process
+    started stops its own servers at exit)."""
+    ray = sys.modules.get("ray")
+    return ray is None or not getattr(ray, "is_initialized", lambda: False)()
 
 
 def _main(argv: list[str] | None) -> int:
@@ -99,6 +116,8 @@ def _command(argv: list[str]) -> int:
     try:
         return args.func(args)
     except KeyboardInterrupt:
+        global _interrupted
+        _interrupted = True
         print("interrupted", file=sys.stderr)
         return 130
 

@@ -30,6 +30,8 @@ from inspector.batch.names import safe_name
 from inspector.core.explain.featurevis.settings import (
     CLASS,
     DIRECTION,
+    MAX_SIZE,
+    MAX_STEPS,
     OBJECTIVES,
     FeatureVisSettings,
     Target,
@@ -100,9 +102,12 @@ class VisualiseOptions:
         if self.objective not in OBJECTIVES:
             raise OptionError(f"unknown objective '{self.objective}'; choose "
                               f"{', '.join(OBJECTIVES)}")
-        for name in ("steps", "batch_size"):
-            if getattr(self, name) < 1:
-                raise OptionError(f"--{name.replace('_', '-')} must be 1 or more")
+        if self.batch_size < 1:
+            raise OptionError("--batch-size must be 1 or more")
+        if not 1 <= self.steps <= MAX_STEPS:  # in the option's name; settings.check() too
+            raise OptionError(f"--steps must be from 1 to {MAX_STEPS}")
+        if self.size is not None and not 8 <= self.size <= MAX_SIZE:
+            raise OptionError(f"--size must be from 8 to {MAX_SIZE} pixels")
         check_engine(self.engine, self.ray_address, self.workers)
         if self.objective == DIRECTION and self.directions is None:
             raise OptionError("--objective direction needs --directions FILE (concepts.npz "
