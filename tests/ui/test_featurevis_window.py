@@ -87,6 +87,38 @@ def test_visualise_page_optimises_the_pages_channels_as_one_batch(window, qtbot)
     assert "step" not in dialog.progress.format()
 
 
+def test_a_cancelled_page_says_so_and_its_half_made_pictures_are_no_visualisation(
+        window, qtbot, tmp_path):
+    fv, panel = window.featurevis, window.views["activation"].panel
+    window.settings.set_value(STEPS_KEY, 48)
+    updates = []
+    fv.runner.updated.connect(lambda job: updates.append(job.done))
+    fv.visualise_page("stage3")
+    dialog, job = fv.dialog, fv.dialog.job
+    qtbot.waitUntil(lambda: len(updates) >= 2 and updates[-1] > 0, timeout=TIMEOUT)
+    dialog.stop.click()
+    qtbot.waitUntil(lambda: job.finished, timeout=TIMEOUT)
+    bar = dialog.progress
+    assert "cancelled" in bar.format() and "done" not in bar.format(), bar.format()
+    assert 0 < bar.value() == job.done < bar.maximum()
+    status = window.reporter.label.text()
+    assert "cancelled" in status and f"step {job.done} of 48" in status, status
+    assert job.cancelled and job.error is None and job.objective == {}  # none ended
+    assert not list((tmp_path / "cache" / "featurevis").rglob("*.png"))
+    # The half-made pictures are no channel's visualisation: not on the zoom page, not in
+    # the cache; asking again optimises the channel from the start.
+    assert fv.picture("stage3", 5) is None and fv.zoom_picture(5) is None
+    panel.zoom(5)
+    page = panel.zoom_page
+    assert page.picture_plot is None or not page.picture_plot.isVisible()
+    assert fv.runner.cached_picture("stage3", 5, fv.settings()) is None
+    again = fv.runner.start("stage3", [5], fv.settings())
+    qtbot.waitUntil(lambda: again.done > 0 or again.finished, timeout=TIMEOUT)
+    assert again.cached == set() and again.error is None
+    fv.runner.cancel()
+    qtbot.waitUntil(lambda: again.finished, timeout=TIMEOUT)
+
+
 def test_the_dataset_dock_shows_a_channels_picture_beside_its_top_images(
         window, qtbot, tmp_path, demo_samples):
     out = tmp_path / "atlas"

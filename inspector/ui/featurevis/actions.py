@@ -128,7 +128,12 @@ class FeatureVisActions(QObject):
 
     def _finished(self, job) -> None:
         self._memo.clear()  # new pictures in the cache
-        if not job.error and not job.cancel.is_set():
+        if job.cancelled and job is self.runner.job:  # not one a new request replaced
+            kept = len(job.objective)
+            self.ctx.reporter.info(
+                f"Visualisation of {job.layer} cancelled at step {job.done} of {job.steps}"
+                + (f" ({kept} cached picture(s) kept)" if kept else ""))
+        elif not job.error and not job.cancelled:
             self.ctx.reporter.info(f"Visualised {len(job.channels)} channel(s) of {job.layer} "
                                    f"({job.steps} steps)")
         self._refresh_views(job)
@@ -146,9 +151,10 @@ class FeatureVisActions(QObject):
     def picture(self, layer: str, channel: int) -> tuple | None:
         """(pixels, caption) of a channel: the running job's, else the cache's."""
         job = self.runner.job
-        if job is not None and job.layer == layer and channel in job.pictures \
-                and not job.error and job.loaded is self.ctx.control.loaded:
-            return job.pictures[channel], job.caption(channel)
+        if job is not None and job.layer == layer and not job.error \
+                and job.loaded is self.ctx.control.loaded \
+                and job.visualisation(channel) is not None:
+            return job.visualisation(channel), job.caption(channel)
         settings = self.settings()
         key = (id(self.ctx.control.loaded), layer, channel, settings)
         if key not in self._memo:

@@ -96,8 +96,13 @@ class PageDialog(QDialog):
             if item is not None:
                 item.setIcon(QIcon(pixmap_of(pixels)))
                 item.setToolTip(job.caption(c))
-        self.progress.setValue(job.steps if job.finished or job.optimisation is None
-                               else job.done)
-        self.progress.setFormat(job.error or ("done" if job.finished else "step %v of %m"))
+        stopped = job.cancelled or job.error
+        self.progress.setValue(job.done if stopped or not job.finished else job.steps)
+        if job.error:
+            self.progress.setFormat(job.error)
+        elif job.cancelled:
+            self.progress.setFormat("cancelled at step %v of %m")
+        else:
+            self.progress.setFormat("done" if job.finished else "step %v of %m")
         self.stop.setEnabled(not job.finished)
         self.again.setEnabled(job.finished)
