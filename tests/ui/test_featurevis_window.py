@@ -119,6 +119,54 @@ def test_a_cancelled_page_says_so_and_its_half_made_pictures_are_no_visualisatio
     qtbot.waitUntil(lambda: again.finished, timeout=TIMEOUT)
 
 
+def inside(rect, outer) -> bool:
+    """`rect` (QRect or QRectF) within `outer`, to a pixel."""
+    return (rect.left() >= outer.left() - 1 and rect.top() >= outer.top() - 1
+            and rect.right() <= outer.right() + 1 and rect.bottom() <= outer.bottom() + 1)
+
+
+def test_the_pictures_and_their_captions_fit_the_pane_and_the_dialog_at_1440x900(
+        window, qtbot):
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QApplication
+
+    fv, activation = window.featurevis, window.views["activation"]
+    assert (window.width(), window.height()) == (1440, 900)
+    window.settings.set_value(STEPS_KEY, 8)
+    fv.visualise_channel("stage3", 5)
+    qtbot.waitUntil(lambda: fv.runner.job.finished, timeout=TIMEOUT)
+    for _ in range(3):
+        QApplication.processEvents()
+        qtbot.wait(20)
+    page = activation.panel.zoom_page
+    view = page.view
+    assert page.picture_plot.isVisible()
+    # The zoom page inside the pane, and the picture, its plot and its caption inside it.
+    corner = view.mapTo(activation, view.rect().topLeft())
+    assert inside(QRect(corner, view.size()), activation.rect())
+    shown = view.viewport().rect()
+    for item in (page.picture_plot, page.picture_item, page.picture_plot.titleLabel.item):
+        rect = view.mapFromScene(item.sceneBoundingRect()).boundingRect()
+        assert inside(rect, shown), (type(item).__name__, rect, shown)
+    caption = page.picture_plot.titleLabel.text
+    assert "mean" in caption or caption.endswith("\u2026")
+    assert "after 8 steps" in page.picture_plot.toolTip()  # the whole caption
+    # Visualise page: every picture in the list's view, not under its scroll bar.
+    fv.visualise_page("stage3")
+    dialog = fv.dialog
+    qtbot.waitUntil(lambda: dialog.job.finished, timeout=TIMEOUT)
+    for _ in range(3):
+        QApplication.processEvents()
+        qtbot.wait(20)
+    frame = dialog.frameGeometry()  # the offscreen screen is smaller than the window
+    assert frame.width() <= window.width() and frame.height() <= window.height()
+    port = dialog.list.viewport().rect()
+    assert dialog.list.horizontalScrollBar().maximum() == 0
+    for row in range(dialog.list.count()):
+        rect = dialog.list.visualItemRect(dialog.list.item(row))
+        assert port.left() <= rect.left() and rect.right() <= port.right(), (row, rect, port)
+
+
 def test_the_dataset_dock_shows_a_channels_picture_beside_its_top_images(
         window, qtbot, tmp_path, demo_samples):
     out = tmp_path / "atlas"

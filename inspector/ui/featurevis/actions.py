@@ -165,7 +165,8 @@ class FeatureVisActions(QObject):
         return self._memo[key]
 
     def zoom_picture(self, channel: int) -> tuple | None:
-        """The zoom page's picture of `channel` and its short title."""
+        """The zoom page's picture of `channel`, its title (short: the picture has half the
+        pane's width) and its tooltip (the whole caption)."""
         if self.activation is None:
             return None
         layer = self.activation.module
@@ -177,9 +178,9 @@ class FeatureVisActions(QObject):
             and channel not in job.objective and not job.finished
         # "channel 5: its mean 10.4 on this picture after 128 steps, seed 0" -> shorter
         short = found[1].split(": ", 1)[1].split(", seed")[0].replace(" on this picture", "")
-        title = (f"visualising: step {job.done} of {job.steps}" if forming
-                 else f"visualised: {short.replace('its mean', 'mean')}")
-        return found[0], title
+        title = (f"step {job.done} of {job.steps}" if forming
+                 else short.replace("its mean", "mean").replace(" after ", ", "))
+        return found[0], title, f"Feature visualisation of {found[1]}"
 
     def _model_loaded(self, _frame) -> None:
         self._memo.clear()

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 ICON = 112
+ITEM = QSize(ICON + 8, ICON + 24)  # a picture and its channel number below
 
 
 def pixmap_of(rgb: np.ndarray) -> QPixmap:
@@ -46,7 +47,7 @@ class PageDialog(QDialog):
         self.list.setMovement(QListView.Movement.Static)
         self.list.setIconSize(QSize(ICON, ICON))
         # A fixed grid: the items are laid out before their pictures exist.
-        self.list.setGridSize(QSize(ICON + 12, ICON + 28))
+        self.list.setGridSize(ITEM + QSize(4, 4))
         self.list.setSpacing(4)
         self.progress = QProgressBar()
         self.steps = QSpinBox()
@@ -79,6 +80,10 @@ class PageDialog(QDialog):
         for c in job.channels:
             item = QListWidgetItem(str(c))
             item.setTextAlignment(Qt.AlignmentFlag.AlignHCenter)
+            # The size the item has once its picture is in: the view places an item by its
+            # size when it is added (centred in its cell), and an icon set later grew it
+            # rightwards from there, the last column past the view's edge.
+            item.setSizeHint(ITEM)
             self.list.addItem(item)
             self._items[c] = item
         self.header.setText(
