@@ -198,7 +198,7 @@ def test_concepts_of_the_image_follow_it_and_removing_one_is_an_edit(window, qtb
     edits = len(window.edits)
     dialog.remove(0)
     assert len(window.edits) == edits + 1
-    assert "concept direction" in window.edits[len(window.edits) - 1].describe()
+    assert "remove concept 0 of" in window.edits[len(window.edits) - 1].describe()
     wait_run(qtbot, window)
     assert dialog.result is result  # a rerun of the same image: its concepts stay
     # Another image shown: the dialog factorises it once its run is in.
@@ -208,6 +208,44 @@ def test_concepts_of_the_image_follow_it_and_removing_one_is_an_edit(window, qtb
     assert Path(demo_samples[3]).name in dialog.windowTitle()
     assert not np.array_equal(dialog.result.maps, result.maps)
     dialog.close()
+
+
+def test_concepts_remove_names_its_concept_and_is_a_toggle_of_its_edit(window, qtbot,
+                                                                       demo_samples):
+    fv = window.featurevis
+    fv.show_concepts("stage3")
+    dialog = fv.concepts
+    qtbot.waitUntil(lambda: dialog.result is not None, timeout=TIMEOUT)
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QPushButton
+
+    rows = sorted((b for b in dialog.findChildren(QPushButton) if b.text() == "Remove"),
+                  key=lambda b: b.mapTo(dialog, QPoint()).y())
+    assert len(rows) == 4
+    first, second = rows[1], rows[2]
+    before = len(window.edits)
+    first.click()
+    assert len(window.edits) == before + 1 and first.isChecked() and not second.isChecked()
+    edit = window.edits[before]
+    image = Path(demo_samples[0]).name
+    assert edit.describe() == f"remove concept 1 of {image} (96 channels) from stage3"
+    first.click()  # again: the edit goes, not a second one
+    assert len(window.edits) == before and not first.isChecked()
+    first.click()
+    second.click()
+    labels = [e.describe() for e in list(window.edits)[before:]]
+    assert len(labels) == 2 and len(set(labels)) == 2, labels  # told apart
+    # Deleted in the Edits dock, brought back by an undo: the toggle follows.
+    dock = window.window_edits.view
+    dock.row_for(window.edits[before]).delete.click()
+    assert not first.isChecked() and second.isChecked()
+    window.history.undo()
+    assert first.isChecked() and len(window.edits) == before + 2
+    wait_run(qtbot, window)
+    dialog.close()
+    qtbot.waitUntil(lambda: fv.concepts is None, timeout=TIMEOUT)
+    window.history.undo()  # the edits change with the dialog gone: nothing follows them
+    assert len(window.edits) == before + 1
 
 
 def test_a_folders_concepts_open_in_the_dataset_dock_and_one_becomes_an_edit(
@@ -236,7 +274,13 @@ def test_a_folders_concepts_open_in_the_dataset_dock_and_one_becomes_an_edit(
     fv.strip_remove.click()
     assert len(window.edits) == edits + 1
     edit = window.edits[len(window.edits) - 1].intervention
-    assert edit.module == "stage3" and "concept direction" in edit.describe()
+    assert edit.module == "stage3" and edit.describe() == \
+        "remove concept 1 of concepts (96 channels) from stage3"
+    assert fv.strip_remove.isChecked()
+    fv.strip_remove.click()  # again: the edit goes
+    assert len(window.edits) == edits and not fv.strip_remove.isChecked()
+    window.history.undo()
+    assert len(window.edits) == edits + 1 and fv.strip_remove.isChecked()
     expected = np.load(out / "concepts.npz")["vectors"][1]
     assert np.allclose(edit.vector, expected, rtol=1e-6)
     wait_run(qtbot, window)

@@ -16,6 +16,8 @@ Installed once by the main window after its views and the Dataset dock exist.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QPushButton, QWidget
 
@@ -26,6 +28,9 @@ from inspector.ui.window.context import WindowContext
 STEPS_KEY = "featurevis_steps"
 DEFAULT_STEPS = 128  # Lucid's 512 take minutes a page on a CPU; 128 reach ~90% on the demo
 STRIP_SIDE = 128
+STRIP_REMOVE_TIP = ("An edit: project this concept's direction (its unit vector in "
+                    "concepts.npz) out of the layer's output at every position, in the next "
+                    "runs")
 
 
 class FeatureVisActions(QObject):
@@ -220,10 +225,9 @@ class FeatureVisActions(QObject):
                                      "(feature visualisation), with the loaded model")
         self.strip_button.clicked.connect(self._visualise_dataset_channel)
         self.strip_remove = QPushButton("Remove this concept")
-        self.strip_remove.setToolTip("An edit: project this concept's direction (its unit "
-                                     "vector in concepts.npz) out of the layer's output at "
-                                     "every position, in the next runs")
-        self.strip_remove.clicked.connect(self._remove_dataset_concept)
+        self.strip_remove.setCheckable(True)  # checked while its removal is an edit
+        self.strip_remove.clicked.connect(self._toggle_dataset_concept)
+        self.edit_actions.history.edits.changed.connect(self._sync_strip_remove)
         self.strip_concept = None
         row.addWidget(self.strip_picture)
         side = QWidget()
@@ -280,15 +284,35 @@ class FeatureVisActions(QObject):
         self.strip_button.hide()
         self.strip_caption.setText(self.strip_concept.caption)
         self.strip_caption.setToolTip(self.strip_concept.tooltip)
+        self.strip_concept_label = f"concept {index} of {Path(atlas.folder).name}"
         self.strip_remove.show()
+        self._sync_strip_remove()
         self.strip.show()
 
-    def _remove_dataset_concept(self) -> None:
-        from inspector.core.edits.interventions import ProjectOut
+    def _strip_removal(self):
+        from inspector.ui.featurevis.concepts_dialog import removal_of
 
         concept = self.strip_concept
-        if concept is not None:
-            self.edit_actions.add(ProjectOut(concept.layer, concept.vector))
+        return None if concept is None else removal_of(
+            self.edit_actions.history.edits, concept.layer, concept.vector)
+
+    def _toggle_dataset_concept(self) -> None:
+        """The folder concept's removal made, or (it is there) deleted."""
+        from inspector.core.edits.interventions import ProjectOut
+
+        concept, edit = self.strip_concept, self._strip_removal()
+        if concept is not None and edit is None:
+            self.edit_actions.add(ProjectOut(concept.layer, concept.vector,
+                                             label=self.strip_concept_label))
+        elif edit is not None:
+            self.edit_actions.history.delete(edit)
+        self._sync_strip_remove()
+
+    def _sync_strip_remove(self) -> None:
+        from inspector.ui.featurevis.concepts_dialog import sync_toggle
+
+        if self.strip_concept is not None:
+            sync_toggle(self.strip_remove, self._strip_removal(), STRIP_REMOVE_TIP)
 
     def _visualise_dataset_channel(self) -> None:
         view = self.dataset
