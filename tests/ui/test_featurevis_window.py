@@ -226,6 +226,7 @@ def test_concepts_remove_names_its_concept_and_is_a_toggle_of_its_edit(window, q
     before = len(window.edits)
     first.click()
     assert len(window.edits) == before + 1 and first.isChecked() and not second.isChecked()
+    assert (first.text(), second.text()) == ("Removed", "Remove")
     edit = window.edits[before]
     image = Path(demo_samples[0]).name
     assert edit.describe() == f"remove concept 1 of {image} (96 channels) from stage3"

@@ -312,7 +312,8 @@ class FeatureVisActions(QObject):
         from inspector.ui.featurevis.concepts_dialog import sync_toggle
 
         if self.strip_concept is not None:
-            sync_toggle(self.strip_remove, self._strip_removal(), STRIP_REMOVE_TIP)
+            sync_toggle(self.strip_remove, self._strip_removal(),
+                        ("Remove this concept", "Concept removed"), STRIP_REMOVE_TIP)
 
     def _visualise_dataset_channel(self) -> None:
         view = self.dataset

@@ -45,9 +45,12 @@ def removal_of(edits, layer: str, vector) -> object | None:
     return None
 
 
-def sync_toggle(button, edit, remove_tip: str = REMOVE_TIP) -> None:
-    """A Remove button checked (and its tooltip) as its concept's removal `edit` is there."""
+def sync_toggle(button, edit, texts: tuple[str, str] = ("Remove", "Removed"),
+                remove_tip: str = REMOVE_TIP) -> None:
+    """A Remove button checked, its text (`texts`: off, on) and its tooltip as its
+    concept's removal `edit` is there (a checked button looks only a little darker)."""
     button.setChecked(edit is not None)
+    button.setText(texts[edit is not None])
     button.setToolTip(PUT_BACK_TIP if edit is not None else remove_tip)
 
 
