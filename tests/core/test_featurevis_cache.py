@@ -137,3 +137,13 @@ def test_a_planted_huge_or_odd_png_is_a_miss_not_an_error(tmp_path):
     assert cache.load(weights, "stage3", key, (20000, 20000)) is None
     Image.new("L", (8, 8)).save(png)
     assert cache.load(weights, "stage3", key, (8, 8)) is None
+
+
+def test_a_picture_of_fewer_steps_than_asked_is_a_miss(tmp_path):
+    """An optimisation stopped before its end (a cancel) is no picture of its settings."""
+    cache = FeatureVisCache(tmp_path)
+    weights, key = "ab" * 32, "cd" * 32
+    cache.store(weights, "stage3", key, np.zeros((4, 4, 3), np.uint8),
+                {"objective": 1.0, "steps": 32})
+    assert cache.load(weights, "stage3", key, (4, 4), steps=32) is not None
+    assert cache.load(weights, "stage3", key, (4, 4), steps=128) is None

@@ -87,6 +87,86 @@ def test_visualise_page_optimises_the_pages_channels_as_one_batch(window, qtbot)
     assert "step" not in dialog.progress.format()
 
 
+def test_a_cancelled_page_says_so_and_its_half_made_pictures_are_no_visualisation(
+        window, qtbot, tmp_path):
+    fv, panel = window.featurevis, window.views["activation"].panel
+    window.settings.set_value(STEPS_KEY, 48)
+    updates = []
+    fv.runner.updated.connect(lambda job: updates.append(job.done))
+    fv.visualise_page("stage3")
+    dialog, job = fv.dialog, fv.dialog.job
+    qtbot.waitUntil(lambda: len(updates) >= 2 and updates[-1] > 0, timeout=TIMEOUT)
+    dialog.stop.click()
+    qtbot.waitUntil(lambda: job.finished, timeout=TIMEOUT)
+    bar = dialog.progress
+    assert "cancelled" in bar.format() and "done" not in bar.format(), bar.format()
+    assert 0 < bar.value() == job.done < bar.maximum()
+    status = window.reporter.label.text()
+    assert "cancelled" in status and f"step {job.done} of 48" in status, status
+    assert job.cancelled and job.error is None and job.objective == {}  # none ended
+    assert not list((tmp_path / "cache" / "featurevis").rglob("*.png"))
+    # The half-made pictures are no channel's visualisation: not on the zoom page, not in
+    # the cache; asking again optimises the channel from the start.
+    assert fv.picture("stage3", 5) is None and fv.zoom_picture(5) is None
+    panel.zoom(5)
+    page = panel.zoom_page
+    assert page.picture_plot is None or not page.picture_plot.isVisible()
+    assert fv.runner.cached_picture("stage3", 5, fv.settings()) is None
+    again = fv.runner.start("stage3", [5], fv.settings())
+    qtbot.waitUntil(lambda: again.done > 0 or again.finished, timeout=TIMEOUT)
+    assert again.cached == set() and again.error is None
+    fv.runner.cancel()
+    qtbot.waitUntil(lambda: again.finished, timeout=TIMEOUT)
+
+
+def inside(rect, outer) -> bool:
+    """`rect` (QRect or QRectF) within `outer`, to a pixel."""
+    return (rect.left() >= outer.left() - 1 and rect.top() >= outer.top() - 1
+            and rect.right() <= outer.right() + 1 and rect.bottom() <= outer.bottom() + 1)
+
+
+def test_the_pictures_and_their_captions_fit_the_pane_and_the_dialog_at_1440x900(
+        window, qtbot):
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QApplication
+
+    fv, activation = window.featurevis, window.views["activation"]
+    assert (window.width(), window.height()) == (1440, 900)
+    window.settings.set_value(STEPS_KEY, 8)
+    fv.visualise_channel("stage3", 5)
+    qtbot.waitUntil(lambda: fv.runner.job.finished, timeout=TIMEOUT)
+    for _ in range(3):
+        QApplication.processEvents()
+        qtbot.wait(20)
+    page = activation.panel.zoom_page
+    view = page.view
+    assert page.picture_plot.isVisible()
+    # The zoom page inside the pane, and the picture, its plot and its caption inside it.
+    corner = view.mapTo(activation, view.rect().topLeft())
+    assert inside(QRect(corner, view.size()), activation.rect())
+    shown = view.viewport().rect()
+    for item in (page.picture_plot, page.picture_item, page.picture_plot.titleLabel.item):
+        rect = view.mapFromScene(item.sceneBoundingRect()).boundingRect()
+        assert inside(rect, shown), (type(item).__name__, rect, shown)
+    caption = page.picture_plot.titleLabel.text
+    assert "mean" in caption or caption.endswith("\u2026")
+    assert "after 8 steps" in page.picture_plot.toolTip()  # the whole caption
+    # Visualise page: every picture in the list's view, not under its scroll bar.
+    fv.visualise_page("stage3")
+    dialog = fv.dialog
+    qtbot.waitUntil(lambda: dialog.job.finished, timeout=TIMEOUT)
+    for _ in range(3):
+        QApplication.processEvents()
+        qtbot.wait(20)
+    frame = dialog.frameGeometry()  # the offscreen screen is smaller than the window
+    assert frame.width() <= window.width() and frame.height() <= window.height()
+    port = dialog.list.viewport().rect()
+    assert dialog.list.horizontalScrollBar().maximum() == 0
+    for row in range(dialog.list.count()):
+        rect = dialog.list.visualItemRect(dialog.list.item(row))
+        assert port.left() <= rect.left() and rect.right() <= port.right(), (row, rect, port)
+
+
 def test_the_dataset_dock_shows_a_channels_picture_beside_its_top_images(
         window, qtbot, tmp_path, demo_samples):
     out = tmp_path / "atlas"
@@ -118,7 +198,7 @@ def test_concepts_of_the_image_follow_it_and_removing_one_is_an_edit(window, qtb
     edits = len(window.edits)
     dialog.remove(0)
     assert len(window.edits) == edits + 1
-    assert "concept direction" in window.edits[len(window.edits) - 1].describe()
+    assert "remove concept 0 of" in window.edits[len(window.edits) - 1].describe()
     wait_run(qtbot, window)
     assert dialog.result is result  # a rerun of the same image: its concepts stay
     # Another image shown: the dialog factorises it once its run is in.
@@ -128,6 +208,45 @@ def test_concepts_of_the_image_follow_it_and_removing_one_is_an_edit(window, qtb
     assert Path(demo_samples[3]).name in dialog.windowTitle()
     assert not np.array_equal(dialog.result.maps, result.maps)
     dialog.close()
+
+
+def test_concepts_remove_names_its_concept_and_is_a_toggle_of_its_edit(window, qtbot,
+                                                                       demo_samples):
+    fv = window.featurevis
+    fv.show_concepts("stage3")
+    dialog = fv.concepts
+    qtbot.waitUntil(lambda: dialog.result is not None, timeout=TIMEOUT)
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QPushButton
+
+    rows = sorted((b for b in dialog.findChildren(QPushButton) if b.text() == "Remove"),
+                  key=lambda b: b.mapTo(dialog, QPoint()).y())
+    assert len(rows) == 4
+    first, second = rows[1], rows[2]
+    before = len(window.edits)
+    first.click()
+    assert len(window.edits) == before + 1 and first.isChecked() and not second.isChecked()
+    assert (first.text(), second.text()) == ("Removed", "Remove")
+    edit = window.edits[before]
+    image = Path(demo_samples[0]).name
+    assert edit.describe() == f"remove concept 1 of {image} (96 channels) from stage3"
+    first.click()  # again: the edit goes, not a second one
+    assert len(window.edits) == before and not first.isChecked()
+    first.click()
+    second.click()
+    labels = [e.describe() for e in list(window.edits)[before:]]
+    assert len(labels) == 2 and len(set(labels)) == 2, labels  # told apart
+    # Deleted in the Edits dock, brought back by an undo: the toggle follows.
+    dock = window.window_edits.view
+    dock.row_for(window.edits[before]).delete.click()
+    assert not first.isChecked() and second.isChecked()
+    window.history.undo()
+    assert first.isChecked() and len(window.edits) == before + 2
+    wait_run(qtbot, window)
+    dialog.close()
+    qtbot.waitUntil(lambda: fv.concepts is None, timeout=TIMEOUT)
+    window.history.undo()  # the edits change with the dialog gone: nothing follows them
+    assert len(window.edits) == before + 1
 
 
 def test_a_folders_concepts_open_in_the_dataset_dock_and_one_becomes_an_edit(
@@ -156,7 +275,13 @@ def test_a_folders_concepts_open_in_the_dataset_dock_and_one_becomes_an_edit(
     fv.strip_remove.click()
     assert len(window.edits) == edits + 1
     edit = window.edits[len(window.edits) - 1].intervention
-    assert edit.module == "stage3" and "concept direction" in edit.describe()
+    assert edit.module == "stage3" and edit.describe() == \
+        "remove concept 1 of concepts (96 channels) from stage3"
+    assert fv.strip_remove.isChecked()
+    fv.strip_remove.click()  # again: the edit goes
+    assert len(window.edits) == edits and not fv.strip_remove.isChecked()
+    window.history.undo()
+    assert len(window.edits) == edits + 1 and fv.strip_remove.isChecked()
     expected = np.load(out / "concepts.npz")["vectors"][1]
     assert np.allclose(edit.vector, expected, rtol=1e-6)
     wait_run(qtbot, window)

@@ -255,8 +255,13 @@ class ProjectOut(Intervention):
 
     vector: tuple[float, ...] = ()
     dim: int | None = None  # see channel_dim
+    # Which concept, for its description ("concept 3 of cat.png"): two removals of one
+    # layer are told apart by it. Not part of what the edit does: equal edits stay equal.
+    label: str = field(default="", compare=False)
 
     def describe(self) -> str:
+        if self.label:
+            return f"remove {self.label} ({len(self.vector)} channels) from {self.where}"
         return f"remove a {len(self.vector)}-channel concept direction from {self.where}"
 
     def edit_output(self, output, run_id):

@@ -16,6 +16,8 @@ Installed once by the main window after its views and the Dataset dock exist.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QPushButton, QWidget
 
@@ -26,6 +28,9 @@ from inspector.ui.window.context import WindowContext
 STEPS_KEY = "featurevis_steps"
 DEFAULT_STEPS = 128  # Lucid's 512 take minutes a page on a CPU; 128 reach ~90% on the demo
 STRIP_SIDE = 128
+STRIP_REMOVE_TIP = ("An edit: project this concept's direction (its unit vector in "
+                    "concepts.npz) out of the layer's output at every position, in the next "
+                    "runs")
 
 
 class FeatureVisActions(QObject):
@@ -128,7 +133,12 @@ class FeatureVisActions(QObject):
 
     def _finished(self, job) -> None:
         self._memo.clear()  # new pictures in the cache
-        if not job.error and not job.cancel.is_set():
+        if job.cancelled and job is self.runner.job:  # not one a new request replaced
+            kept = len(job.objective)
+            self.ctx.reporter.info(
+                f"Visualisation of {job.layer} cancelled at step {job.done} of {job.steps}"
+                + (f" ({kept} cached picture(s) kept)" if kept else ""))
+        elif not job.error and not job.cancelled:
             self.ctx.reporter.info(f"Visualised {len(job.channels)} channel(s) of {job.layer} "
                                    f"({job.steps} steps)")
         self._refresh_views(job)
@@ -146,9 +156,10 @@ class FeatureVisActions(QObject):
     def picture(self, layer: str, channel: int) -> tuple | None:
         """(pixels, caption) of a channel: the running job's, else the cache's."""
         job = self.runner.job
-        if job is not None and job.layer == layer and channel in job.pictures \
-                and not job.error and job.loaded is self.ctx.control.loaded:
-            return job.pictures[channel], job.caption(channel)
+        if job is not None and job.layer == layer and not job.error \
+                and job.loaded is self.ctx.control.loaded \
+                and job.visualisation(channel) is not None:
+            return job.visualisation(channel), job.caption(channel)
         settings = self.settings()
         key = (id(self.ctx.control.loaded), layer, channel, settings)
         if key not in self._memo:
@@ -159,7 +170,8 @@ class FeatureVisActions(QObject):
         return self._memo[key]
 
     def zoom_picture(self, channel: int) -> tuple | None:
-        """The zoom page's picture of `channel` and its short title."""
+        """The zoom page's picture of `channel`, its title (short: the picture has half the
+        pane's width) and its tooltip (the whole caption)."""
         if self.activation is None:
             return None
         layer = self.activation.module
@@ -171,9 +183,9 @@ class FeatureVisActions(QObject):
             and channel not in job.objective and not job.finished
         # "channel 5: its mean 10.4 on this picture after 128 steps, seed 0" -> shorter
         short = found[1].split(": ", 1)[1].split(", seed")[0].replace(" on this picture", "")
-        title = (f"visualising: step {job.done} of {job.steps}" if forming
-                 else f"visualised: {short.replace('its mean', 'mean')}")
-        return found[0], title
+        title = (f"step {job.done} of {job.steps}" if forming
+                 else short.replace("its mean", "mean").replace(" after ", ", "))
+        return found[0], title, f"Feature visualisation of {found[1]}"
 
     def _model_loaded(self, _frame) -> None:
         self._memo.clear()
@@ -213,10 +225,9 @@ class FeatureVisActions(QObject):
                                      "(feature visualisation), with the loaded model")
         self.strip_button.clicked.connect(self._visualise_dataset_channel)
         self.strip_remove = QPushButton("Remove this concept")
-        self.strip_remove.setToolTip("An edit: project this concept's direction (its unit "
-                                     "vector in concepts.npz) out of the layer's output at "
-                                     "every position, in the next runs")
-        self.strip_remove.clicked.connect(self._remove_dataset_concept)
+        self.strip_remove.setCheckable(True)  # checked while its removal is an edit
+        self.strip_remove.clicked.connect(self._toggle_dataset_concept)
+        self.edit_actions.history.edits.changed.connect(self._sync_strip_remove)
         self.strip_concept = None
         row.addWidget(self.strip_picture)
         side = QWidget()
@@ -273,15 +284,36 @@ class FeatureVisActions(QObject):
         self.strip_button.hide()
         self.strip_caption.setText(self.strip_concept.caption)
         self.strip_caption.setToolTip(self.strip_concept.tooltip)
+        self.strip_concept_label = f"concept {index} of {Path(atlas.folder).name}"
         self.strip_remove.show()
+        self._sync_strip_remove()
         self.strip.show()
 
-    def _remove_dataset_concept(self) -> None:
-        from inspector.core.edits.interventions import ProjectOut
+    def _strip_removal(self):
+        from inspector.ui.featurevis.concepts_dialog import removal_of
 
         concept = self.strip_concept
-        if concept is not None:
-            self.edit_actions.add(ProjectOut(concept.layer, concept.vector))
+        return None if concept is None else removal_of(
+            self.edit_actions.history.edits, concept.layer, concept.vector)
+
+    def _toggle_dataset_concept(self) -> None:
+        """The folder concept's removal made, or (it is there) deleted."""
+        from inspector.core.edits.interventions import ProjectOut
+
+        concept, edit = self.strip_concept, self._strip_removal()
+        if concept is not None and edit is None:
+            self.edit_actions.add(ProjectOut(concept.layer, concept.vector,
+                                             label=self.strip_concept_label))
+        elif edit is not None:
+            self.edit_actions.history.delete(edit)
+        self._sync_strip_remove()
+
+    def _sync_strip_remove(self) -> None:
+        from inspector.ui.featurevis.concepts_dialog import sync_toggle
+
+        if self.strip_concept is not None:
+            sync_toggle(self.strip_remove, self._strip_removal(),
+                        ("Remove this concept", "Concept removed"), STRIP_REMOVE_TIP)
 
     def _visualise_dataset_channel(self) -> None:
         view = self.dataset

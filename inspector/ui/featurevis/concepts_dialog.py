@@ -1,6 +1,8 @@
 """Concepts: the image shown, factorised at a layer into K concepts (deep feature
 factorisation, core.explain.concepts), each a heatmap in its own colour over the image, with
-a legend of its top classes; a concept can be removed from the layer as an edit."""
+a legend of its top classes; a concept can be removed from the layer as an edit. Remove is a
+toggle: checked while that concept's removal is in the edit list (wherever it was taken out:
+here, the Edits dock, an undo), clicked again it takes the edit out."""
 
 from __future__ import annotations
 
@@ -26,6 +28,30 @@ PALETTE = np.array([[230, 25, 75], [60, 180, 75], [255, 225, 25], [0, 130, 200],
                     [245, 130, 48], [145, 30, 180], [70, 240, 240], [240, 50, 230],
                     [210, 245, 60], [250, 190, 212], [0, 128, 128], [170, 110, 40]], np.uint8)
 SHOWN = 384  # the picture's longer side
+REMOVE_TIP = ("An edit: project this concept's direction out of the layer's output at every "
+              "position, in the next runs")
+PUT_BACK_TIP = "Removed (an edit in the Edits dock): click to delete that edit"
+
+
+def removal_of(edits, layer: str, vector) -> object | None:
+    """The edit of `edits` (ui.edits.edit_list.EditList) that removes `vector` from `layer`
+    (a ProjectOut of that direction, switched on or off), or None."""
+    for edit in edits:
+        iv = edit.intervention
+        if type(iv).__name__ == "ProjectOut" and iv.module == layer \
+                and len(iv.vector) == len(vector) \
+                and np.allclose(iv.vector, vector, rtol=1e-9, atol=1e-12):
+            return edit
+    return None
+
+
+def sync_toggle(button, edit, texts: tuple[str, str] = ("Remove", "Removed"),
+                remove_tip: str = REMOVE_TIP) -> None:
+    """A Remove button checked, its text (`texts`: off, on) and its tooltip as its
+    concept's removal `edit` is there (a checked button looks only a little darker)."""
+    button.setChecked(edit is not None)
+    button.setText(texts[edit is not None])
+    button.setToolTip(PUT_BACK_TIP if edit is not None else remove_tip)
 
 
 def overlay(display: np.ndarray, maps: np.ndarray) -> np.ndarray:
@@ -76,6 +102,9 @@ class ConceptsDialog(QDialog):
         self.resize(900, SHOWN + 160)
         self.result = None
         self.entry = None  # the image entry factorised (ui.run.builder.RunBuilder.entry)
+        self.removes: dict[int, QPushButton] = {}  # concept -> its Remove toggle
+        self.edits = edit_actions.history.edits
+        self.edits.changed.connect(self._sync_removes)
         # Another image shown: its concepts, once its run is in (not on each rerun of the
         # same image, e.g. after Remove, and never while one factorisation is in flight).
         ctx.control.router.runFinished.connect(self._run_finished)
@@ -117,6 +146,7 @@ class ConceptsDialog(QDialog):
         pix = pixmap_of(shown).scaled(SHOWN, SHOWN, Qt.AspectRatioMode.KeepAspectRatio,
                                       Qt.TransformationMode.SmoothTransformation)
         self.picture.setPixmap(pix)
+        self.removes = {}
         while self.legend.count():
             item = self.legend.takeAt(0)
             if item.widget() is not None:
@@ -124,6 +154,7 @@ class ConceptsDialog(QDialog):
         for c in range(len(result.maps)):
             self.legend.addWidget(self._row(result, c))
         self.legend.addStretch(1)
+        self._sync_removes()
         r = result.result
         notes = "; ".join(n[:1].upper() + n[1:] + "." for n in r.notes)
         self.note.setText(
@@ -146,9 +177,10 @@ class ConceptsDialog(QDialog):
                         "every position of the layer (pytorch-grad-cam's "
                         "computation_on_concepts), softmax probabilities")
         remove = QPushButton("Remove")
-        remove.setToolTip("An edit: project this concept's direction out of the layer's "
-                          "output at every position, in the next runs")
-        remove.clicked.connect(lambda: self.remove(c))
+        remove.setCheckable(True)
+        remove.setToolTip(REMOVE_TIP)
+        remove.clicked.connect(lambda on: self.remove(c) if on else self.put_back(c))
+        self.removes[c] = remove
         row = QWidget()
         line = QHBoxLayout(row)
         line.setContentsMargins(0, 0, 0, 0)
@@ -156,8 +188,31 @@ class ConceptsDialog(QDialog):
         line.addWidget(remove)
         return row
 
+    def vector(self, c: int) -> tuple[float, ...]:
+        return tuple(float(v) for v in self.result.result.vectors[c])
+
+    def label(self, c: int) -> str:
+        """Concept `c` in words, for its edit: the concepts are the image's."""
+        image = self.entry.name if self.entry is not None else "the image"
+        return f"concept {c} of {image}"
+
     def remove(self, c: int) -> None:
+        """Concept `c` removed from the layer, as an edit (once: a second is not made)."""
         from inspector.core.edits.interventions import ProjectOut
 
-        vector = tuple(float(v) for v in self.result.result.vectors[c])
-        self.edit_actions.add(ProjectOut(self.layer, vector))
+        if removal_of(self.edits, self.layer, self.vector(c)) is None:
+            self.edit_actions.add(ProjectOut(self.layer, self.vector(c), label=self.label(c)))
+        self._sync_removes()  # also when the edit was refused
+
+    def put_back(self, c: int) -> None:
+        """Concept `c`'s removal edit deleted (an undoable step, as in the Edits dock)."""
+        edit = removal_of(self.edits, self.layer, self.vector(c))
+        if edit is not None:
+            self.edit_actions.history.delete(edit)
+        self._sync_removes()
+
+    def _sync_removes(self) -> None:
+        if self.result is None:
+            return
+        for c, button in self.removes.items():
+            sync_toggle(button, removal_of(self.edits, self.layer, self.vector(c)))

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 ICON = 112
+ITEM = QSize(ICON + 8, ICON + 24)  # a picture and its channel number below
 
 
 def pixmap_of(rgb: np.ndarray) -> QPixmap:
@@ -46,7 +47,7 @@ class PageDialog(QDialog):
         self.list.setMovement(QListView.Movement.Static)
         self.list.setIconSize(QSize(ICON, ICON))
         # A fixed grid: the items are laid out before their pictures exist.
-        self.list.setGridSize(QSize(ICON + 12, ICON + 28))
+        self.list.setGridSize(ITEM + QSize(4, 4))
         self.list.setSpacing(4)
         self.progress = QProgressBar()
         self.steps = QSpinBox()
@@ -79,6 +80,10 @@ class PageDialog(QDialog):
         for c in job.channels:
             item = QListWidgetItem(str(c))
             item.setTextAlignment(Qt.AlignmentFlag.AlignHCenter)
+            # The size the item has once its picture is in: the view places an item by its
+            # size when it is added (centred in its cell), and an icon set later grew it
+            # rightwards from there, the last column past the view's edge.
+            item.setSizeHint(ITEM)
             self.list.addItem(item)
             self._items[c] = item
         self.header.setText(
@@ -96,8 +101,13 @@ class PageDialog(QDialog):
             if item is not None:
                 item.setIcon(QIcon(pixmap_of(pixels)))
                 item.setToolTip(job.caption(c))
-        self.progress.setValue(job.steps if job.finished or job.optimisation is None
-                               else job.done)
-        self.progress.setFormat(job.error or ("done" if job.finished else "step %v of %m"))
+        stopped = job.cancelled or job.error
+        self.progress.setValue(job.done if stopped or not job.finished else job.steps)
+        if job.error:
+            self.progress.setFormat(job.error)
+        elif job.cancelled:
+            self.progress.setFormat("cancelled at step %v of %m")
+        else:
+            self.progress.setFormat("done" if job.finished else "step %v of %m")
         self.stop.setEnabled(not job.finished)
         self.again.setEnabled(job.finished)

@@ -7,7 +7,8 @@ them) and the next chunk is queued from the UI thread when it is done. An image 
 meanwhile runs between two chunks. Each chunk's pictures are shown (`updated`), and the
 finished ones are written to the on-disk cache (core.explain.featurevis.cache), which is
 looked at first: a picture made before with the same weights, layer, channel and settings
-is shown at once. A new model cancels the job; so does a new request.
+is shown at once. A new model cancels the job; so does a new request. A cancelled job's
+unfinished pictures are never cached, and are no channel's visualisation afterwards.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class FeatureVisJob:
     done: int = 0  # steps done of the channels still optimised
     error: str | None = None
     finished: bool = False
+    cancelled: bool = False  # finished before its optimisation ended (no error)
     loaded: object = None
     weights: str = ""
     optimisation: object = None
@@ -52,7 +54,16 @@ class FeatureVisJob:
             where = " (from the cache)" if channel in self.cached else ""
             return (f"channel {channel}: its mean {self.objective[channel]:.4g} on this picture"
                     f" after {s.steps} steps, seed {s.seed}{where}")
+        if self.cancelled:
+            return f"channel {channel}: cancelled at step {self.done} of {s.steps} (not kept)"
         return f"channel {channel}: step {self.done} of {s.steps}"
+
+    def visualisation(self, channel: int) -> np.ndarray | None:
+        """The picture of `channel` to show as its visualisation: a finished one, or one
+        forming; None for one a cancel left half-optimised."""
+        if channel in self.objective or (not self.finished and channel in self.pictures):
+            return self.pictures[channel]
+        return None
 
 
 class FeatureVisRunner(QObject):
@@ -106,7 +117,8 @@ class FeatureVisRunner(QObject):
 
         key = cache_key(self.weights[1], loaded.preprocess, layer, Target("channel", channel),
                         settings)
-        return self.cache.load(self.weights[1], layer, key, _expected_size(settings, loaded))
+        return self.cache.load(self.weights[1], layer, key, _expected_size(settings, loaded),
+                               settings.steps)
 
     def model_loaded(self) -> None:
         """A model was loaded: cancel the job, and hash the weights on the worker."""
@@ -148,7 +160,7 @@ class FeatureVisRunner(QObject):
             key = cache_key(job.weights, loaded.preprocess, job.layer, Target("channel", c),
                             job.settings)
             hit = self.cache.load(job.weights, job.layer, key,
-                                  _expected_size(job.settings, loaded))
+                                  _expected_size(job.settings, loaded), job.settings.steps)
             if hit is None:
                 missing.append(c)
             else:
@@ -168,6 +180,7 @@ class FeatureVisRunner(QObject):
         try:
             opt.run(CHUNK_STEPS, cancel=job.cancel)
         except Cancelled:
+            job.done = opt.done
             return
         channels = [t.index for t in opt.targets]
         job.done = opt.done
@@ -184,6 +197,8 @@ class FeatureVisRunner(QObject):
 
         from inspector.core.explain.featurevis.cache import cache_key
 
+        if result.steps < job.settings.steps:
+            return  # stopped early: not the picture these settings make
         loaded = job.loaded
         for target, pixels, value in zip(result.targets, result.pixels, result.objective):
             key = cache_key(job.weights, loaded.preprocess, job.layer, target, job.settings)
@@ -199,14 +214,19 @@ class FeatureVisRunner(QObject):
         if error is not None:
             job.error = f"{type(error).__name__}: {error}" if not isinstance(
                 error, ValueError) else str(error)
-        self.updated.emit(job)
         opt = job.optimisation
-        if error is None and not future.cancelled() and not job.cancel.is_set() \
-                and opt is not None and not opt.finished:
+        more = error is None and not future.cancelled() and not job.cancel.is_set() \
+            and opt is not None and not opt.finished
+        if not more:
+            # Finished before `updated`, so that its listeners never show a stopped job
+            # as running ("step 32 of 128").
+            job.cancelled = error is None and opt is not None and not opt.finished
+            job.finished = True
+            job.optimisation = None  # its graph-free state: the spectrum, Adam's moments
+        self.updated.emit(job)
+        if more:
             self._submit(job, self._chunk)
             return
-        job.finished = True
-        job.optimisation = None  # its graph-free state: the spectrum, Adam's moments
         self.finished.emit(job)
 
 

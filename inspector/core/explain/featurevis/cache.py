@@ -12,7 +12,8 @@ file's time would miss random weights from a seed, factories and hub models.
 The root is INSPECTOR_CACHE_DIR, else the platform's cache folder (XDG_CACHE_HOME or
 ~/.cache on Linux, ~/Library/Caches on macOS, %LOCALAPPDATA% on Windows)/network-inspector.
 Files are written to `.part` names and moved into place, the JSON last: a picture without
-its JSON is a miss. A hit touches the files; `prune` removes the least recently used ones
+its JSON is a miss, and so is one whose JSON gives fewer steps than the settings asked for
+(an optimisation stopped before its end is no visualisation of those settings). A hit touches the files; `prune` removes the least recently used ones
 beyond a size.
 """
 
@@ -111,16 +112,19 @@ class FeatureVisCache:
         folder = self.root / weights[:16] / (re.sub(r"[^A-Za-z0-9._+-]+", "_", layer) or "_output")
         return folder / f"{key[:24]}.png", folder / f"{key[:24]}.json"
 
-    def load(self, weights: str, layer: str, key: str,
-             size: tuple[int, int] | None = None) -> CachedPicture | None:
+    def load(self, weights: str, layer: str, key: str, size: tuple[int, int] | None = None,
+             steps: int | None = None) -> CachedPicture | None:
         """The picture stored under `key`; None (a miss) for anything odd: no JSON, another
-        key, a file that is not an 8-bit RGB PNG or (`size`, (h, w), given) of another size.
+        key, (`steps` given) a JSON whose "steps" is not `steps`, a file that is not an 8-bit
+        RGB PNG or (`size`, (h, w), given) of another size.
         The header is checked before the pixels are decoded, so a huge planted file is
         never decompressed."""
         png, meta = self.paths(weights, layer, key)
         try:
             info = json.loads(meta.read_text())
             if not isinstance(info, dict) or info.get("key") != key:
+                return None
+            if steps is not None and info.get("steps") != steps:
                 return None
             with Image.open(png) as img:
                 if img.format != "PNG" or img.mode != "RGB":
