@@ -293,3 +293,19 @@ def test_no_baseline_is_cut_and_no_legend_or_axis_label_is_cut_or_covers(demo_wi
         box = item.getViewBox().sceneBoundingRect()
         assert item.legend is not None and item.legend.isVisible()
         assert not item.legend.sceneBoundingRect().intersects(box), plot
+
+
+def test_the_scored_in_caption_goes_when_another_run_is_shown(qtbot):
+    """Issue 32: "scored in 89.1 s" stayed after the image changed."""
+    store = RunStore()
+    view = shown(qtbot, FaithfulnessView(store=store))
+    cam = np.linspace(0, 1, 64).reshape(8, 8)
+    view.start_scoring(1)
+    store.put(started(1, np.zeros((8, 8, 3), np.uint8)))
+    store.put(predictions(1, target=281))
+    store.put(metrics(1, "gradcam", [0.9, 0.2, 0.1, 0.1, 0.0], [0.1, 0.8, 0.9, 0.9, 0.9], 0.3,
+                      cam))
+    store.put(RunFinished(1, "ok", {"metrics": 2.5}))
+    assert view.progress_label.text() == "scored in 2.5 s"
+    feed(store, 2, np.full((8, 8, 3), 200, np.uint8), [cam_frame(2, cam)])
+    assert view.progress_label.text() == ""

@@ -47,7 +47,7 @@ from inspector.core.explain.metrics.names import (
     MetricOptions,
 )
 from inspector.core.explain.metrics.ranking import disagreement
-from inspector.core.run.frames import MetricsFrame, RunFinished
+from inspector.core.run.frames import MetricsFrame, RunFinished, RunStarted
 from inspector.core.run.metrics_cache import MetricsCache
 from inspector.ui.views.base import FrameView, hint_label
 from inspector.ui.views.faithfulness_plots import FaithfulnessPlots
@@ -238,6 +238,9 @@ class FaithfulnessView(FrameView):
         self.request_paint()
 
     def run_changed(self, frame) -> None:
+        if isinstance(frame, RunStarted) and frame.run_id != self.scoring_run:
+            # "scored in 89.1 s" and "scoring cancelled" are of the scoring run, not this one.
+            self.progress_label.setText("")
         if isinstance(frame, RunFinished):
             if frame.run_id == self.scoring_run:
                 self.scoring_run = None
