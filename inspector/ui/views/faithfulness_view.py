@@ -211,7 +211,8 @@ class FaithfulnessView(FrameView):
             return
         self.progress_bar.setRange(0, max(1, frame.total))
         self.progress_bar.setValue(frame.done)
-        self.progress_label.setText(f"{frame.step} {frame.done}/{frame.total}")
+        self.progress_label.setText(f"{frame.detail or frame.step} {frame.done}/{frame.total}")
+        self.progress_label.setToolTip(self.progress_label.text())
 
     def caption(self, cam) -> tuple[str, str] | None:
         """(the CAM pane's caption text, its tooltip) for the map `cam` (a CamFrame), once
