@@ -78,7 +78,7 @@ def test_the_tab_shows_the_shown_methods_scores_table_and_flag(qtbot):
     table.sort_by(1)
     assert table.keys[0] == ("layercam", "layer4")  # insertion: higher first
     assert table.item(0, 1).font().bold() and not table.item(1, 1).font().bold()
-    assert view.flag.isVisibleTo(view)
+    assert view.flag.isVisibleTo(view.table_page)  # beside the table it is about
     assert view.flag.text().startswith("The metrics disagree on the best method: deletion "
                                        "\u2192 Grad-CAM, insertion \u2192 LayerCAM")
     view.set_shown("layercam", "layer4")
@@ -207,3 +207,105 @@ def test_an_attention_map_summary_names_no_layer(qtbot):
     view.set_shown("rollout", None)
     assert "Attention rollout" in view.header.text() and "None" not in view.header.text()
     assert "None" not in view.table.verticalHeaderItem(0).toolTip()
+
+
+def _score_every_method(window, qtbot, road=False, sanity=True):
+    view = window.views["faithfulness"]
+    view.road_box.setChecked(road)
+    view.sanity_box.setChecked(sanity)
+    view.steps.setValue(5)
+    view.every_button.click()
+    run = view.scoring_run
+    assert run is not None
+    qtbot.waitUntil(lambda: _idle(window) and window.last_run.run_id == run, timeout=TIMEOUT)
+    assert window.last_run.status == "ok"
+    return view
+
+
+def _settle(qtbot) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    for _ in range(3):
+        QApplication.processEvents()
+        qtbot.wait(20)
+
+
+def _in_view(view, widget):
+    """The part of `widget` inside the pane's scroll area (what is not scrolled away)."""
+    from PySide6.QtCore import QPoint, QRect
+    from PySide6.QtWidgets import QScrollArea
+
+    areas = view.findChildren(QScrollArea)
+    pane = next((a for a in areas if a.parent() is view), None)
+    port = pane.viewport() if pane is not None else view
+    return QRect(widget.mapTo(port, QPoint(0, 0)), widget.size()).intersected(port.rect())
+
+
+def test_the_curves_and_the_table_are_readable_in_the_default_layout(demo_window, qtbot):
+    """Issue 32: at 1440x900 the curves were 60 px high and the table showed 1.5 rows."""
+    window = demo_window
+    assert (window.width(), window.height()) == (1440, 900)
+    view = _score_every_method(window, qtbot)
+    _settle(qtbot)
+    plots = view.plots
+    for plot in (plots.curves, plots.road, plots.sanity):
+        plots.setCurrentWidget(plot)
+        _settle(qtbot)
+        seen = _in_view(view, plot)
+        assert plot.isVisible() and seen.height() >= 150, (plot, seen)
+    plots.setCurrentWidget(view.table_page)
+    _settle(qtbot)
+    table = view.table
+    assert table.rowCount() >= 4 and view.flag.isVisibleTo(view.table_page)
+    rows = _in_view(view, table.viewport()).height() / table.rowHeight(0)
+    assert rows >= 4, rows
+    # The flag, now beside the table it is about, is marked on its tab wherever one looks.
+    tab = plots.indexOf(view.table_page)
+    assert plots.tabText(tab).endswith("\u26a0") and plots.tabToolTip(tab) == view.flag.text()
+
+
+def test_no_baseline_is_cut_and_no_legend_or_axis_label_is_cut_or_covers(demo_window, qtbot):
+    """Issue 32: the combo read "RISE (deletion to zer", the sanity plot's y label was cut
+    and the legends lay over the curves."""
+    from PySide6.QtWidgets import QStyle, QStyleOptionComboBox
+
+    window = demo_window
+    view = _score_every_method(window, qtbot)
+    _settle(qtbot)
+    combo = view.baseline
+    option = QStyleOptionComboBox()
+    combo.initStyleOption(option)
+    field = combo.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                         QStyle.SubControl.SC_ComboBoxEditField, combo)
+    for i in range(combo.count()):
+        text = combo.itemText(i)
+        assert combo.fontMetrics().horizontalAdvance(text) <= field.width(), (text, field)
+        assert combo.itemData(i, 3)  # ToolTipRole: the entry in words
+    assert _in_view(view, combo).width() == combo.width()
+    plots = view.plots
+    for plot in (plots.curves, plots.road, plots.sanity):
+        plots.setCurrentWidget(plot)
+        _settle(qtbot)
+        item = plot.getPlotItem()
+        axis = item.getAxis("left")
+        # The label is drawn turned a quarter: its length runs along the axis's height.
+        assert axis.label.boundingRect().width() <= axis.geometry().height(), plot
+        box = item.getViewBox().sceneBoundingRect()
+        assert item.legend is not None and item.legend.isVisible()
+        assert not item.legend.sceneBoundingRect().intersects(box), plot
+
+
+def test_the_scored_in_caption_goes_when_another_run_is_shown(qtbot):
+    """Issue 32: "scored in 89.1 s" stayed after the image changed."""
+    store = RunStore()
+    view = shown(qtbot, FaithfulnessView(store=store))
+    cam = np.linspace(0, 1, 64).reshape(8, 8)
+    view.start_scoring(1)
+    store.put(started(1, np.zeros((8, 8, 3), np.uint8)))
+    store.put(predictions(1, target=281))
+    store.put(metrics(1, "gradcam", [0.9, 0.2, 0.1, 0.1, 0.0], [0.1, 0.8, 0.9, 0.9, 0.9], 0.3,
+                      cam))
+    store.put(RunFinished(1, "ok", {"metrics": 2.5}))
+    assert view.progress_label.text() == "scored in 2.5 s"
+    feed(store, 2, np.full((8, 8, 3), 200, np.uint8), [cam_frame(2, cam)])
+    assert view.progress_label.text() == ""

@@ -215,6 +215,8 @@ class ProgressFrame:
     done: int
     total: int
     elapsed: float  # seconds since the step began
+    detail: str = ""  # what within the step: "scoring Grad-CAM (3 of 12)"
+    left: float | None = None  # the step's own estimate of the seconds left, when it has one
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,12 @@ from inspector.core.explain.metrics.sanity_maps import (
     attribution_maps,
     cam_maps,
 )
-from inspector.core.explain.metrics.score_maps import PointingBoxes, score_maps, score_work
+from inspector.core.explain.metrics.score_maps import (
+    PointingBoxes,
+    map_title,
+    score_maps,
+    score_phases,
+)
 from inspector.core.explain.metrics.scores import (
     class_probability,
     detection_score,
@@ -101,8 +106,11 @@ def perturbation_scores(run, progress) -> Scored:
     except ValueError as e:
         return Scored(maps, {k: MapScores(undefined=str(e)) for k in maps}, None, None)
     scored = sum(not is_constant(m) for m in maps.values())  # constant maps: undefined
-    total = score_work(options, scored, x, p0 is not None) + len(units or ()) * scored
-    forwarder = Forwarder(scorer, x, options.batch_size, progress, total)
+    phases = score_phases(options, scored, x, p0 is not None)
+    if units:
+        phases[SANITY] = len(units) * scored
+    forwarder = Forwarder(scorer, x, options.batch_size, progress, sum(phases.values()),
+                          phases)
     try:
         scores = score_maps(forwarder, x, maps, options, p0=p0, boxes=_pointing_boxes(run))
     except ValueError as e:  # the output is not what the score reads
@@ -181,8 +189,10 @@ def _sanity(run, scored: Scored) -> None:
     def wrap(model):
         return EditHooks(model, req.interventions, run.run_id, run.cancel)
 
-    for (kind, layer), originals in groups.items():
+    for g, ((kind, layer), originals) in enumerate(groups.items()):
         methods = [m for m, _ in originals]
+        titles = ", ".join(map_title(key) for key in originals)
+        scored.forwarder.begin(SANITY, f"sanity check of {titles} ({g + 1} of {len(groups)})")
         if kind == "attributions":
             explain = attribution_maps(x, methods, target, req.attribution_options)
         elif kind == "attention":

@@ -355,14 +355,14 @@ def progress_reporter(run: InFlight, step: str):
     began, last = time.perf_counter(), float("-inf")
     put, run_id, cancel = run.put, run.run_id, run.cancel
 
-    def progress(done: int, total: int) -> None:
+    def progress(done: int, total: int, detail: str = "", left: float | None = None) -> None:
         nonlocal last
         if cancel.is_set():
             raise RunCancelled()
         now = time.perf_counter()
         if done >= total or now - last >= PROGRESS_INTERVAL_S:
             last = now
-            put(ProgressFrame(run_id, step, done, total, now - began))
+            put(ProgressFrame(run_id, step, done, total, now - began, detail, left))
 
     return progress
 

@@ -32,8 +32,11 @@ BEFORE, AFTER = "before", "after"  # the unedited run's pass and the edited run'
 
 
 def time_left(frame: ProgressFrame, since_frame: float) -> float | None:
-    """Seconds left in the frame's step, at the pace so far, `since_frame` seconds after the
-    frame was received; None before anything was done."""
+    """Seconds left in the frame's step, `since_frame` seconds after the frame was received:
+    the step's own estimate where it has one (the faithfulness metrics' phases, whose units
+    cost unlike each other), else at the pace so far; None before anything was done."""
+    if frame.left is not None:
+        return max(0.0, frame.left - since_frame)
     if frame.done <= 0 or frame.elapsed <= 0:
         return None
     per_item = frame.elapsed / frame.done
@@ -56,14 +59,15 @@ def progress_text(frame: ProgressFrame, since_frame: float, pass_name: str | Non
     module docstring), "Score-CAM before 10/30, about 12 s left in all". `before`: the last
     report of the before pass, whose pace the after pass's estimate goes on with."""
     left = time_left(frame, since_frame)
+    step = f"{frame.step}: {frame.detail}" if frame.detail else frame.step
     if pass_name is None:
-        return f"{frame.step} {frame.done}/{frame.total}, {format_time_left(left)}"
+        return f"{step} {frame.done}/{frame.total}, {format_time_left(left)}"
     if pass_name == BEFORE and left is not None:
         left += frame.elapsed / frame.done * frame.total  # the after pass, as long again
     elif pass_name == AFTER and before is not None and before.done > 0 and before.elapsed > 0:
         done, elapsed = before.done + frame.done, before.elapsed + frame.elapsed
         left = max(0.0, elapsed / done * (frame.total - frame.done) - since_frame)
-    return f"{frame.step} {pass_name} {frame.done}/{frame.total}, " \
+    return f"{step} {pass_name} {frame.done}/{frame.total}, " \
            f"{format_time_left(left)} in all"
 
 

@@ -2,6 +2,10 @@
 fraction of pixels perturbed, ROAD's MoRF and LeRF against the fraction removed, and the
 sanity check's Spearman and SSIM per randomisation step (top unit first). Each plot's
 tooltip says how its numbers were computed.
+
+Each plot's legend sits in a row of its own above the curves, so that it never covers
+them, and each y axis label is short enough for the axis of a plot PLOT_MIN_HEIGHT high
+(what the plot says it shows comes in its tooltip).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ DELETION_COLOR = "#e0584c"
 INSERTION_COLOR = "#4caf50"
 SSIM_COLOR = "#4c9be8"
 SANITY_TIP_MAX = 3000  # characters of the protocol in a tooltip
+PLOT_MIN_HEIGHT = 150  # pixels: below it the curves' points cannot be told apart
 
 
 def _plot(x_label: str, y_label: str, y_range=(0.0, 1.0)) -> pg.PlotWidget:
@@ -27,7 +32,15 @@ def _plot(x_label: str, y_label: str, y_range=(0.0, 1.0)) -> pg.PlotWidget:
     plot.setLabel("bottom", x_label)
     plot.setLabel("left", y_label)
     plot.setYRange(*y_range, padding=0.05)
-    plot.addLegend(offset=(-8, 8), labelTextSize="8pt")
+    plot.setMinimumHeight(PLOT_MIN_HEIGHT)
+    item = plot.getPlotItem()
+    # The legend takes the title's row, above the view box: plot(name=...) adds to it.
+    legend = pg.LegendItem(colCount=2, labelTextSize="8pt", verSpacing=-6)
+    legend.layout.setContentsMargins(0, 0, 0, 0)
+    item.layout.removeItem(item.titleLabel)
+    item.titleLabel.hide()
+    item.layout.addItem(legend, 0, 1)
+    item.legend = legend
     return plot
 
 
@@ -48,8 +61,7 @@ class FaithfulnessPlots(QTabWidget):
         self.road.setXRange(0, 1, padding=0.02)
         self.morf = _curve(self.road, DELETION_COLOR, "most relevant first")
         self.lerf = _curve(self.road, INSERTION_COLOR, "least relevant first", "t")
-        self.sanity = _plot("randomised down to (top unit first)", "similarity to the map",
-                            (-1.0, 1.0))
+        self.sanity = _plot("randomised down to (top unit first)", "similarity", (-1.0, 1.0))
         self.spearman = _curve(self.sanity, DELETION_COLOR, "Spearman")
         self.ssim = _curve(self.sanity, SSIM_COLOR, "SSIM", "s")
         self.addTab(self.curves, "Deletion / insertion")

@@ -20,6 +20,7 @@ from inspector.core.run.frames import MetricsFrame
 
 BEST_BRUSH = QBrush(QColor(76, 175, 80, 60))
 UNDEFINED = "\u2014"  # what a cell shows without a value
+TABLE_MIN_HEIGHT = 110  # pixels: the header and four rows, less than the pane's curves
 
 
 def method_title(key: tuple[str, str]) -> str:

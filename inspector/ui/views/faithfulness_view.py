@@ -22,10 +22,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QSpinBox,
     QStackedWidget,
@@ -45,18 +47,26 @@ from inspector.core.explain.metrics.names import (
     MetricOptions,
 )
 from inspector.core.explain.metrics.ranking import disagreement
-from inspector.core.run.frames import MetricsFrame, RunFinished
+from inspector.core.run.frames import MetricsFrame, RunFinished, RunStarted
 from inspector.core.run.metrics_cache import MetricsCache
 from inspector.ui.views.base import FrameView, hint_label
 from inspector.ui.views.faithfulness_plots import FaithfulnessPlots
-from inspector.ui.views.faithfulness_table import ScoreTable, method_title
+from inspector.ui.views.faithfulness_table import TABLE_MIN_HEIGHT, ScoreTable, method_title
 
 EMPTY_TEXT = ("Score the map shown to see whether to believe it: deletion and insertion "
               "curves, Average Drop, ROAD and the sanity check, on this image with its edits. "
               "Score every method to compare them all.")
 DISAGREE_STYLE = "color: #ef6c00; font-weight: 600;"
-RISE = "RISE (deletion to zero, insertion from blur)"
-BASELINE_CHARS = 12
+RISE = "RISE (to zero, from blur)"
+BASELINE_TIP = "What deletion puts in and insertion starts from: "
+# (the entry, its tooltip, MetricOptions.baseline)
+BASELINE_ENTRIES = ((RISE, "RISE's: deletion puts zero in, insertion starts from a blur",
+                     None),) + tuple(
+    (f"{name} (both curves)", f"{name} for both: deletion puts it in, insertion starts "
+     f"from it", name) for name in BASELINES)
+ALL_METHODS = "All methods"
+DISAGREE_MARK = " \u26a0"  # on the table's tab while the metrics disagree
+SPACING = 3  # pixels between the rows: the curves need the height (PLOT_MIN_HEIGHT)
 
 
 class FaithfulnessView(FrameView):
@@ -92,15 +102,14 @@ class FaithfulnessView(FrameView):
         self.steps.setPrefix("steps ")
         self.steps.setToolTip("Deletion and insertion perturb ceil(P / steps) pixels a step")
         self.baseline = QComboBox()
-        self.baseline.addItem(RISE, None)
-        for name in BASELINES:
-            self.baseline.addItem(f"{name} (both curves)", name)
-        self.baseline.setToolTip("What deletion puts in and insertion starts from")
-        # The pane must fit the right-hand column the CAM pane sets: the list may show less
-        # than its longest entry (its popup shows it whole).
-        self.baseline.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.baseline.setMinimumContentsLength(BASELINE_CHARS)
+        for text, tip, data in BASELINE_ENTRIES:
+            self.baseline.addItem(text, data)
+            self.baseline.setItemData(self.baseline.count() - 1, tip,
+                                      Qt.ItemDataRole.ToolTipRole)
+        # Entries short enough for the right-hand column the CAM pane sets, each shown whole.
+        self.baseline.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.baseline.currentIndexChanged.connect(self._baseline_tip)
+        self._baseline_tip()
         self.road_box = QCheckBox("ROAD")
         self.road_box.setChecked(True)
         self.road_box.setToolTip("ROAD's imputations solve a sparse system per percentile: "
@@ -125,18 +134,25 @@ class FaithfulnessView(FrameView):
         self.flag.setStyleSheet(DISAGREE_STYLE)
         self.plots = FaithfulnessPlots()
         self.table = ScoreTable()
+        self.table.setMinimumHeight(TABLE_MIN_HEIGHT)
         self.table.methodActivated.connect(lambda key: self.methodActivated.emit(key[0]))
-        # One tab per plot and one for the table: each gets the pane's whole height.
-        self.plots.addTab(self.table, "All methods")
-        self.body = QWidget()
-        box = QVBoxLayout(self.body)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.addWidget(self.flag)
-        box.addWidget(self.plots, 1)
+        # One tab per plot and one for the table, with the flag (it compares the methods):
+        # each gets the pane's whole height below the header.
+        self.table_page = QWidget()
+        page = QVBoxLayout(self.table_page)
+        page.setContentsMargins(0, 2, 0, 0)
+        page.setSpacing(SPACING)
+        page.addWidget(self.flag)
+        page.addWidget(self.table, 1)
+        self.plots.addTab(self.table_page, ALL_METHODS)
+        self.body = self.plots
         self.empty = hint_label(EMPTY_TEXT)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.empty)
         self.stack.addWidget(self.body)
+        # Its minimum, not the table's wish for 480 pixels, is what the scroll area (below)
+        # asks of the pane: the curves and table get whatever height it has beyond that.
+        self.stack.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Ignored)
         buttons = QHBoxLayout()
         for w in (self.score_button, self.every_button, self.cancel_button):
             buttons.addWidget(w)
@@ -146,12 +162,25 @@ class FaithfulnessView(FrameView):
         for w in (self.steps, self.baseline, self.road_box, self.sanity_box):
             options.addWidget(w)
         options.addStretch(1)
-        layout = QVBoxLayout(self)
+        # A pane shorter than its rows and readable curves scrolls rather than squeeze them.
+        self.content = QWidget()
+        layout = QVBoxLayout(self.content)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(SPACING)
+        buttons.setSpacing(SPACING * 2)
+        options.setSpacing(SPACING * 2)
         layout.addLayout(buttons)
         layout.addLayout(options)
         layout.addWidget(self.header)
         layout.addWidget(self.stack, 1)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.content)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.scroll)
         self._show_running(False)
         self._name_button()
 
@@ -182,7 +211,8 @@ class FaithfulnessView(FrameView):
             return
         self.progress_bar.setRange(0, max(1, frame.total))
         self.progress_bar.setValue(frame.done)
-        self.progress_label.setText(f"{frame.step} {frame.done}/{frame.total}")
+        self.progress_label.setText(f"{frame.detail or frame.step} {frame.done}/{frame.total}")
+        self.progress_label.setToolTip(self.progress_label.text())
 
     def caption(self, cam) -> tuple[str, str] | None:
         """(the CAM pane's caption text, its tooltip) for the map `cam` (a CamFrame), once
@@ -209,6 +239,9 @@ class FaithfulnessView(FrameView):
         self.request_paint()
 
     def run_changed(self, frame) -> None:
+        if isinstance(frame, RunStarted) and frame.run_id != self.scoring_run:
+            # "scored in 89.1 s" and "scoring cancelled" are of the scoring run, not this one.
+            self.progress_label.setText("")
         if isinstance(frame, RunFinished):
             if frame.run_id == self.scoring_run:
                 self.scoring_run = None
@@ -227,6 +260,10 @@ class FaithfulnessView(FrameView):
         super().cleared()
 
     # -- painting ---------------------------------------------------------------------------------
+    def _baseline_tip(self) -> None:
+        tip = self.baseline.itemData(self.baseline.currentIndex(), Qt.ItemDataRole.ToolTipRole)
+        self.baseline.setToolTip(BASELINE_TIP + (tip or ""))
+
     def _name_button(self) -> None:
         title = METHODS[self.method].title if self.method in METHODS else self.method
         self.score_button.setText(f"Score {title}")
@@ -259,6 +296,9 @@ class FaithfulnessView(FrameView):
         flag = disagreement(scores, metrics, method_title)
         self.flag.setText(flag or "")
         self.flag.setVisible(bool(flag))
+        tab = self.plots.indexOf(self.table_page)
+        self.plots.setTabText(tab, ALL_METHODS + (DISAGREE_MARK if flag else ""))
+        self.plots.setTabToolTip(tab, flag or "Every method scored on this image")
 
     def _header_text(self, frame: MetricsFrame | None) -> str:
         title = METHODS[self.method].title if self.method in METHODS else self.method

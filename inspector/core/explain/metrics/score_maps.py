@@ -1,5 +1,5 @@
 """Every metric asked for, for every map of one image: deletion and insertion of all the
-maps in shared batches, then Average Drop (one forward for all), ROAD (a map at a time:
+maps in shared batches and Average Drop (one forward for all) after ROAD (a map at a time:
 its solves dominate), then the pointing game (no forward). The sanity check makes maps
 again on a randomised copy of the model: the Session runs it after these (its own copy,
 without the run's hooks; core.run.metrics_stage), on the same Forwarder's progress.
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from inspector.core.explain.catalog import METHODS
 from inspector.core.explain.metrics.confidence import confidence_change
 from inspector.core.explain.metrics.curves import curve_forwards, deletion_insertion
 from inspector.core.explain.metrics.forwards import Forwarder
@@ -52,19 +53,29 @@ def method_of(key: Any) -> str:
     return key[0] if isinstance(key, tuple) else str(key)
 
 
-def score_work(options: MetricOptions, maps: int, x: torch.Tensor, p0_known: bool) -> int:
-    """The progress units score_maps reports for `maps` maps of x (not the sanity check's)."""
+def score_phases(options: MetricOptions, maps: int, x: torch.Tensor, p0_known: bool
+                 ) -> dict[str, int]:
+    """The progress units score_maps reports for `maps` maps of x (not the sanity check's),
+    by phase (Forwarder.begin), in the order they run."""
     positions = x.shape[-2] * x.shape[-1]
     needs_p0 = options.asks(DELETION) or options.asks(INSERTION) or options.asks(AVGDROP)
-    work = 1 if needs_p0 and not p0_known else 0
+    phases = {}
+    if options.asks(ROAD):
+        phases[ROAD] = maps * road_work(options.road_percentiles)
+    curves = 1 if needs_p0 and not p0_known else 0
     if options.asks(DELETION) or options.asks(INSERTION):
         same = options.deletion_baseline == options.insertion_baseline
-        work += curve_forwards(maps, positions, options.steps, same)
+        curves += curve_forwards(maps, positions, options.steps, same)
     if options.asks(AVGDROP):
-        work += maps
-    if options.asks(ROAD):
-        work += maps * road_work(options.road_percentiles)
-    return work
+        curves += maps
+    if curves:
+        phases[DELETION] = curves
+    return phases
+
+
+def map_title(key: Any) -> str:
+    method = method_of(key)
+    return METHODS[method].title if method in METHODS else method
 
 
 def score_maps(forwarder: Forwarder, x: torch.Tensor, maps: Mapping[Any, np.ndarray],
@@ -83,6 +94,15 @@ def score_maps(forwarder: Forwarder, x: torch.Tensor, maps: Mapping[Any, np.ndar
         return scores
     keys = list(defined)
     stacked = torch.from_numpy(np.stack([defined[k] for k in keys]))
+    # ROAD first: its solves are the slow part, and the time left is best judged at its pace
+    # (forwards.Forwarder).
+    if options.asks(ROAD):
+        for k, key in enumerate(keys):
+            forwarder.begin(ROAD, f"scoring {map_title(key)} ({k + 1} of {len(keys)})")
+            scores[key].road_morf, scores[key].road_lerf = road(
+                forwarder, x, defined[key], percentiles=options.road_percentiles,
+                noise=options.road_noise, seed=options.seed)
+    forwarder.begin(DELETION, f"deletion and insertion of {len(keys)} maps")
     if p0 is None and (options.asks(DELETION) or options.asks(INSERTION) or options.asks(AVGDROP)):
         with torch.inference_mode():
             p0 = float(forwarder.score(x[:1])[0])
@@ -97,11 +117,6 @@ def score_maps(forwarder: Forwarder, x: torch.Tensor, maps: Mapping[Any, np.ndar
         for key, (drop, up) in zip(keys, confidence_change(forwarder, x, stacked, p0),
                                    strict=True):
             scores[key].avg_drop, scores[key].increase = drop, up
-    if options.asks(ROAD):
-        for key in keys:
-            scores[key].road_morf, scores[key].road_lerf = road(
-                forwarder, x, defined[key], percentiles=options.road_percentiles,
-                noise=options.road_noise, seed=options.seed)
     if options.asks(POINTING):
         for key in keys:
             _point(scores[key], defined[key], boxes, options.pointing_tolerance)
