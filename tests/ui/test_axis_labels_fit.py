@@ -124,3 +124,28 @@ def test_layer_axes_never_run_their_labels_together_in_the_default_layout(qtbot,
     assert hover_names(actions.view.plot.getAxis("left"), 41) == layers[41]
     assert_fits(actions.view.plot.getAxis("bottom"), "x")
     window.grab().save(str(tmp_path / "axes.png"))
+
+
+def test_a_short_plots_value_labels_never_run_together(qtbot):
+    """timm's vit_tiny drew four attention-distance labels (7.26 .. 7.32) into a 40 px axis:
+    pyqtgraph counts ticks from the axis length alone."""
+    from inspector.ui.views.attention_heads import DistancePlot
+
+    plot = DistancePlot()
+    widget = plot.plot
+    qtbot.addWidget(widget)
+    widget.resize(440, 70)  # its axis about 30 px, as in the Attention tab at 1440x900
+    widget.show()
+    qtbot.waitExposed(widget)
+    rng = np.random.default_rng(0)
+    plot.show(7.26 + 0.06 * rng.random((12, 3)), 11)
+    _settle(qtbot)
+    axis = widget.getAxis("left")
+    texts = drawn_texts(axis)
+    assert texts  # a 30 px axis has room for one label of this range
+    spans = sorted((r.top(), r.bottom()) for r, _ in texts)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start, [t for _, t in texts]
+    widget.resize(440, 400)  # room for more: not thinned beyond need
+    _settle(qtbot)
+    assert len(drawn_texts(axis)) >= 3

@@ -10,12 +10,13 @@ from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from inspector.ui.views.base import hint_label
 from inspector.ui.views.clipboard import add_copy_action
+from inspector.ui.views.value_axis import ValueAxis
 
 
 def depth_plot(x_label: str, y_label: str, **y_style) -> pg.PlotWidget:
     """A plot over layers: grid lines across, plain numbers on the axes (no SI prefix: 0.3,
     not "300 (x0.001)"), pyqtgraph's view menu with "Copy to clipboard"."""
-    plot = pg.PlotWidget()
+    plot = pg.PlotWidget(axisItems={"left": ValueAxis("left")})
     plot.showGrid(x=False, y=True, alpha=0.3)
     plot.setLabel("bottom", x_label)
     plot.setLabel("left", y_label, **y_style)
