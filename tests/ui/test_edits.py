@@ -19,7 +19,13 @@ from inspector.ui.edits.actions import NumbersError, parse_numbers
 from inspector.ui.edits.commands import EditHistory
 from inspector.ui.edits.edit_list import EditList
 from inspector.ui.image.canvas import ImageCanvas
-from inspector.ui.module_tree.cells import COL_MEAN, COL_NAME, EDIT_GLYPH
+from inspector.ui.module_tree.cells import (
+    COL_MEAN,
+    COL_NAME,
+    EDIT_GLYPH,
+    EDITED_COLOR,
+    STATS_COLUMNS,
+)
 
 PICKY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_picky_model"}
 
@@ -433,12 +439,20 @@ def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_p
     wait_run(qtbot, window)
     assert window.control.last_request.interventions == (ZeroChannels("features.0", (1, 2)),)
     assert window.router.store.edited()
-    # The tree's statistics are the edited run's, and their headers say so.
-    model = window.tree.model
-    assert model.headerData(COL_MEAN, Qt.Orientation.Horizontal) == f"Mean {EDIT_GLYPH}"
+    # The tree's statistics are the edited run's, and their headers say so, in colour and
+    # in their tooltips, without growing past their columns ("Zeros ✎" was cut).
+    model, header = window.tree.model, window.tree.view.header()
+    horizontal = Qt.Orientation.Horizontal
+    for column in STATS_COLUMNS:
+        brush = model.headerData(column, horizontal, Qt.ItemDataRole.ForegroundRole)
+        assert brush is not None and brush.color().name() == EDITED_COLOR
+        assert "of the edited run" in model.headerData(column, horizontal,
+                                                       Qt.ItemDataRole.ToolTipRole)
+        assert header.sectionSizeHint(column) <= header.sectionSize(column) + 1, column
     window.history.undo()  # the last edit (the only one) is gone: an unedited run
     wait_run(qtbot, window)
-    assert model.headerData(COL_MEAN, Qt.Orientation.Horizontal) == "Mean"
+    assert model.headerData(COL_MEAN, horizontal, Qt.ItemDataRole.ForegroundRole) is None
+    assert "edited" not in model.headerData(COL_MEAN, horizontal, Qt.ItemDataRole.ToolTipRole)
 
 
 def test_copy_as_python_gives_a_script_that_reproduces_the_edited_run(

@@ -122,6 +122,7 @@ def atlas_text(dead: int, channels: int, about: str) -> str:
 
 
 EDIT_GLYPH = "\u270e"  # a pencil: the module's output (or gradient) is edited in the runs
+EDITED_COLOR = "#e0a030"  # the statistics headers of an edited run (the panes' "edited" badge)
 
 
 def edit_badge(n: int) -> str:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, Qt, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QBrush, QColor, QGuiApplication
 
 from inspector.core.run.frames import RunFinished, TensorFrame
 from inspector.core.run.kinds import DEFAULT_KINDS as KINDS_BY_DEFAULT
@@ -36,7 +36,7 @@ from inspector.ui.module_tree.cells import (
     COL_MEAN,
     COL_NAME,
     COLUMN_OF_KIND,
-    EDIT_GLYPH,
+    EDITED_COLOR,
     HEADER_TIPS,
     HEADERS,
     KIND_COLUMNS,
@@ -288,8 +288,11 @@ class ModuleTreeModel(QAbstractItemModel):
             return None
         edited = self._edited_stats and section in STATS_COLUMNS
         if role == Qt.ItemDataRole.DisplayRole:
-            # The statistics are the edited run's: what the modules after an edit saw.
-            return f"{HEADERS[section]} {EDIT_GLYPH}" if edited else HEADERS[section]
+            return HEADERS[section]
+        if role == Qt.ItemDataRole.ForegroundRole and edited:
+            # The statistics are the edited run's: what the modules after an edit saw. In
+            # colour, not a glyph: "Zeros ✎" and "Health ✎" do not fit their columns.
+            return QBrush(QColor(EDITED_COLOR))
         if role == Qt.ItemDataRole.FontRole and self._showing_cancel and section in STATS_COLUMNS:
             font = QGuiApplication.font()
             font.setItalic(True)
@@ -299,7 +302,8 @@ class ModuleTreeModel(QAbstractItemModel):
                 return KIND_TIPS[KIND_COLUMNS[section]]
             tip = HEADER_TIPS.get(section)
             if edited and tip:
-                tip = f"{tip} ({EDIT_GLYPH}: of the edited run)"
+                tip = (f"{tip}; of the edited run (the header in orange): what the modules "
+                       f"after an edit saw")
             shown = self.store.shown if self._showing_cancel else None
             if tip and section in STATS_COLUMNS and shown is not None:
                 tip += (f"; of run {shown}, the last complete run (run "
