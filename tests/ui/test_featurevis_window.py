@@ -184,12 +184,17 @@ def test_the_dataset_dock_shows_a_channels_picture_beside_its_top_images(
     assert not fv.strip_button.isVisible()
 
 
+def _concepts_of_stage3(window, qtbot):
+    """The Concepts dialog of stage3, once the shown image is factorised."""
+    window.featurevis.show_concepts("stage3")
+    dialog = window.featurevis.concepts
+    qtbot.waitUntil(lambda: dialog.result is not None, timeout=TIMEOUT)
+    return dialog
+
+
 def test_concepts_of_the_image_follow_it_and_removing_one_is_an_edit(window, qtbot,
                                                                       demo_samples):
-    fv = window.featurevis
-    fv.show_concepts("stage3")
-    dialog = fv.concepts
-    qtbot.waitUntil(lambda: dialog.result is not None, timeout=TIMEOUT)
+    dialog = _concepts_of_stage3(window, qtbot)
     result = dialog.result
     assert result.maps.shape == (4, 16, 16)
     assert result.classes is not None and len(result.classes) == 4
@@ -212,10 +217,7 @@ def test_concepts_of_the_image_follow_it_and_removing_one_is_an_edit(window, qtb
 
 def test_concepts_remove_names_its_concept_and_is_a_toggle_of_its_edit(window, qtbot,
                                                                        demo_samples):
-    fv = window.featurevis
-    fv.show_concepts("stage3")
-    dialog = fv.concepts
-    qtbot.waitUntil(lambda: dialog.result is not None, timeout=TIMEOUT)
+    dialog = _concepts_of_stage3(window, qtbot)
     from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QPushButton
 
@@ -244,7 +246,7 @@ def test_concepts_remove_names_its_concept_and_is_a_toggle_of_its_edit(window, q
     assert first.isChecked() and len(window.edits) == before + 2
     wait_run(qtbot, window)
     dialog.close()
-    qtbot.waitUntil(lambda: fv.concepts is None, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: window.featurevis.concepts is None, timeout=TIMEOUT)
     window.history.undo()  # the edits change with the dialog gone: nothing follows them
     assert len(window.edits) == before + 1
 
