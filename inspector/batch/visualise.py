@@ -300,7 +300,9 @@ def _finish(opts, loaded, batches, store, t0: float) -> int:
     doc = {"model": loaded.name, "layer": opts.layer, "steps": opts.steps, "seed": opts.seed,
            "objective": opts.objective, "size": list(_size(opts, loaded)),
            "weights": opts.spec.checkpoint or opts.spec.pickle,
-           "weights_hash": weights_hash(loaded.model), "model_seed": loaded.seed,
+           "weights_hash": weights_hash(loaded.model),
+           # the seed that drew random weights; weights of the model's own never need one
+           "model_seed": None if loaded.pretrained else loaded.seed,
            "settings": opts.settings().key(), "channels": channels}
     write_json(out / "visualise.json", doc)
     print(f"{len(channels)} pictures of {opts.layer or 'the output'} in "

@@ -39,6 +39,8 @@ def test_it_writes_a_picture_per_channel_and_their_objectives(tmp_path):
     assert (doc["model"], doc["layer"], doc["steps"], doc["seed"]) == ("demo_shapes", "stage3",
                                                                         8, 0)
     assert sorted(doc["channels"], key=int) == ["0", "1", "2", "3"]
+    # The demo model's weights are its own: the seed drawn for random weights built nothing.
+    assert doc["model_seed"] is None
     loaded = load_model(ModelSpec(device="cpu"))
     for c, entry in doc["channels"].items():
         assert entry["path"] == f"stage3/channel_{int(c):04d}.png"
