@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inspector.batch.command import check_engine, run_command, shards_stopped
+from inspector.batch.engine.progress import JobCancelled, Progress
 from inspector.batch.inputs import Source
 from inspector.batch.job import OptionError
 from inspector.batch.out_dir import write_failure
@@ -34,43 +35,6 @@ from inspector.core.models.base import ModelSpec
 
 # What a finished run writes in DIR (atlas.json last), beside the shards.
 RESULTS = ("atlas.json", "classes.json", "crops", "classes")
-
-
-class AtlasCancelled(Exception):
-    """AtlasOptions.cancel was set: the run stops at the next batch."""
-
-
-class _Progress:
-    """tqdm's bar, plus AtlasOptions.on_progress and the cancel check after each update."""
-
-    def __init__(self, opts: AtlasOptions, total: int, desc: str, disable: bool) -> None:
-        self.opts, self.total, self.desc, self.done = opts, total, desc, 0
-        self.bar = None
-        if not disable:  # even a disabled tqdm starts its monitor thread, which stays
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="img", desc=desc, file=sys.stderr,
-                            dynamic_ncols=True)
-        self.update(0)
-
-    def update(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-        self.done += n
-        if self.opts.on_progress is not None:
-            self.opts.on_progress(self.desc, self.done, self.total)
-        if self.opts.cancelled():
-            raise AtlasCancelled
-
-    def write(self, message: str, file=None) -> None:
-        if self.bar is not None:
-            self.bar.write(message, file=file)
-        else:
-            print(message, file=file)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 @dataclass
@@ -93,9 +57,6 @@ class AtlasOptions:
     # (stage "atlas" or "boxes", images done, images to do), on the thread that runs the atlas
     on_progress: Callable[[str, int, int], None] | None = None
     cancel: threading.Event | None = None  # set: stop after the batch running
-
-    def cancelled(self) -> bool:
-        return self.cancel is not None and self.cancel.is_set()
 
     def check(self) -> None:
         for name in ("top", "batch_size", "shard_size", "every"):
@@ -135,9 +96,9 @@ def _run(opts: AtlasOptions, inputs: list[str], t0: float) -> int:
     todo_images = sum(len(shard_range(s, len(sources), job.shard_size)) for s in todo)
     bar = None
     try:
-        bar = _Progress(opts, todo_images, "atlas", disable=not opts.progress)
+        bar = Progress(opts.progress, opts.on_progress, opts.cancel).stage("atlas", todo_images)
         _statistics(opts, loaded, job, store, todo, bar)
-    except AtlasCancelled:
+    except JobCancelled:
         return _cancelled(opts, store)
     except Exception as e:  # a model that fails in a forward, a lost cluster
         return shards_stopped(e, opts.out, store, warn)
@@ -146,7 +107,7 @@ def _run(opts: AtlasOptions, inputs: list[str], t0: float) -> int:
             bar.close()
     try:
         return _finish(opts, loaded, job, store, missing, t0)
-    except AtlasCancelled:
+    except JobCancelled:
         return _cancelled(opts, store)
 
 
@@ -265,14 +226,14 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     entries = entries_of(total)
     images = len({e.index for e in entries})
     workers = default_workers() if opts.workers is None or opts.engine == "ray" else opts.workers
-    bar = _Progress(opts, images, "boxes", disable=not opts.progress or not images)
+    bar = Progress(opts.progress, opts.on_progress, opts.cancel).stage("boxes", images)
     try:
         boxes, unreadable = compute_boxes(
             loaded.model, job.plans, ImageFiles(sources, job.preprocess, every=job.every),
             entries,
             loaded.device, job.batch_size, workers, on_image=bar.update,
         )
-    except AtlasCancelled:
+    except JobCancelled:
         bar.close()
         raise
     except Exception as e:  # the statistics are safe in the shards; say what failed

@@ -6,21 +6,17 @@ over the images given, and each layer's output on the first image, for the mosai
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from inspector.batch.compare_pair import MatchPlan, plan_match, read_pair
+from inspector.batch.engine.progress import Progress
 from inspector.core.compare.channels import ChannelCorrelation
 from inspector.core.compare.grams import GramRecorder
 from inspector.core.compare.matching import THRESHOLD, ChannelMatch, match_channels
 from inspector.core.hookset import HookSet
-
-
-class MatchCancelled(Exception):
-    """The cancel event was set."""
 
 
 @dataclass(frozen=True)
@@ -42,10 +38,10 @@ class LayerMatch:
 
 def match_layers(a, b, tree_a, tree_b, sources: Sequence, layer_a: str, layer_b: str,
                  batch_size: int = 32, threshold: float = THRESHOLD,
-                 cancel: threading.Event | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> LayerMatch:
+                 progress: Progress | None = None) -> LayerMatch:
     """Correlate and match `layer_a` of model A (a LoadedModel) with `layer_b` of B over the
-    image files `sources`; ValueError for a pair that cannot be matched, MatchCancelled."""
+    image files `sources`, counted on `progress` (stage "match"); ValueError for a pair that
+    cannot be matched, JobCancelled."""
     from inspector.batch.job import OptionError
 
     try:
@@ -62,16 +58,14 @@ def match_layers(a, b, tree_a, tree_b, sources: Sequence, layer_a: str, layer_b:
     recorders = ([GramRecorder(a.model, {}, samples=[sample_a, sample_b])] if same else
                  [GramRecorder(a.model, {}, samples=[sample_a]),
                   GramRecorder(b.model, {}, samples=[sample_b])])
-    done = 0
+    progress = progress or Progress(show=False)
+    progress.stage("match", len(sources))
     with recorders[0], (recorders[-1] if not same else HookSet()), torch.no_grad():
         for start in range(0, len(sources), batch_size):
-            if cancel is not None and cancel.is_set():
-                raise MatchCancelled
             items = [read_pair(s, i, a.preprocess, pre_b)
                      for i, s in enumerate(sources[start:start + batch_size], start)]
             failed += [(str(sources[it.index]), it.error) for it in items if it.error]
             ok = [it for it in items if it.error is None]
-            done += len(items)
             if ok:
                 x_a = torch.stack([it.x_a for it in ok]).to(a.device)
                 x_b = x_a if pre_b is None else torch.stack([it.x_b for it in ok]).to(b.device)
@@ -81,14 +75,13 @@ def match_layers(a, b, tree_a, tree_b, sources: Sequence, layer_a: str, layer_b:
                 corr.add(*samples)
                 if first is None:
                     first = (x_a[:1], x_b[:1])
-            if on_progress is not None:
-                on_progress(done, len(sources))
+            progress.update(len(items))
     if corr.n == 0:
         raise ValueError("none of the images could be read")
     dead_a, dead_b = corr.dead()
     match = match_channels(corr.corr().numpy(), threshold, dead_a, dead_b)
     example_a, example_b = _examples(a, b, plan, *first)
-    return LayerMatch(plan, match, done - len(failed), corr.n, tuple(failed), example_a,
+    return LayerMatch(plan, match, progress.done - len(failed), corr.n, tuple(failed), example_a,
                       example_b)
 
 

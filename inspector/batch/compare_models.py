@@ -14,7 +14,7 @@ Exit status: 0, 1 when an image could not be read (listed in cka.json's "failed"
 failed or was cancelled, 2 for options that cannot work.
 
 A program that runs it on a thread of its own (the window's File ▸ Compare with model…)
-passes `on_progress(done, total)` and `cancel` (a threading.Event looked at after each
+passes `on_progress("compare", done, total)` and `cancel` (a threading.Event looked at after each
 forward): a cancelled run stops with its finished shards kept, for --resume.
 """
 
@@ -28,13 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inspector.batch.command import check_engine, run_command, shards_stopped
+from inspector.batch.engine.progress import JobCancelled, Progress
 from inspector.batch.job import OptionError
 from inspector.core.compare.cka import ESTIMATORS, EXACT, MIN_MINIBATCH, MINIBATCH
 from inspector.core.models.base import ModelSpec
-
-
-class CompareCancelled(Exception):
-    """CompareOptions.cancel was set: the run stops after the forward running."""
 
 
 @dataclass
@@ -64,7 +61,7 @@ class CompareOptions:
     # object when spec_b is None): the window keeps its pair loaded between runs.
     models: tuple | None = None
     warn: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
-    on_progress: Callable[[int, int], None] | None = None
+    on_progress: Callable[[str, int, int], None] | None = None
     cancel: threading.Event | None = None
 
     def check(self) -> None:
@@ -91,9 +88,6 @@ class CompareOptions:
                 raise OptionError(problem)
         check_engine(self.engine, self.ray_address, self.workers)
 
-    def cancelled(self) -> bool:
-        return self.cancel is not None and self.cancel.is_set()
-
 
 def run_compare_models(opts: CompareOptions, inputs: list[str]) -> int:
     t0 = time.perf_counter()
@@ -109,10 +103,11 @@ def _run(opts: CompareOptions, inputs: list[str], t0: float) -> int:
         return ready
     total = ready.job.plan.images_forwarded()
     todo_images = sum(len(g.images) for s in ready.todo for g in ready.job.plan.shards[s])
-    bar = _Progress(opts, total, total - todo_images)
+    bar = Progress(opts.progress, opts.on_progress, opts.cancel).stage(
+        "compare", total, done=total - todo_images)
     try:
         _shards(opts, ready, bar)
-    except CompareCancelled:
+    except JobCancelled:
         warn(f"the comparison was cancelled; the finished shards are kept in "
              f"{ready.store.folder}: run again with --resume to continue")
         return 1
@@ -125,7 +120,7 @@ def _run(opts: CompareOptions, inputs: list[str], t0: float) -> int:
     return finish(opts, ready, t0)
 
 
-def _shards(opts: CompareOptions, ready, bar: _Progress) -> None:
+def _shards(opts: CompareOptions, ready, bar: Progress) -> None:
     import torch
 
     def save(shard: int, state: dict) -> None:
@@ -156,30 +151,3 @@ class _State:
 
     def state(self) -> dict:
         return self._state
-
-
-class _Progress:
-    """tqdm's bar over the images forwarded, on_progress, and the cancel check."""
-
-    def __init__(self, opts: CompareOptions, total: int, done: int) -> None:
-        self.opts, self.total, self.done = opts, total, done
-        self.bar = None
-        if opts.progress:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, initial=done, unit="img", desc="compare",
-                            file=sys.stderr, dynamic_ncols=True)
-        self.update(0)
-
-    def update(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-        self.done += n
-        if self.opts.on_progress is not None:
-            self.opts.on_progress(self.done, self.total)
-        if self.opts.cancelled():
-            raise CompareCancelled
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()

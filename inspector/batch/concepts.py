@@ -27,14 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from inspector.batch.command import check_engine, run_command, shards_stopped
+from inspector.batch.engine.progress import JobCancelled, Progress
 from inspector.batch.job import OptionError
 from inspector.core.models.base import ModelSpec
 
 FIT_FILE = "fit.npz"
-
-
-class ConceptsCancelled(Exception):
-    pass
 
 
 @dataclass
@@ -86,7 +83,7 @@ def _check(opts: ConceptOptions) -> None:
 def _work(opts: ConceptOptions, inputs: list[str]) -> int:
     try:
         return _run(opts, inputs)
-    except ConceptsCancelled:
+    except JobCancelled:
         opts.warn(f"the concepts run was cancelled; the finished shards are kept in "
                   f"{Path(opts.out) / 'shards'}: run again with --resume to continue")
         return 1
@@ -110,11 +107,11 @@ def _run(opts: ConceptOptions, inputs: list[str]) -> int:
     if isinstance(setup, int):
         return setup
     loaded, plan, store, done = setup
-    bar = _Bar(opts)
+    bar = Progress(opts.progress, opts.on_progress, opts.cancel)
     try:
         fitted = _fit(opts, loaded, plan, sources, store, bar)
         _codes(opts, loaded, plan, sources, store, done, fitted, bar)
-    except ConceptsCancelled:
+    except JobCancelled:
         raise
     except ValueError as e:  # K above what the sample allows
         opts.warn(str(e))
@@ -211,7 +208,7 @@ def _fit(opts, loaded, plan, sources, store, bar):
             return FolderFit(npz["components"], npz["offset"], int(npz["fit_rows"]),
                              float(npz["fit_error"]), int(npz["seed"]))
     indices = sample_indices(len(sources), opts.sample, opts.seed)
-    bar.stage("fit", len(indices))
+    bar.stage("fit", len(indices), announce=False)
     workers = default_workers() if opts.workers is None or opts.engine == "ray" else opts.workers
     rows = fit_sample(loaded.model, plan, loaded.device, sources, loaded.preprocess, indices,
                       opts.seed, opts.batch_size, workers, opts.every, bar.update)
@@ -227,7 +224,8 @@ def _codes(opts, loaded, plan, sources, store, done, fitted, bar) -> None:
     from inspector.batch.inputs import shard_count, shard_range
 
     todo = [s for s in range(shard_count(len(sources), opts.shard_size)) if s not in done]
-    bar.stage("codes", sum(len(shard_range(s, len(sources), opts.shard_size)) for s in todo))
+    bar.stage("codes", sum(len(shard_range(s, len(sources), opts.shard_size)) for s in todo),
+              announce=False)
     if not todo:
         return
     if opts.engine == "ray":
@@ -254,33 +252,3 @@ def _codes(opts, loaded, plan, sources, store, done, fitted, bar) -> None:
         result["sums"] = coder.sums()
         store.save_json(shard, result)
     dataset.close()
-
-
-class _Bar:
-    """tqdm per stage (fit, codes), on_progress and the cancel check."""
-
-    def __init__(self, opts: ConceptOptions) -> None:
-        self.opts, self.bar, self.name, self.done, self.total = opts, None, "", 0, 0
-
-    def stage(self, name: str, total: int) -> None:
-        self.close()
-        self.name, self.done, self.total = name, 0, total
-        if self.opts.progress and total:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="img", desc=name, file=sys.stderr,
-                            dynamic_ncols=True)
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.bar is not None:
-            self.bar.update(n)
-        if self.opts.on_progress is not None:
-            self.opts.on_progress(self.name, self.done, self.total)
-        if self.opts.cancel is not None and self.opts.cancel.is_set():
-            raise ConceptsCancelled
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None

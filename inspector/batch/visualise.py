@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from inspector.batch.command import check_engine, run_command, shards_stopped
+from inspector.batch.engine.progress import JobCancelled, Progress
 from inspector.batch.job import OptionError
 from inspector.batch.names import safe_name
 from inspector.core.explain.featurevis.settings import (
@@ -42,10 +43,6 @@ OUTPUT_FOLDER = "output"  # the picture folder of --objective class without --la
 # More channels (or classes) than any layer has: a range past it is refused before it is
 # expanded (a mistyped 0-100000000000 would otherwise fill the memory).
 MAX_CHANNEL = 1 << 20
-
-
-class VisualiseCancelled(Exception):
-    """VisualiseOptions.cancel was set."""
 
 
 def parse_channels(spec: str) -> list[int]:
@@ -228,17 +225,20 @@ def _run(opts: VisualiseOptions, targets: list[Target]) -> int:
                        check=_check_shard)
     batches = [targets[i:i + opts.batch_size] for i in range(0, len(targets), opts.batch_size)]
     todo = [s for s in range(len(batches)) if s not in done]
-    bar = _Bar(opts, sum(len(batches[s]) for s in todo) * opts.steps)
+    # the optimisation looks at the cancel after each step (a last step makes whole pictures)
+    bar = Progress(opts.progress, opts.on_progress, opts.cancel, check_cancel=False).stage(
+        "visualise", sum(len(batches[s]) for s in todo) * opts.steps, unit="step",
+        announce=False)
     try:
         if opts.engine == "ray" and todo:
             from inspector.batch.visualise_ray import run_ray
 
             run_ray(opts, batches, todo, store, bar.update, write_shard)
         for s in todo if opts.engine == "local" else ():
-            if opts.cancel is not None and opts.cancel.is_set():
-                raise VisualiseCancelled
+            if bar.cancelled:
+                raise JobCancelled
             _local_shard(opts, loaded, batches[s], s, store, bar)
-    except VisualiseCancelled:
+    except JobCancelled:
         opts.warn(f"the visualisation was cancelled; the finished shards are kept in "
                   f"{store.folder}: run again with --resume to continue")
         return 1
@@ -261,7 +261,7 @@ def _local_shard(opts, loaded, targets: list[Target], shard: int, store, bar) ->
     try:
         vis = render(loaded, opts.layer, targets, opts.settings(), on_step, opts.cancel)
     except Cancelled:
-        raise VisualiseCancelled from None
+        raise JobCancelled from None
     write_shard(opts, store, shard, targets, vis.pixels, vis.objective)
 
 
@@ -314,30 +314,6 @@ def _size(opts, loaded) -> tuple[int, int]:
     from inspector.core.explain.featurevis.render import picture_size
 
     return picture_size(opts.settings(), tuple(loaded.preprocess.crop_size))
-
-
-class _Bar:
-    """tqdm in channel-steps and on_progress (the cancel is checked by the optimisation
-    after each step, and before each batch)."""
-
-    def __init__(self, opts: VisualiseOptions, total: int) -> None:
-        self.opts, self.total, self.done, self.bar = opts, total, 0, None
-        if opts.progress and total:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="step", desc="visualise", file=sys.stderr,
-                            dynamic_ncols=True)
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.bar is not None:
-            self.bar.update(n)
-        if self.opts.on_progress is not None:
-            self.opts.on_progress("visualise", self.done, self.total)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def read_visualise(out: Path) -> dict:

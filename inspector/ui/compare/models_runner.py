@@ -158,7 +158,7 @@ class ModelPairRunner(QObject):
             spec_a=request.spec_a, spec_b=request.spec_b, out=Path(request.out),
             layers_a=request.layers, estimator=request.estimator,
             batch_size=request.batch_size, workers=0, progress=False, warn=messages.append,
-            on_progress=lambda done, total: self._progressed.emit("compare", done, total),
+            on_progress=self._progressed.emit,
             cancel=cancel, models=pair)
         code = run_compare_models(opts, list(request.inputs))
         written = _modified(result) not in (None, before)
@@ -167,7 +167,8 @@ class ModelPairRunner(QObject):
         return "ok" if written and code in (0, 1) else "failed"
 
     def _work_match(self, layer_a: str, layer_b: str, cancel: threading.Event) -> None:
-        from inspector.batch.compare_match import MatchCancelled, match_layers
+        from inspector.batch.compare_match import match_layers
+        from inspector.batch.engine.progress import JobCancelled, Progress
         from inspector.batch.inputs import list_sources
 
         request, messages = self._request, []
@@ -179,11 +180,10 @@ class ModelPairRunner(QObject):
                 sources = [s for s in list_sources(list(request.inputs), on_missing=lambda e: None)
                            if s.frame is None]
                 result = match_layers(*pair, sources, layer_a, layer_b,
-                                      batch_size=request.batch_size, cancel=cancel,
-                                      on_progress=lambda d, t: self._progressed.emit(
-                                          "match", d, t))
+                                      batch_size=request.batch_size,
+                                      progress=Progress(False, self._progressed.emit, cancel))
                 result = with_crops(result, request, pair[0], pair[1])
-        except MatchCancelled:
+        except JobCancelled:
             result = "cancelled"
         except Exception as e:  # noqa: BLE001 - said under the heatmap, in one line
             result = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
