@@ -273,7 +273,7 @@ def _with_weights_seed(spec, args: argparse.Namespace):
     import dataclasses
     import random
 
-    from inspector.batch.shards import stored_seed
+    from inspector.batch.engine.shards import stored_seed
 
     seed = stored_seed(args.out)[0] if args.resume else None
     return dataclasses.replace(spec, seed=random.randrange(2**31) if seed is None else seed)

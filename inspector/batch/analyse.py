@@ -50,7 +50,7 @@ from inspector.batch.analyse_writers import (
     summary_document,
     write_json,
 )
-from inspector.batch.command import ENGINES
+from inspector.batch.engine.command import ENGINES
 from inspector.batch.inputs import Source, list_sources
 from inspector.batch.metric_boxes import unmatched
 from inspector.core.edits.interventions import Intervention
@@ -147,29 +147,28 @@ class Analysis:
         """Analyse every image named (files or folders); the exit code: 0, or 1 if any failed."""
         t0 = time.perf_counter()
         if self.engine == "ray":
-            from inspector.batch.job import OptionError
-            from inspector.batch.ray_engine import require_ray
+            from inspector.batch.engine.command import OptionError, require_ray
 
             try:
                 require_ray()
             except OptionError as e:
                 self.warn(str(e))
                 return 2
-        from inspector.batch.out_dir import OutDirError, claim
+        from inspector.batch.engine.out_dir import OutDirError, claim
 
         try:  # before any work: a folder that cannot be written, or another run's
             lock = claim(self.out, "analyse", warn=self.warn)
         except OutDirError as e:
             self.warn(str(e))
             return 2
-        from inspector.batch.ray_logs import ray_logs_to_file
+        from inspector.batch.engine.ray_logs import ray_logs_to_file
 
         with lock, ray_logs_to_file(self.out, self.verbose or self.engine != "ray"):
             return self._run(inputs, t0)
 
     def _run(self, inputs: list[str], t0: float) -> int:
-        from inspector.batch.out_dir import remove_partial, write_failure
-        from inspector.batch.shards import JobMismatch
+        from inspector.batch.engine.out_dir import remove_partial, write_failure
+        from inspector.batch.engine.shards import JobMismatch
         from inspector.core.inputs.images import ImageLoadError
 
         missed: list[ImageLoadError] = []
@@ -250,7 +249,7 @@ class Analysis:
                      write: bool):
         """summary.json and compare.json (with `write`) and the TensorBoard log closed; the
         failure to write into DIR (an out_dir.OutDirError) when there is one, else None."""
-        from inspector.batch.out_dir import write_failure
+        from inspector.batch.engine.out_dir import write_failure
 
         try:
             if write:

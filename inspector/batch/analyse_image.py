@@ -16,9 +16,9 @@ from typing import Any
 from inspector.batch.analyse_metrics import metrics_entry
 from inspector.batch.analyse_sweep import sweep_entries
 from inspector.batch.analyse_writers import write_image_files
+from inspector.batch.engine.out_dir import write_failure
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.metric_boxes import boxes_for, mask_for
-from inspector.batch.out_dir import write_failure
 from inspector.core.export.arrays import full_arrays
 from inspector.core.run.frames import CamFrame, ErrorFrame, PredictionFrame
 

@@ -87,7 +87,7 @@ def fix_seed(a) -> None:
     the seed that built the weights, and Ray's actors build the same ones."""
     import random
 
-    from inspector.batch.shards import stored_seed
+    from inspector.batch.engine.shards import stored_seed
 
     if a.spec.seed is not None:
         return
@@ -100,7 +100,7 @@ def fix_seed(a) -> None:
 def shard_store(a, loaded, sources: list[Source]):
     """(DIR/shards for this job, the shards an earlier run of it finished: resume);
     shards.JobMismatch when DIR holds another job's."""
-    from inspector.batch.shards import ShardStore
+    from inspector.batch.engine.shards import ShardStore
 
     a.out.mkdir(parents=True, exist_ok=True)
     store = ShardStore(a.out)
@@ -115,7 +115,7 @@ def check_record(out, record) -> None:
     DIR (a copy of shards/ alone must not pass for the finished images); ShardDamaged."""
     from pathlib import Path
 
-    from inspector.batch.shards import ShardDamaged
+    from inspector.batch.engine.shards import ShardDamaged
 
     if not (isinstance(record, dict) and isinstance(record.get("images"), list)
             and isinstance(record.get("compared"), list)
@@ -131,7 +131,7 @@ def check_record(out, record) -> None:
 
 def job_key(a, loaded, sources: list[Source]):
     """What a resumed run must agree on (shards.JobKey)."""
-    from inspector.batch.shards import JobKey
+    from inspector.batch.engine.shards import JobKey
 
     options = {
         "layers": a.layers, "cam": a.methods, "cam_layer": a.cam_layer,

@@ -25,11 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inspector.batch.command import check_engine, run_command, shards_stopped
+from inspector.batch.engine.command import OptionError, check_engine, run_command, shards_stopped
+from inspector.batch.engine.out_dir import write_failure
 from inspector.batch.engine.progress import JobCancelled, Progress
 from inspector.batch.inputs import Source
-from inspector.batch.job import OptionError
-from inspector.batch.out_dir import write_failure
 from inspector.core.inputs.images import ImageLoadError
 from inspector.core.models.base import ModelSpec
 
@@ -122,12 +121,12 @@ def _setup(opts: AtlasOptions, sources: list[Source]):
     or an exit status."""
     import torch
 
+    from inspector.batch.engine.shards import JobKey, ShardStore
     from inspector.batch.inputs import shard_count
     from inspector.batch.job import StatsJob
     from inspector.batch.names import unknown_modules
     from inspector.batch.probe import plan_layers
     from inspector.batch.reduce import Reduction
-    from inspector.batch.shards import JobKey, ShardStore
     from inspector.core.explain.cam.compute import compute_cams
     from inspector.core.explain.cam.layer import default_target_layer
     from inspector.core.models.files import ModelLoadError
@@ -210,6 +209,7 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     """Merge the shards, measure the boxes of the final top-k, write the files."""
     from inspector.batch.boxes import compute_boxes
     from inspector.batch.inputs import ImageFiles, default_workers, shard_count
+    from inspector.batch.reduce import Reduction
     from inspector.batch.writers import (
         atlas_document,
         entries_of,
@@ -221,7 +221,7 @@ def _finish(opts: AtlasOptions, loaded, job, store, missing, t0: float) -> int:
     warn, out, sources = opts.warn, Path(opts.out), list(job.paths)
     total = job.empty("cpu")
     for shard in range(shard_count(len(sources), job.shard_size)):
-        total.merge(store.load(shard))
+        total.merge(Reduction.from_state(store.load_state(shard)))
 
     entries = entries_of(total)
     images = len({e.index for e in entries})

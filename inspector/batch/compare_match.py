@@ -42,7 +42,7 @@ def match_layers(a, b, tree_a, tree_b, sources: Sequence, layer_a: str, layer_b:
     """Correlate and match `layer_a` of model A (a LoadedModel) with `layer_b` of B over the
     image files `sources`, counted on `progress` (stage "match"); ValueError for a pair that
     cannot be matched, JobCancelled."""
-    from inspector.batch.job import OptionError
+    from inspector.batch.engine.command import OptionError
 
     try:
         plan = plan_match(tree_a, tree_b, layer_a, layer_b, a.preprocess.crop_size,

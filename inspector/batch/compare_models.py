@@ -27,9 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inspector.batch.command import check_engine, run_command, shards_stopped
+from inspector.batch.engine.command import OptionError, check_engine, run_command, shards_stopped
 from inspector.batch.engine.progress import JobCancelled, Progress
-from inspector.batch.job import OptionError
 from inspector.core.compare.cka import ESTIMATORS, EXACT, MIN_MINIBATCH, MINIBATCH
 from inspector.core.models.base import ModelSpec
 
@@ -144,7 +143,7 @@ def _shards(opts: CompareOptions, ready, bar: Progress) -> None:
 
 
 class _State:
-    """A shard's state as batch.shards.ShardStore.save takes it (anything with state())."""
+    """A shard's state as batch.engine.shards.ShardStore.save takes it (anything with state())."""
 
     def __init__(self, state: dict) -> None:
         self._state = state

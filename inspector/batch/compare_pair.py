@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import Dataset
 
+from inspector.batch.engine.command import OptionError
 from inspector.batch.inputs import Source, as_source
-from inspector.batch.job import OptionError
 from inspector.batch.names import unknown_modules
 from inspector.batch.probe import LayerPlan, plan_layers
 from inspector.core.compare.channels import ChannelRead, reads_for

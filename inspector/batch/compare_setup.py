@@ -23,7 +23,7 @@ from inspector.batch.compare_pair import (
     split_match,
 )
 from inspector.batch.compare_plan import CompareJob, Plan, plan
-from inspector.batch.job import OptionError
+from inspector.batch.engine.command import OptionError
 from inspector.core.compare.cka import EXACT, MIN_IMAGES, MINIBATCH
 
 EXACT_MAX_BLOCKS = 4  # the default estimator is exact up to this many blocks ((B-1)x images)
@@ -36,7 +36,7 @@ class Ready:
     spec_a: object
     spec_b: object | None  # None: B is A
     job: CompareJob
-    store: object  # batch.shards.ShardStore
+    store: object  # batch.engine.shards.ShardStore
     todo: list[int]
     sources: list
     missing: list[tuple[str, str]]
@@ -210,7 +210,7 @@ def describe_plan(p: Plan, n: int, batch_size: int, la: int, lb: int) -> str:
 
 
 def _store(opts, job: CompareJob, sources, seed_rule: str):
-    from inspector.batch.shards import JobKey, ShardStore
+    from inspector.batch.engine.shards import JobKey, ShardStore
 
     spec_b = opts.spec_b
     options = {

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from inspector.batch.boxes import Entry
+from inspector.batch.engine.shards import write_bytes_atomic
 from inspector.batch.inputs import shard_count
-from inspector.batch.shards import write_bytes_atomic
 from inspector.batch.writers import where, write_crops, write_json
 
 TOP_CHANNELS = 5

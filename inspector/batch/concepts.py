@@ -26,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from inspector.batch.command import check_engine, run_command, shards_stopped
+from inspector.batch.engine.command import OptionError, check_engine, run_command, shards_stopped
 from inspector.batch.engine.progress import JobCancelled, Progress
-from inspector.batch.job import OptionError
 from inspector.core.models.base import ModelSpec
 
 FIT_FILE = "fit.npz"
@@ -126,9 +125,9 @@ def _run(opts: ConceptOptions, inputs: list[str]) -> int:
 
 
 def _setup(opts: ConceptOptions, sources):
+    from inspector.batch.engine.shards import JobKey, ShardStore
     from inspector.batch.names import unknown_modules
     from inspector.batch.probe import plan_layers
-    from inspector.batch.shards import JobKey, ShardStore
     from inspector.core.models.load import load_model, probe_tree
     from inspector.core.run.runtime import apply_thread_setting
 
@@ -163,7 +162,7 @@ def _setup(opts: ConceptOptions, sources):
 
 def _check_shard(_shard: int, doc) -> None:
     """A finished shard's record as concept_files.merge reads it; ShardDamaged."""
-    from inspector.batch.shards import ShardDamaged
+    from inspector.batch.engine.shards import ShardDamaged
 
     if not (isinstance(doc, dict) and isinstance(doc.get("images"), dict)
             and isinstance(doc.get("failed"), list) and isinstance(doc.get("sums"), dict)
@@ -198,8 +197,8 @@ def sample_indices(n: int, sample: int, seed: int) -> list[int]:
 
 def _fit(opts, loaded, plan, sources, store, bar):
     from inspector.batch.concept_pass import fit_sample
+    from inspector.batch.engine.shards import write_bytes_atomic
     from inspector.batch.inputs import default_workers
-    from inspector.batch.shards import write_bytes_atomic
     from inspector.core.explain.concept_folder import FolderFit, fit
 
     path = store.folder / FIT_FILE

@@ -1,5 +1,4 @@
-"""What a statistics pass needs to know, in one picklable value (it travels to Ray actors),
-and the error for options that cannot work."""
+"""What a statistics pass needs to know, in one picklable value (it travels to Ray actors)."""
 
 from __future__ import annotations
 
@@ -11,10 +10,6 @@ from inspector.batch.inputs import Source
 from inspector.batch.probe import LayerPlan
 from inspector.batch.reduce import Reduction
 from inspector.core.inputs.preprocess import Preprocess
-
-
-class OptionError(ValueError):
-    """Options that cannot work: exit status 2, before any image is read."""
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from inspector.batch.engine.shards import ShardStore
 from inspector.batch.inputs import ImageFiles, make_loader, shard_batches
 from inspector.batch.job import StatsJob
 from inspector.batch.probe import Probe
-from inspector.batch.shards import ShardStore
 
 
 def run_local(

@@ -29,26 +29,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from inspector.batch.engine.shards import ShardStore
 from inspector.batch.inputs import Source, VideoFrames, as_source, collate, read_item, shard_range
-from inspector.batch.job import OptionError, StatsJob
+from inspector.batch.job import StatsJob
 from inspector.batch.probe import BatchStats, Probe
-from inspector.batch.shards import ShardStore
 from inspector.core.models.base import ModelSpec
 
-INSTALL_HINT = "pip install 'network-inspector[cluster]'"
 DECODE_THREADS = 4
-
-
-def require_ray() -> None:
-    """OptionError with what to install when Ray Data cannot be imported."""
-    try:
-        import ray  # noqa: F401
-        import ray.data  # noqa: F401
-    except ImportError as e:
-        raise OptionError(
-            f"--engine ray needs Ray Data, which cannot be imported here ({e}); install it "
-            f"with: {INSTALL_HINT}"
-        ) from None
 
 
 class AtlasActor:

@@ -24,9 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from inspector.batch.command import check_engine, run_command, shards_stopped
+from inspector.batch.engine.command import OptionError, check_engine, run_command, shards_stopped
 from inspector.batch.engine.progress import JobCancelled, Progress
-from inspector.batch.job import OptionError
 from inspector.batch.names import safe_name
 from inspector.core.explain.featurevis.settings import (
     CLASS,
@@ -209,7 +208,7 @@ def _setup(opts: VisualiseOptions, targets: list[Target]):
 
 
 def _run(opts: VisualiseOptions, targets: list[Target]) -> int:
-    from inspector.batch.shards import JobKey, ShardStore
+    from inspector.batch.engine.shards import JobKey, ShardStore
 
     t0 = time.perf_counter()
     loaded = _setup(opts, targets)
@@ -280,7 +279,7 @@ def write_shard(opts, store, shard: int, targets: list[Target], pixels: np.ndarr
 
 def _check_shard(_shard: int, value) -> None:
     """A finished shard's record, as _finish reads it: channel -> objective."""
-    from inspector.batch.shards import ShardDamaged
+    from inspector.batch.engine.shards import ShardDamaged
 
     if not isinstance(value, dict) or not all(
             k.isdecimal() and isinstance(v, (int, float)) for k, v in value.items()):

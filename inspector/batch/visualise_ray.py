@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 from PIL import Image
 
-from inspector.batch.shards import ShardStore
+from inspector.batch.engine.shards import ShardStore
 from inspector.core.explain.featurevis.settings import FeatureVisSettings, Target
 from inspector.core.models.base import ModelSpec
 

@@ -21,10 +21,10 @@ import torch.nn.functional as F
 from PIL import Image
 
 from inspector.batch.boxes import Box, Entry
+from inspector.batch.engine.shards import write_text_atomic
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.names import safe_name
 from inspector.batch.reduce import Reduction
-from inspector.batch.shards import write_text_atomic
 from inspector.core.export.files import colorize, save_png
 from inspector.core.inputs.images import ImageLoadError, load_image
 

@@ -36,11 +36,11 @@ from PIL import Image
 
 from inspector.batch import boxes as boxes_module
 from inspector.batch.boxes import compute_boxes
+from inspector.batch.engine.shards import JobKey, ShardStore
 from inspector.batch.inputs import ImageFiles, default_workers, make_loader, shard_batches
 from inspector.batch.job import StatsJob
 from inspector.batch.local import run_local
 from inspector.batch.probe import plan_layers
-from inspector.batch.shards import JobKey, ShardStore
 from inspector.batch.writers import entries_of
 from inspector.core.explain.cam.compute import compute_cams
 from inspector.core.explain.cam.layer import default_target_layer

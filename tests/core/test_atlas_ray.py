@@ -93,10 +93,11 @@ def test_a_row_that_arrives_twice_is_counted_once(tmp_path: Path):
     """What a retried Ray task can do: send rows again. The gatherer keys them by image."""
     import numpy as np
 
+    from inspector.batch.engine.shards import JobKey, ShardStore
     from inspector.batch.job import StatsJob
     from inspector.batch.probe import LayerPlan
     from inspector.batch.ray_engine import _ShardGatherer
-    from inspector.batch.shards import JobKey, ShardStore
+    from inspector.batch.reduce import Reduction
     from inspector.core.models.base import DEFAULT_PREPROCESS, ModelSpec
 
     paths = tuple(Path(f"img{i}.png") for i in range(6))
@@ -122,11 +123,11 @@ def test_a_row_that_arrives_twice_is_counted_once(tmp_path: Path):
     assert gather.add(rows([3])) == 0  # a row of a saved shard
     assert gather.add(rows([5])) == 1
     assert gather.open_shards() == []
-    first = store.load(0)
+    first = Reduction.from_state(store.load_state(0))
     assert first.images == 4
     assert first.layers["conv"].sum_mean.tolist() == [4.0, 4.0]
     assert first.layers["conv"].top_index.tolist() == [[3, 2], [0, 1]]
-    assert store.load(1).images == 2
+    assert Reduction.from_state(store.load_state(1)).images == 2
 
 
 def test_the_actor_decodes_a_video_frame_row_as_the_local_engine_does(tmp_path: Path):

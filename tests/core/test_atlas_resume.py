@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import sys, time
 from pathlib import Path
-from inspector.batch.shards import ShardStore
+from inspector.batch.engine.shards import ShardStore
 from inspector.cli import main
 
 marker, argv = Path(sys.argv[1]), sys.argv[2:]

@@ -14,9 +14,9 @@ from PIL import Image
 from video_clip import write_clip
 
 from inspector import cli
+from inspector.batch.engine.shards import ShardStore
 from inspector.batch.inputs import Source
 from inspector.batch.reduce import Reduction
-from inspector.batch.shards import ShardStore
 from inspector.batch.writers import atlas_document
 from inspector.core.inputs.images import expand_paths, load_image
 from inspector.core.models.base import ModelSpec

@@ -11,7 +11,7 @@ import pytest
 from atlas_images import draw_folder
 
 from inspector import cli
-from inspector.batch.shards import ShardStore
+from inspector.batch.engine.shards import ShardStore
 
 FACTORY = """
 from torch import nn

@@ -1,4 +1,4 @@
-"""The output folder of `analyse` and `atlas` (inspector.batch.out_dir): one that cannot be
+"""The output folder of `analyse` and `atlas` (inspector.batch.engine.out_dir): one that cannot be
 written is refused before any work in one sentence (exit 2); a disk that fills up stops the
 run at the first failed write with one sentence about the disk, blaming no image and leaving
 no `.part` file; a folder another run is writing is refused; a stale lock is taken over; the
@@ -22,7 +22,7 @@ import pytest
 from atlas_images import draw_folder
 
 from inspector import cli
-from inspector.batch.out_dir import LOCK_NAME, OutDirError, claim
+from inspector.batch.engine.out_dir import LOCK_NAME, OutDirError, claim
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ ATLAS = ["atlas", "--device", "cpu", "--quiet", "--layers", "stage3", "--workers
 HOLDER = """
 import sys, time
 from pathlib import Path
-from inspector.batch.out_dir import claim
+from inspector.batch.engine.out_dir import claim
 
 with claim(Path(sys.argv[1]), "analyse"):
     Path(sys.argv[2]).write_text("held")

@@ -117,7 +117,7 @@ def test_ray_gives_the_local_pictures(tmp_path):
 
 
 def test_a_folder_holding_another_jobs_shards_is_refused_and_kept(tmp_path):
-    """The batch commands' shared frame (batch.command) answers ShardStore.start's
+    """The batch commands' shared frame (batch.engine.command) answers ShardStore.start's
     JobMismatch: one sentence, exit 2, and the other job's shards are left as they were."""
     out = tmp_path / "vis"
     assert _cli(out, "--channels", "0-1", "--seed", "1").returncode == 0
@@ -130,7 +130,7 @@ def test_a_folder_holding_another_jobs_shards_is_refused_and_kept(tmp_path):
 
 
 def test_directions_that_are_text_or_not_finite_are_one_sentence(tmp_path):
-    from inspector.batch.job import OptionError
+    from inspector.batch.engine.command import OptionError
     from inspector.batch.visualise import load_directions
 
     text = tmp_path / "d.txt"
@@ -149,7 +149,7 @@ def test_directions_that_are_text_or_not_finite_are_one_sentence(tmp_path):
 
 @pytest.mark.parametrize("option, value", [("steps", 1_000_000_000), ("size", 100_000)])
 def test_huge_steps_or_size_are_refused_before_work(tmp_path, option, value):
-    from inspector.batch.job import OptionError
+    from inspector.batch.engine.command import OptionError
 
     opts = VisualiseOptions(spec=ModelSpec(device="cpu"), layer="stage3", channels="0",
                             out=tmp_path, **{option: value})
@@ -160,7 +160,7 @@ def test_huge_steps_or_size_are_refused_before_work(tmp_path, option, value):
 def test_a_huge_channel_range_is_refused_without_expanding_it():
     import time
 
-    from inspector.batch.job import OptionError
+    from inspector.batch.engine.command import OptionError
 
     t0 = time.perf_counter()
     with pytest.raises(OptionError, match="more channels than any layer has"):

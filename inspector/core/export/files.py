@@ -133,7 +133,7 @@ def save_png(path: str | os.PathLike, image: np.ndarray) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Through a .part name: a write that fails (a full disk) leaves no PNG that looks whole,
-    # and a stopped run's .part files are removed by the next (batch.out_dir.remove_partial).
+    # and a stopped run's .part files are removed by the next (batch.engine.out_dir.remove_partial).
     part = path.with_name(path.name + ".part")
     try:
         # Level 1: a fraction of the default's time for files a few percent larger.

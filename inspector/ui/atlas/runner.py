@@ -59,7 +59,7 @@ def atlas_options(request: AtlasRequest, warn, on_progress, cancel):
     """The command's AtlasOptions for `request`: the seed chosen as `atlas` chooses it (the
     model's own seed, else the stored run's when resuming, else a new one)."""
     from inspector.batch.atlas import AtlasOptions
-    from inspector.batch.shards import stored_seed
+    from inspector.batch.engine.shards import stored_seed
 
     spec, drawn = request.spec, False
     seed = request.seed if request.seed is not None else spec.seed

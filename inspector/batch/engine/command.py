@@ -1,8 +1,8 @@
 """What every batch command (atlas, compare-models, visualise, concepts) does around its own
 work, in one place so that each answers the same way: options that cannot work are one
 sentence and exit status 2 before anything is read; so is an output folder that cannot be
-written, that another run is writing (DIR is claimed, batch.out_dir) or that holds another
-job's shards (batch.shards); Ray's own log lines
+written, that another run is writing (DIR is claimed, engine.out_dir) or that holds another
+job's shards (engine.shards); Ray's own log lines
 go to DIR/ray.log unless --verbose; a disk that fills up or a folder that stops being
 writable is one sentence, exit status 1, and no half-written file is left."""
 
@@ -12,11 +12,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from inspector.batch.job import OptionError
-from inspector.batch.out_dir import OutDirError, claim, remove_partial, write_failure
-from inspector.batch.shards import JobMismatch
+from inspector.batch.engine.out_dir import OutDirError, claim, remove_partial, write_failure
+from inspector.batch.engine.shards import JobMismatch
 
 ENGINES = ("local", "ray")
+
+
+RAY_INSTALL_HINT = "pip install 'network-inspector[cluster]'"
+
+
+class OptionError(ValueError):
+    """Options that cannot work: exit status 2, before any image is read."""
+
+
+def require_ray() -> None:
+    """OptionError with what to install when Ray Data cannot be imported."""
+    try:
+        import ray  # noqa: F401
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        raise OptionError(
+            f"--engine ray needs Ray Data, which cannot be imported here ({e}); install it "
+            f"with: {RAY_INSTALL_HINT}"
+        ) from None
 
 Checked = TypeVar("Checked")
 
@@ -36,14 +54,12 @@ def run_command(name: str, opts: Any, check: Callable[[], Checked],
                 work: Callable[[Checked], int]) -> int:
     """Run command `name`'s `work` on what `check` returns (it raises OptionError for
     options that cannot work), with `opts`' out, engine, verbose and warn; the exit status."""
-    from inspector.batch.ray_logs import ray_logs_to_file
+    from inspector.batch.engine.ray_logs import ray_logs_to_file
 
     warn, out = opts.warn, Path(opts.out)
     try:
         checked = check()
         if opts.engine == "ray":
-            from inspector.batch.ray_engine import require_ray
-
             require_ray()
         lock = claim(out, name, warn=warn)  # before any work: another run's, or unwritable
     except (OptionError, OutDirError) as e:

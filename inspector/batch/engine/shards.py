@@ -2,7 +2,7 @@
 
 DIR/shards/job.json describes the job (the command, model, weights, the seed of its random
 weights, the command's options, the shard size, and a hash of the input list).
-DIR/shards/shard-NNNNN.pt holds one finished atlas shard's `Reduction`;
+DIR/shards/shard-NNNNN.pt holds one finished shard's tensors (an atlas shard's `Reduction`);
 DIR/shards/shard-NNNNN.json one finished analyse shard's summary entries (its images' files
 are written before it). Every file is written to a `.part` file first and moved into place
 with os.replace, so a run killed at any moment leaves either a whole shard or none.
@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-from inspector.batch.reduce import Reduction
 
 _SHARD = re.compile(r"shard-(\d+)\.(?:pt|json)")
 
@@ -211,15 +209,17 @@ class ShardStore:
             raise ShardDamaged("it holds no record")
         return value
 
-    def save(self, shard: int, reduction: Reduction) -> None:
+    def save(self, shard: int, value) -> None:
+        """A finished shard of tensors: `value.state()` (a dict of tensors) as its .pt."""
         # Serialised in memory, then written: torch.save on a full disk raises a RuntimeError
         # about its zip writer, where a write raises OSError saying the disk is full.
         data = io.BytesIO()
-        torch.save(reduction.state(), data)
+        torch.save(value.state(), data)
         _write_atomic(self.path(shard), data.getvalue())
 
-    def load(self, shard: int) -> Reduction:
-        return Reduction.from_state(torch.load(self.path(shard), weights_only=True))
+    def load_state(self, shard: int) -> dict:
+        """What save() stored: the state (tensors only)."""
+        return torch.load(self.path(shard), weights_only=True)
 
     def json_path(self, shard: int) -> Path:
         return self.folder / f"shard-{shard:05d}.json"
