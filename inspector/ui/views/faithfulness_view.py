@@ -11,7 +11,8 @@ computed.
 
 "Score <method>" and "Score every method" ask the window for a run of the image shown
 with the metrics on (ui.faithfulness.actions submits it: the scores come back as
-MetricsFrames); its progress shows here, and Cancel stops it.
+MetricsFrames); its progress shows here, and Cancel stops the scoring, keeping the methods
+scored so far ("3 of 12 methods scored; scoring cancelled").
 """
 
 from __future__ import annotations
@@ -247,9 +248,14 @@ class FaithfulnessView(FrameView):
                 self.scoring_run = None
                 self._show_running(False)
                 took = frame.timings.get("metrics", 0.0) + frame.timings.get("sanity", 0.0)
-                self.progress_label.setText(
-                    f"scored in {took:.1f} s" if frame.status == "ok"
-                    else f"scoring {frame.status}")
+                stopped = frame.scoring_stopped
+                if frame.status == "ok" and stopped is not None:
+                    text = f"{stopped[0]} of {stopped[1]} methods scored; scoring cancelled"
+                elif frame.status == "ok":
+                    text = f"scored in {took:.1f} s"
+                else:
+                    text = f"scoring {frame.status}"
+                self.progress_label.setText(text)
             if self.store.shown == frame.run_id and self.cache.follow(self.store, frame.run_id):
                 self.scoresChanged.emit()
         self.request_paint()
