@@ -157,11 +157,9 @@ def finish(run, scored: Scored) -> None:
                 if s.undefined is None and not s.sanity:
                     s.notes.setdefault(SANITY, SANITY_STOPPED)
     if scored.stopped:
-        # Whole: every metric asked, the sanity check included.
-        whole = sum(s.notes.get(SANITY) != SANITY_STOPPED for s in scored.scores.values())
-        run.scoring_stopped = (whole, len(scored.maps))
-        run.outcome.notes.append(f"the scoring was cancelled: {whole} of {len(scored.maps)} "
-                                 f"maps scored")
+        done, of = len(scored.scores), len(scored.maps)
+        run.scoring_stopped = (done, of)
+        run.outcome.notes.append(f"the scoring was cancelled: {done} of {of} maps scored")
     for key, scores in scored.scores.items():
         run.outcome.metrics[key] = scores
         method, layer = key
