@@ -172,6 +172,9 @@ def test_score_every_method_in_the_window_and_cancel(demo_window, qtbot):
         again = view.scoring_run
         qtbot.waitUntil(road.entered.is_set, timeout=TIMEOUT)
         view.cancel_button.click()
+        qtbot.wait(50)  # progress frames still arriving do not overwrite it
+        assert view.progress_label.text() == "cancelling the scoring\u2026"
+        assert not view.cancel_button.isEnabled()
         road.go.set()
         qtbot.waitUntil(lambda: view.scoring_run is None and _idle(window), timeout=TIMEOUT)
     _assert_scoring_cancelled_keeps_the_run(window, again, scored=3, of=12)
