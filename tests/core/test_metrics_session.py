@@ -1,6 +1,6 @@
 """A run that asks for metrics (RunRequest.metrics) scores every map it makes, after them,
-with the run's edits on: its outcome and MetricsFrames, its progress and cancel, no hook
-left, a model whose output is not class scores, and detection and segmentation models."""
+with the run's edits on: its outcome and MetricsFrames, its progress and cancel, a stop of
+the scoring alone (the maps scored so far kept, the run finishing well), no hook left, a model whose output is not class scores, and detection and segmentation models."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from inspector.core.explain.metrics.names import MetricOptions
 from inspector.core.explain.metrics.scores import class_probability
 from inspector.core.inputs.images import load_image
 from inspector.core.models.base import ModelSpec
-from inspector.core.run.frames import CamFrame, MetricsFrame, ProgressFrame
+from inspector.core.run.frames import CamFrame, MetricsFrame, ProgressFrame, RunFinished
 from inspector.core.run.request import RunRequest
 from inspector.core.run.session import Session
 
@@ -99,6 +99,96 @@ def test_a_cancel_stops_the_metrics_and_the_next_run_works(demo_session, demo_sa
     assert _hooks(s.loaded.model) == 0
     again = s.run(demo_samples[1], cams=(("gradcam", None),), metrics=FAST)
     assert again.status == "ok" and again.metrics
+
+
+THREE = (("gradcam", None), ("layercam", None), ("eigencam", None))
+
+
+def _finished(frames, run_id) -> RunFinished:
+    return next(f for f in frames if isinstance(f, RunFinished) and f.run_id == run_id)
+
+
+def test_a_stop_of_the_scoring_keeps_the_maps_scored_and_the_run(demo_session, demo_samples,
+                                                                 monkeypatch):
+    """Issue 32: the Faithfulness tab's Cancel. A stop asked during the second map's ROAD
+    lands at the next progress check: the first map keeps all its scores (its sanity check
+    not reached says so), the others get none, and the run is a complete run."""
+    from inspector.core.explain.metrics import score_maps
+    from inspector.core.run.metrics_stage import SANITY_STOPPED
+
+    s = demo_session
+    options = MetricOptions(metrics=("deletion", "insertion", "road", "sanity"), steps=4,
+                            road_noise=0.0)
+    s.channel.drain()
+    real, calls, run = score_maps.road, [], {}
+
+    def road(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            assert s.stop_scoring(run["id"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(score_maps, "road", road)
+    run["id"], future = s.submit_request(RunRequest(image=demo_samples[0], cams=THREE,
+                                                    metrics=options))
+    out = future.result(120)
+    frames = s.channel.drain()
+    assert out.status == "ok", out.error
+    first = ("gradcam", "stage3")
+    assert set(out.metrics) == {first}
+    scores = out.metrics[first]
+    assert scores.deletion is not None and scores.road_morf is not None
+    assert not scores.sanity and scores.notes["sanity"] == SANITY_STOPPED
+    mine = [f for f in frames if getattr(f, "run_id", None) == run["id"]]
+    assert [(f.method, f.layer) for f in mine if isinstance(f, MetricsFrame)] == [first]
+    assert {f.method for f in mine if isinstance(f, CamFrame)} == {m for m, _ in THREE}
+    assert _finished(frames, run["id"]).scoring_stopped == (1, 3)
+    assert out.notes == ["the scoring was cancelled: 1 of 3 maps scored"]
+    assert _hooks(s.loaded.model) == 0
+    assert not s.stop_scoring(run["id"])  # finished: nothing to stop
+    # The next run scores every map.
+    monkeypatch.setattr(score_maps, "road", real)
+    again_id, future = s.submit_request(RunRequest(image=demo_samples[0], cams=THREE,
+                                                   metrics=FAST))
+    again = future.result(120)
+    frames = s.channel.drain()
+    assert again.status == "ok" and len(again.metrics) == 3
+    assert all(len(m.sanity) == 6 for m in again.metrics.values())
+    assert _finished(frames, again_id).scoring_stopped is None and not again.notes
+
+
+def test_a_stop_in_the_sanity_check_or_before_the_metrics(demo_session, demo_samples,
+                                                          monkeypatch):
+    """Stopped in the sanity check: every map keeps its other scores. Stopped before the
+    metrics began: the run's maps are all made, none scored."""
+    from inspector.core.run import metrics_stage
+
+    s = demo_session
+    real, run = metrics_stage.sanity_check, {}
+
+    def sanity_check(*args, **kwargs):
+        s.stop_scoring(run["id"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(metrics_stage, "sanity_check", sanity_check)
+    run["id"], future = s.submit_request(RunRequest(image=demo_samples[0], cams=THREE,
+                                                    metrics=FAST))
+    out = future.result(120)
+    frames = s.channel.drain()
+    assert out.status == "ok" and len(out.metrics) == 3
+    for scores in out.metrics.values():
+        assert scores.deletion is not None and not scores.sanity
+        assert scores.notes["sanity"] == metrics_stage.SANITY_STOPPED
+    assert _finished(frames, run["id"]).scoring_stopped == (3, 3)
+    monkeypatch.setattr(metrics_stage, "sanity_check", real)
+    run_id, future = s.submit_request(RunRequest(image=demo_samples[0], cams=THREE,
+                                                 metrics=FAST))
+    s.stop_scoring(run_id)
+    out = future.result(120)
+    frames = s.channel.drain()
+    assert out.status == "ok" and out.metrics == {} and len(out.cams) == 3
+    assert _finished(frames, run_id).scoring_stopped == (0, 3)
+    assert _hooks(s.loaded.model) == 0
 
 
 ONE_OUTPUT = '''

@@ -2,10 +2,12 @@
 numbers and curves with their protocol in the tooltips, the table best first per column,
 the disagreement flag, the CAM pane's caption, the cache kept over runs of the same image
 and cleared on another), and in the window on the demo model (Score every method fills
-the table with progress; Cancel stops it and leaves nothing running)."""
+the table with progress; the tab's Cancel keeps the methods scored and the run complete,
+the window's Cancel run still cancels the run)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -163,16 +165,102 @@ def test_score_every_method_in_the_window_and_cancel(demo_window, qtbot):
     cam = window.views["cam"]
     qtbot.waitUntil(lambda: "deletion AUC" in cam.header.text(), timeout=TIMEOUT)
     assert "5 steps" in cam.header.toolTip()
-    # Scoring again with ROAD and the sanity check, cancelled while it runs.
+    # Scoring again with ROAD, cancelled in the tab while it runs (see _blocked_road).
     view.road_box.setChecked(True)
+    with _blocked_road(at=4) as road:
+        view.every_button.click()
+        again = view.scoring_run
+        qtbot.waitUntil(road.entered.is_set, timeout=TIMEOUT)
+        view.cancel_button.click()
+        qtbot.wait(50)  # progress frames still arriving do not overwrite it
+        assert view.progress_label.text() == "cancelling the scoring\u2026"
+        assert not view.cancel_button.isEnabled()
+        road.go.set()
+        qtbot.waitUntil(lambda: view.scoring_run is None and _idle(window), timeout=TIMEOUT)
+    _assert_scoring_cancelled_keeps_the_run(window, again, scored=3, of=12)
+    # The curves of the shown method (the first scored) are those of this run.
+    assert view.shown_frame() is not None and view.shown_frame().run_id == again
+    assert "deletion AUC" in view.header.text()
+    # Score every method again: every method is scored.
     view.every_button.click()
-    again = view.scoring_run
-    qtbot.waitUntil(lambda: (again, "Faithfulness") in seen or _idle(window), timeout=TIMEOUT)
-    view.cancel_button.click()
-    qtbot.waitUntil(lambda: view.scoring_run is None, timeout=TIMEOUT)
-    assert window.router.store.status(again) == "cancelled"
+    third = view.scoring_run
+    qtbot.waitUntil(lambda: view.scoring_run is None and _idle(window), timeout=TIMEOUT)
+    assert window.router.store.status(third) == "ok"
+    assert "scored in" in view.progress_label.text()
+    assert view.table.rowCount() == 12
+    assert {f.run_id for f in view.cache.frames.values()} == {third}
+
+
+class _BlockedRoad:
+    def __init__(self, at: int) -> None:
+        import threading
+
+        self.at, self.calls = at, 0
+        self.entered, self.go = threading.Event(), threading.Event()
+
+
+@contextlib.contextmanager
+def _blocked_road(at: int):
+    """ROAD of the `at`-th map waits (on the worker) until the test sets `go`: the cancel
+    then lands after exactly `at - 1` maps were scored, whatever the machine's speed."""
+    from inspector.core.explain.metrics import score_maps as module
+
+    real = module.road
+    state = _BlockedRoad(at)
+
+    def road(*args, **kwargs):
+        state.calls += 1
+        if state.calls == state.at:
+            state.entered.set()
+            state.go.wait(TIMEOUT / 1000)
+        return real(*args, **kwargs)
+
+    module.road = road
+    try:
+        yield state
+    finally:
+        state.go.set()
+        module.road = real
+
+
+def _assert_scoring_cancelled_keeps_the_run(window, run, scored, of):
+    """Issue 32: the run whose scoring was cancelled is a complete run: not cancelled, its
+    statistics shown (no italic headers), the Predictions pane naming no older run; the
+    methods scored before the cancel stay in the table."""
+    from PySide6.QtCore import Qt
+
+    from inspector.ui.module_tree.cells import STATS_COLUMNS
+
+    store = window.router.store
+    view = window.views["faithfulness"]
+    assert store.status(run) == "ok" and not store.cancelled and store.shown == run
+    assert view.progress_label.text() == f"{scored} of {of} methods scored; scoring cancelled"
+    assert view.table.rowCount() == scored
+    assert {f.run_id for f in view.cache.frames.values()} == {run}
+    model = window.tree.model
+    font = model.headerData(STATS_COLUMNS[0], Qt.Orientation.Horizontal,
+                            Qt.ItemDataRole.FontRole)
+    assert font is None or not font.italic()
+    assert "was cancelled" not in window.views["predictions"].header.text()
+
+
+def test_the_run_cancel_during_scoring_still_cancels_the_run(demo_window, qtbot):
+    """Esc (the window's Cancel run), unlike the tab's Cancel, cancels the whole run."""
+    window = demo_window
+    view = window.views["faithfulness"]
+    view.sanity_box.setChecked(False)
+    view.steps.setValue(5)
+    with _blocked_road(at=2) as road:
+        view.every_button.click()
+        run = view.scoring_run
+        qtbot.waitUntil(road.entered.is_set, timeout=TIMEOUT)
+        window.runs.cancel()
+        road.go.set()
+        qtbot.waitUntil(lambda: view.scoring_run is None and _idle(window), timeout=TIMEOUT)
+    store = window.router.store
+    assert store.status(run) == "cancelled" and store.cancelled
     assert view.progress_label.text() == "scoring cancelled"
-    assert view.table.rowCount() == 12  # the earlier scores of this image stay
+    assert "was cancelled" in window.views["predictions"].header.text()
 
 
 def test_every_tie_for_the_best_is_bold(qtbot):

@@ -229,6 +229,9 @@ class RunFinished:
     # Frames of this run that never arrived: dropped by the channel (as it finished), or
     # whose statistics an in-place op invalidated before they were checked (deferred_stats).
     frames_dropped: int = 0
+    # (maps scored, maps to score) when the scoring alone was stopped (Session.stop_scoring):
+    # the run itself is complete ("ok"); None otherwise.
+    scoring_stopped: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

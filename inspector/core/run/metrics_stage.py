@@ -6,7 +6,10 @@ perturbed forwards run inside explain's EditHooks, so the numbers describe the m
 run showed (its edits on); the sanity check then randomises a deep copy of the model made
 after the capture's and the edits' hooks are gone, with the run's edits put on the copy.
 One progress step, "Faithfulness", counts every forward, solve and remade map; a cancel
-stops it between two of them. A model whose output the metrics cannot read (not class
+stops it between two of them. A stop of the scoring alone (Session.stop_scoring: the
+Faithfulness tab's Cancel) ends it there too, but the run goes on to finish well: the maps
+scored whole so far keep their scores (a map's sanity check not reached says so in its
+note), the others get none, and the run's RunFinished says how many of how many. A model whose output the metrics cannot read (not class
 scores) leaves every map's scores undefined with that sentence: the run and its maps stay.
 Each map's scores go to the outcome and, as a MetricsFrame, to the channel.
 """
@@ -22,7 +25,7 @@ import torch
 from inspector.core import tasks
 from inspector.core.edits.hooks import EditHooks
 from inspector.core.explain.catalog import ATTENTION_CAMS, ATTRIBUTION_LAYER, cam_method
-from inspector.core.explain.metrics.forwards import Forwarder
+from inspector.core.explain.metrics.forwards import Forwarder, StopScoring
 from inspector.core.explain.metrics.maps import attribution_saliency, is_constant
 from inspector.core.explain.metrics.names import SANITY
 from inspector.core.explain.metrics.pointing import load_mask
@@ -40,8 +43,8 @@ from inspector.core.explain.metrics.sanity_maps import (
 )
 from inspector.core.explain.metrics.score_maps import (
     PointingBoxes,
+    iter_scores,
     map_title,
-    score_maps,
     score_phases,
 )
 from inspector.core.explain.metrics.scores import (
@@ -55,16 +58,18 @@ from inspector.core.run.frames import MetricsFrame
 
 STEP = "Faithfulness"
 CLASSIFIERS_ONLY = "the sanity check remakes maps of classifiers only"
+SANITY_STOPPED = "the scoring was cancelled before this map's sanity check"
 
 
 @dataclass
 class Scored:
     """What the perturbation metrics left for the sanity check and the frames."""
 
-    maps: dict[tuple[str, str], np.ndarray]  # what was scored, by (method, layer)
-    scores: dict[tuple[str, str], MapScores]
+    maps: dict[tuple[str, str], np.ndarray]  # what was to be scored, by (method, layer)
+    scores: dict[tuple[str, str], MapScores]  # the maps scored (all of them unless stopped)
     forwarder: Forwarder | None
     units: list | None  # the sanity check's, when asked
+    stopped: bool = False  # the scoring was stopped (StopScoring) before its end
 
 
 def run_maps(run) -> dict[tuple[str, str], np.ndarray]:
@@ -111,12 +116,17 @@ def perturbation_scores(run, progress) -> Scored:
         phases[SANITY] = len(units) * scored
     forwarder = Forwarder(scorer, x, options.batch_size, progress, sum(phases.values()),
                           phases)
+    scores, stopped = {}, False
     try:
-        scores = score_maps(forwarder, x, maps, options, p0=p0, boxes=_pointing_boxes(run))
+        for key, found in iter_scores(forwarder, x, maps, options, p0=p0,
+                                      boxes=_pointing_boxes(run)):
+            scores[key] = found
+    except StopScoring:
+        stopped = True
     except ValueError as e:  # the output is not what the score reads
         scores = {k: MapScores(undefined=str(e)) for k in maps}
         units = None
-    return Scored(maps, scores, forwarder, units)
+    return Scored(maps, scores, forwarder, units, stopped)
 
 
 def _pointing_boxes(run) -> PointingBoxes | None:
@@ -140,7 +150,16 @@ def finish(run, scored: Scored) -> None:
     the MetricsFrames."""
     options = run.request.metrics
     if options.asks(SANITY):
-        _sanity(run, scored)
+        if not scored.stopped:
+            _sanity(run, scored)
+        if scored.stopped:
+            for s in scored.scores.values():
+                if s.undefined is None and not s.sanity:
+                    s.notes.setdefault(SANITY, SANITY_STOPPED)
+    if scored.stopped:
+        done, of = len(scored.scores), len(scored.maps)
+        run.scoring_stopped = (done, of)
+        run.outcome.notes.append(f"the scoring was cancelled: {done} of {of} maps scored")
     for key, scores in scored.scores.items():
         run.outcome.metrics[key] = scores
         method, layer = key
@@ -165,7 +184,7 @@ def _sanity(run, scored: Scored) -> None:
     maps and the attributions (which need the whole forward) apart. A group whose maps
     cannot be remade says why in its maps' sanity note; the other metrics stay."""
     options, loaded = run.request.metrics, run.loaded
-    defined = {k: m for k, m in scored.maps.items() if scored.scores[k].undefined is None}
+    defined = {k: scored.maps[k] for k, s in scored.scores.items() if s.undefined is None}
     if loaded.task != tasks.CLASSIFICATION or scored.forwarder is None:
         for key in defined:
             scored.scores[key].notes.setdefault(SANITY, CLASSIFIERS_ONLY
@@ -209,6 +228,9 @@ def _sanity(run, scored: Scored) -> None:
             for key in originals:
                 scored.scores[key].notes[SANITY] = str(e)
             continue
+        except StopScoring:
+            scored.stopped = True  # this group and those after it keep no sanity check
+            return
         except RunCancelled:
             raise
         except Exception as e:  # noqa: BLE001 - one metric failing keeps the others' results

@@ -89,8 +89,8 @@ class Session:
     """A model on a worker thread, and the runs of it that the caller submits.
 
     The scripting API, what a script calls (the window and the CLI call the same): load_model
-    and cancel_load; submit (frames on `channel`) or run (wait for the RunOutcome), cancel and
-    check_edits; kept_runs, kept_outputs, forget_outputs and the keep_runs bound of the runs
+    and cancel_load; submit (frames on `channel`) or run (wait for the RunOutcome), cancel,
+    stop_scoring and check_edits; kept_runs, kept_outputs, forget_outputs and the keep_runs bound of the runs
     kept for comparisons; close."""
 
     def __init__(self, channel: FrameChannel | None = None, capacity: int = 4096) -> None:
@@ -102,6 +102,7 @@ class Session:
         self._run_ids = count(1)
         self._open_runs: set[int] = set()  # submitted, not finished
         self._run_channels: dict[int, FrameChannel] = {}  # runs whose frames go elsewhere
+        self._stops: dict[int, threading.Event] = {}  # open runs' stop_scoring requests
         self._cam_layer: tuple[ModuleTree, str] | None = None  # (tree it was found for, layer)
         # Outputs of the last `keep_runs` runs that asked to keep them (core.compare.kept_outputs).
         self._kept = KeptRuns()
@@ -213,12 +214,15 @@ class Session:
         """Queue a run; its frames go to `channel` instead of the session's own when given
         (a run nobody watches: the window saving a run's whole tensors)."""
         run_id = next(self._run_ids)
+        stop = threading.Event()
         with self._lock:
             self._open_runs.add(run_id)
+            self._stops[run_id] = stop
             if channel is not None:
                 self._run_channels[run_id] = channel
             worker = self.worker  # not the one a cancelled load left behind (cancel_load)
-        future = worker.submit(lambda cancel: self._run(run_id, request, cancel), tag=run_id)
+        future = worker.submit(lambda cancel: self._run(run_id, request, cancel, stop),
+                               tag=run_id)
         return run_id, future
 
     def run(self, image: Any, timeout: float | None = None, **options: Any) -> RunOutcome:
@@ -234,6 +238,17 @@ class Session:
             # At once, so that a consumer draining right now sees none of its frames.
             self._channel_of(run).cancel_run(run)
         self.worker.cancel(run_id)
+
+    def stop_scoring(self, run_id: int) -> bool:
+        """Stop a run's faithfulness metrics but not the run (core.run.metrics_stage): the
+        maps scored so far keep their scores and the run finishes "ok", its RunFinished
+        saying how many maps were scored. False when the run is not open (finished)."""
+        with self._lock:
+            stop = self._stops.get(run_id)
+        if stop is None:
+            return False
+        stop.set()
+        return True
 
     def check_edits(self, edits: Iterable[Intervention]) -> tuple[Intervention, ...]:
         """The edits checked against the loaded model and completed (core.edits.spec
@@ -283,17 +298,20 @@ class Session:
 
     # -- on the worker thread ----------------------------------------------------------------
 
-    def _run(self, run_id: int, req: RunRequest, cancel: threading.Event) -> RunOutcome:
+    def _run(self, run_id: int, req: RunRequest, cancel: threading.Event,
+             stop: threading.Event | None = None) -> RunOutcome:
         with intra_op_threads(req.threads):
-            return self._run_request(run_id, req, cancel)
+            return self._run_request(run_id, req, cancel, stop)
 
-    def _run_request(self, run_id: int, req: RunRequest, cancel: threading.Event) -> RunOutcome:
+    def _run_request(self, run_id: int, req: RunRequest, cancel: threading.Event,
+                     stop: threading.Event | None = None) -> RunOutcome:
         """The run's stages (core.run.stages) in turn; a failure is one error frame, and
         RunFinished comes whatever happened."""
         put = self._channel_of(run_id).put
         outcome = RunOutcome(run_id, "ok")
         loaded = self.loaded
-        run = stages.InFlight(run_id, req, loaded, put, cancel, outcome, tree=self.tree)
+        run = stages.InFlight(run_id, req, loaded, put, cancel, outcome, tree=self.tree,
+                              stop_scoring=stop)
         if cancel.is_set():
             return self._finish(run, "cancelled")
         if loaded is None:
@@ -363,12 +381,14 @@ class Session:
     def _finish(self, run: stages.InFlight, status: str, cap: Capture | None = None) -> RunOutcome:
         with self._lock:
             self._open_runs.discard(run.run_id)
+            self._stops.pop(run.run_id, None)
             channel = self._run_channels.pop(run.run_id, self.channel)
         # Frames whose statistics an in-place op invalidated (core.stats.deferred) count as
         # dropped, like those the channel drops; the channel adds its own.
         dropped = cap.stats_dropped if cap is not None else 0
         channel.put(RunFinished(run.run_id, status, dict(run.timings), _described(run.request),
-                                tuple(run.never_called), dropped))
+                                tuple(run.never_called), dropped,
+                                run.scoring_stopped if status == "ok" else None))
         run.outcome.status = status
         return run.outcome
 

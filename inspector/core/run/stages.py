@@ -40,6 +40,7 @@ from inspector.core.explain.catalog import (
     attribution_method,
     cam_method,
 )
+from inspector.core.explain.metrics.forwards import StopScoring
 from inspector.core.hookset import HookError, RunCancelled
 from inspector.core.inputs.images import as_rgb, load_image
 from inspector.core.inputs.preprocess import PreparedImage
@@ -78,6 +79,10 @@ class InFlight:
     score: torch.Tensor | None = None  # the target's score, where gradients start
     never_called: tuple[str, ...] = ()  # captured modules the forward never called
     tree: Any = None  # the model's core.models.tree.ModuleTree (the metrics' sanity check)
+    # Set to stop the metrics but not the run (Session.stop_scoring); None: no such request.
+    stop_scoring: threading.Event | None = None
+    # (maps scored, maps to score) once the metrics were stopped that way (RunFinished's).
+    scoring_stopped: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:
@@ -310,7 +315,7 @@ def explain(run: InFlight, plan: Plan, cap: Capture, attention=None) -> None:
         if req.metrics is not None:  # core.run.metrics_stage
             with run.timed("metrics"):
                 scored = metrics_stage.perturbation_scores(run, progress_reporter(
-                    run, metrics_stage.STEP))
+                    run, metrics_stage.STEP, run.stop_scoring))
     if req.metrics is not None:  # the sanity check: a copy made without the run's hooks
         with run.timed("sanity"):
             metrics_stage.finish(run, scored)
@@ -348,10 +353,11 @@ def _attributions(run: InFlight, x: torch.Tensor) -> None:
         run.put(CamFrame(run.run_id, name, ATTRIBUTION_LAYER, run.target, shown))
 
 
-def progress_reporter(run: InFlight, step: str):
+def progress_reporter(run: InFlight, step: str, stop: threading.Event | None = None):
     """A progress callback (done, total) for one step of a run: stops the step when the run
-    is cancelled, and puts a ProgressFrame on the channel at most every PROGRESS_INTERVAL_S
-    (and for the last call), so that a long step cannot flood the channel."""
+    is cancelled (RunCancelled), or with StopScoring once `stop` is set, and puts a
+    ProgressFrame on the channel at most every PROGRESS_INTERVAL_S (and for the last call),
+    so that a long step cannot flood the channel."""
     began, last = time.perf_counter(), float("-inf")
     put, run_id, cancel = run.put, run.run_id, run.cancel
 
@@ -359,6 +365,8 @@ def progress_reporter(run: InFlight, step: str):
         nonlocal last
         if cancel.is_set():
             raise RunCancelled()
+        if stop is not None and stop.is_set():
+            raise StopScoring()
         now = time.perf_counter()
         if done >= total or now - last >= PROGRESS_INTERVAL_S:
             last = now

@@ -4,7 +4,9 @@
 and the tab's metrics (RunRequest.metrics); "Score every method" with every CAM (at the
 CAM layer) and, for a classifier, every input attribution. Each is an ordinary run of the
 RunBuilder (the edits on, the unedited run kept beside it): its progress shows in the tab
-and the status bar, and Cancel (or Esc) stops it. The scores come back as MetricsFrames,
+and the status bar. The tab's Cancel stops the scoring alone (Session.stop_scoring): the
+methods scored so far keep their scores and the run stays a complete run; Esc (Cancel
+run) cancels the whole run, as any run's. The scores come back as MetricsFrames,
 which the tab keeps for the image shown (ui.views.faithfulness_view); the CAM pane's
 caption then shows the map's deletion and insertion AUCs.
 
@@ -31,7 +33,7 @@ class FaithfulnessActions(QObject):
         self.view = ctx.views["faithfulness"]
         self.cam = ctx.views.get("cam")
         self.view.scoreRequested.connect(self.score)
-        self.view.cancelRequested.connect(ctx.runs.cancel)
+        self.view.cancelRequested.connect(self.stop_scoring)
         self.view.methodActivated.connect(lambda m: ctx.settings.update(cam_method=m))
         ctx.control.router.progress.connect(self.view.show_progress)
         if self.cam is not None:
@@ -43,6 +45,10 @@ class FaithfulnessActions(QObject):
     def _shown_changed(self, names, _quiet) -> None:
         if names & {"cam_method", "cam_layer"}:
             self.view.set_shown(self.cam.method, self.cam.layer)
+
+    def stop_scoring(self) -> None:
+        """The tab's Cancel: the scoring run's metrics stop, the run finishes "ok"."""
+        self.ctx.control.stop_scoring(self.view.scoring_run)
 
     def maps(self, every: bool) -> dict:
         """The RunRequest fields of the maps to score: the method shown, or every method

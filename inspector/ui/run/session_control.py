@@ -301,6 +301,12 @@ class SessionControl(QObject):
         if self.baseline_running:
             self.session.cancel(self.baseline_run)
 
+    def stop_scoring(self, run_id: int | None) -> bool:
+        """Stop the faithfulness metrics of `run_id`, not the run (Session.stop_scoring)."""
+        if self.session is None or run_id is None:
+            return False
+        return self.session.stop_scoring(run_id)
+
     def _run_finished(self, frame) -> None:
         self._catalog_go.set()
         if frame.run_id == self.current_run:

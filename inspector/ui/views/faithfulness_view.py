@@ -11,7 +11,8 @@ computed.
 
 "Score <method>" and "Score every method" ask the window for a run of the image shown
 with the metrics on (ui.faithfulness.actions submits it: the scores come back as
-MetricsFrames); its progress shows here, and Cancel stops it.
+MetricsFrames); its progress shows here, and Cancel stops the scoring, keeping the methods
+scored so far ("3 of 12 methods scored; scoring cancelled").
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class FaithfulnessView(FrameView):
         self.cache = MetricsCache()
         self.method, self.layer = DEFAULT_CAM, None  # what the CAM pane shows
         self.scoring_run: int | None = None
+        self._stopping = False  # Cancel clicked: the scoring stops at its next check
         self._build()
         self.subscribe(self._metrics_stored, self.kinds)
         self.request_paint()
@@ -95,7 +97,7 @@ class FaithfulnessView(FrameView):
         self.every_button.clicked.connect(lambda: self.scoreRequested.emit(True))
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.cancelRequested)
+        self.cancel_button.clicked.connect(self._cancel)
         self.steps = QSpinBox()
         self.steps.setRange(1, MAX_STEPS)  # what MetricOptions accepts
         self.steps.setValue(MetricOptions().steps)
@@ -201,18 +203,26 @@ class FaithfulnessView(FrameView):
 
     def start_scoring(self, run_id: int | None) -> None:
         """The window submitted the scoring run `run_id` (None: it could not)."""
-        self.scoring_run = run_id
+        self.scoring_run, self._stopping = run_id, False
         self.progress_label.setText("" if run_id is None else "starting\u2026")
         self._show_running(run_id is not None)
 
     def show_progress(self, frame) -> None:
         """A ProgressFrame of any run: shown when it is the scoring run's."""
-        if frame.run_id != self.scoring_run:
+        if frame.run_id != self.scoring_run or self._stopping:
             return
         self.progress_bar.setRange(0, max(1, frame.total))
         self.progress_bar.setValue(frame.done)
         self.progress_label.setText(f"{frame.detail or frame.step} {frame.done}/{frame.total}")
         self.progress_label.setToolTip(self.progress_label.text())
+
+    def _cancel(self) -> None:
+        # The scoring stops at its next progress check, which a map remade for the sanity
+        # check (Score-CAM's) can put seconds away: the tab says so at once.
+        self._stopping = True
+        self.cancel_button.setEnabled(False)
+        self.progress_label.setText("cancelling the scoring\u2026")
+        self.cancelRequested.emit()
 
     def caption(self, cam) -> tuple[str, str] | None:
         """(the CAM pane's caption text, its tooltip) for the map `cam` (a CamFrame), once
@@ -247,9 +257,14 @@ class FaithfulnessView(FrameView):
                 self.scoring_run = None
                 self._show_running(False)
                 took = frame.timings.get("metrics", 0.0) + frame.timings.get("sanity", 0.0)
-                self.progress_label.setText(
-                    f"scored in {took:.1f} s" if frame.status == "ok"
-                    else f"scoring {frame.status}")
+                stopped = frame.scoring_stopped
+                if frame.status == "ok" and stopped is not None:
+                    text = f"{stopped[0]} of {stopped[1]} methods scored; scoring cancelled"
+                elif frame.status == "ok":
+                    text = f"scored in {took:.1f} s"
+                else:
+                    text = f"scoring {frame.status}"
+                self.progress_label.setText(text)
             if self.store.shown == frame.run_id and self.cache.follow(self.store, frame.run_id):
                 self.scoresChanged.emit()
         self.request_paint()

@@ -14,7 +14,7 @@
     sanity_maps.py  how the sanity check makes the maps again on the randomised copy
     maps.py         the map scored for a CAM and for an attribution; constant maps
     results.py      one map's scores (MapScores), as the JSON of analyse writes them
-    score_maps.py   every metric asked for, for every map of one image
+    score_maps.py   every metric asked for, for every map of one image, a map at a time
     ranking.py      which method each metric ranks best, and whether they disagree
 
 Import each name from the module that defines it.

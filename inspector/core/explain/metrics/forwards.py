@@ -4,7 +4,7 @@ Every metric of one image runs its perturbed copies of the input through one For
 most `batch_size` at a time and at most MAX_BATCH_BYTES of inputs per forward (as
 occlusion's), under torch.inference_mode. `progress(done, total)` counts forwarded inputs
 and the other steps a metric reports (ROAD's solves); it is called after each batch, and
-may raise (a cancelled run's RunCancelled) to stop between two batches.
+may raise (a cancelled run's RunCancelled, or StopScoring) to stop between two batches.
 
 A unit of one kind of work costs little like another: a batched forward takes a fraction
 of a ROAD solve, which takes a fraction of a map remade for the sanity check. So the work
@@ -26,6 +26,11 @@ from inspector.core.explain.metrics.scores import Scorer
 from inspector.core.explain.occlusion import MAX_BATCH_BYTES
 
 Progress = Callable[..., None]  # (done, total, detail="", left=None)
+
+
+class StopScoring(Exception):  # noqa: N818 - a request, not an error
+    """Raised by a progress callback to stop the scoring but not the run: the maps scored
+    so far stay (score_maps.iter_scores; core.run.metrics_stage)."""
 
 
 class Forwarder:

@@ -1,8 +1,11 @@
-"""Every metric asked for, for every map of one image: deletion and insertion of all the
-maps in shared batches and Average Drop (one forward for all) after ROAD (a map at a time:
-its solves dominate), then the pointing game (no forward). The sanity check makes maps
-again on a randomised copy of the model: the Session runs it after these (its own copy,
-without the run's hooks; core.run.metrics_stage), on the same Forwarder's progress.
+"""Every metric asked for, for every map of one image, a map at a time: its ROAD (the
+solves dominate), its deletion and insertion, its Average Drop, then its pointing game (no
+forward). A map is whole before the next begins, so that a stop (forwards.StopScoring,
+"Cancel" in the Faithfulness tab) keeps every map scored so far; the cost is that maps do
+not share the curves' batches, and the all-baseline inputs are scored once per map (one or
+two forwards more each). The sanity check makes maps again on a randomised copy of the
+model: the Session runs it after these (its own copy, without the run's hooks;
+core.run.metrics_stage), on the same Forwarder's progress.
 
 A constant map has no order to test: its scores are undefined, said in one sentence
 (maps.constant_reason), never NaN.
@@ -10,7 +13,7 @@ A constant map has no order to test: its scores are undefined, said in one sente
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,10 +65,10 @@ def score_phases(options: MetricOptions, maps: int, x: torch.Tensor, p0_known: b
     phases = {}
     if options.asks(ROAD):
         phases[ROAD] = maps * road_work(options.road_percentiles)
-    curves = 1 if needs_p0 and not p0_known else 0
+    curves = 1 if needs_p0 and not p0_known and maps else 0
     if options.asks(DELETION) or options.asks(INSERTION):
         same = options.deletion_baseline == options.insertion_baseline
-        curves += curve_forwards(maps, positions, options.steps, same)
+        curves += maps * curve_forwards(1, positions, options.steps, same)
     if options.asks(AVGDROP):
         curves += maps
     if curves:
@@ -83,44 +86,49 @@ def score_maps(forwarder: Forwarder, x: torch.Tensor, maps: Mapping[Any, np.ndar
                boxes: PointingBoxes | None = None) -> dict[Any, MapScores]:
     """MapScores per key of `maps` ((H, W) maps in [0, 1] at x's size), the sanity check's
     fields left empty. x is the (1, C, H, W) model input; p0 its score, when the run has it."""
-    scores = {key: MapScores() for key in maps}
-    defined = {}
+    return dict(iter_scores(forwarder, x, maps, options, p0=p0, boxes=boxes))
+
+
+def iter_scores(forwarder: Forwarder, x: torch.Tensor, maps: Mapping[Any, np.ndarray],
+                options: MetricOptions, *, p0: float | None = None,
+                boxes: PointingBoxes | None = None) -> Iterator[tuple[Any, MapScores]]:
+    """(key, MapScores) of each map in turn, as score_maps; a StopScoring raised by the
+    forwarder's progress ends it with the maps yielded so far whole."""
+    curves = options.asks(DELETION) or options.asks(INSERTION)
+    needs_p0 = curves or options.asks(AVGDROP)
+    defined = [key for key, m in maps.items() if not is_constant(m)]
     for key, m in maps.items():
-        if is_constant(m):
-            scores[key].undefined = constant_reason(method_of(key))
-        else:
-            defined[key] = np.asarray(m, dtype=np.float32)
-    if not defined:
-        return scores
-    keys = list(defined)
-    stacked = torch.from_numpy(np.stack([defined[k] for k in keys]))
-    # ROAD first: its solves are the slow part, and the time left is best judged at its pace
-    # (forwards.Forwarder).
-    if options.asks(ROAD):
-        for k, key in enumerate(keys):
-            forwarder.begin(ROAD, f"scoring {map_title(key)} ({k + 1} of {len(keys)})")
-            scores[key].road_morf, scores[key].road_lerf = road(
-                forwarder, x, defined[key], percentiles=options.road_percentiles,
+        scores = MapScores()
+        if key not in defined:
+            scores.undefined = constant_reason(method_of(key))
+            yield key, scores
+            continue
+        m = np.asarray(m, dtype=np.float32)
+        of = f"{map_title(key)} ({defined.index(key) + 1} of {len(defined)})"
+        # ROAD first: its solves are the slow part, and the time left is best judged at its
+        # pace (forwards.Forwarder).
+        if options.asks(ROAD):
+            forwarder.begin(ROAD, f"scoring {of}")
+            scores.road_morf, scores.road_lerf = road(
+                forwarder, x, m, percentiles=options.road_percentiles,
                 noise=options.road_noise, seed=options.seed)
-    forwarder.begin(DELETION, f"deletion and insertion of {len(keys)} maps")
-    if p0 is None and (options.asks(DELETION) or options.asks(INSERTION) or options.asks(AVGDROP)):
-        with torch.inference_mode():
-            p0 = float(forwarder.score(x[:1])[0])
-    if options.asks(DELETION) or options.asks(INSERTION):
-        curves = deletion_insertion(forwarder, x, stacked, steps=options.steps,
-                                    deletion_baseline=options.deletion_baseline,
-                                    insertion_baseline=options.insertion_baseline, p0=p0)
-        for key, (deletion, insertion) in zip(keys, curves, strict=True):
-            scores[key].deletion = deletion if options.asks(DELETION) else None
-            scores[key].insertion = insertion if options.asks(INSERTION) else None
-    if options.asks(AVGDROP):
-        for key, (drop, up) in zip(keys, confidence_change(forwarder, x, stacked, p0),
-                                   strict=True):
-            scores[key].avg_drop, scores[key].increase = drop, up
-    if options.asks(POINTING):
-        for key in keys:
-            _point(scores[key], defined[key], boxes, options.pointing_tolerance)
-    return scores
+        forwarder.begin(DELETION, f"deletion and insertion of {of}")
+        if p0 is None and needs_p0:
+            with torch.inference_mode():
+                p0 = float(forwarder.score(x[:1])[0])
+        one = torch.from_numpy(m)[None]
+        if curves:
+            (deletion, insertion), = deletion_insertion(
+                forwarder, x, one, steps=options.steps,
+                deletion_baseline=options.deletion_baseline,
+                insertion_baseline=options.insertion_baseline, p0=p0)
+            scores.deletion = deletion if options.asks(DELETION) else None
+            scores.insertion = insertion if options.asks(INSERTION) else None
+        if options.asks(AVGDROP):
+            (scores.avg_drop, scores.increase), = confidence_change(forwarder, x, one, p0)
+        if options.asks(POINTING):
+            _point(scores, m, boxes, options.pointing_tolerance)
+        yield key, scores
 
 
 def _point(scores: MapScores, m: np.ndarray, boxes: PointingBoxes | None,
