@@ -129,10 +129,7 @@ def test_a_stop_of_the_scoring_keeps_the_maps_scored_and_the_run(demo_session, d
         return real(*args, **kwargs)
 
     monkeypatch.setattr(score_maps, "road", road)
-    run["id"], future = s.submit_request(RunRequest(image=demo_samples[0], cams=THREE,
-                                                    metrics=options))
-    out = future.result(120)
-    frames = s.channel.drain()
+    out, frames = _score_three(s, demo_samples[0], options, run)
     assert out.status == "ok", out.error
     first = ("gradcam", "stage3")
     assert set(out.metrics) == {first}
@@ -157,6 +154,14 @@ def test_a_stop_of_the_scoring_keeps_the_maps_scored_and_the_run(demo_session, d
     assert _finished(frames, again_id).scoring_stopped is None and not again.notes
 
 
+def _score_three(s, image, options, run: dict):
+    """THREE's maps of `image` scored with `options`: (the run's outcome, its frames); the
+    run's id is in run["id"] as soon as it is submitted (a stand-in stops it by that)."""
+    run["id"], future = s.submit_request(RunRequest(image=image, cams=THREE, metrics=options))
+    out = future.result(120)
+    return out, s.channel.drain()
+
+
 def test_a_stop_in_the_sanity_check_or_before_the_metrics(demo_session, demo_samples,
                                                           monkeypatch):
     """Stopped in the sanity check: every map keeps its other scores. Stopped before the
@@ -171,10 +176,7 @@ def test_a_stop_in_the_sanity_check_or_before_the_metrics(demo_session, demo_sam
         return real(*args, **kwargs)
 
     monkeypatch.setattr(metrics_stage, "sanity_check", sanity_check)
-    run["id"], future = s.submit_request(RunRequest(image=demo_samples[0], cams=THREE,
-                                                    metrics=FAST))
-    out = future.result(120)
-    frames = s.channel.drain()
+    out, frames = _score_three(s, demo_samples[0], FAST, run)
     assert out.status == "ok" and len(out.metrics) == 3
     for scores in out.metrics.values():
         assert scores.deletion is not None and not scores.sanity
