@@ -53,6 +53,7 @@ from inspector.core.run.metrics_cache import MetricsCache
 from inspector.ui.views.base import FrameView, hint_label
 from inspector.ui.views.faithfulness_plots import FaithfulnessPlots
 from inspector.ui.views.faithfulness_table import TABLE_MIN_HEIGHT, ScoreTable, method_title
+from inspector.ui.views.readout_label import ReadoutLabel
 
 EMPTY_TEXT = ("Score the map shown to see whether to believe it: deletion and insertion "
               "curves, Average Drop, ROAD and the sanity check, on this image with its edits. "
@@ -124,10 +125,9 @@ class FaithfulnessView(FrameView):
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setMaximumHeight(10)
         self.progress_bar.setMinimumWidth(30)
-        self.progress_label = QLabel()
-        self.progress_label.setSizePolicy(QSizePolicy.Policy.Ignored,
-                                          QSizePolicy.Policy.Preferred)
-        self.progress_label.setMinimumWidth(0)
+        # "3 of 12 methods scored; scoring cancelled" is wider than the room beside the
+        # buttons at 1440 x 900: it ends in "…" there, whole in its tooltip.
+        self.progress_label = ReadoutLabel()
         self.header = QLabel()
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.header.setWordWrap(True)
@@ -159,7 +159,7 @@ class FaithfulnessView(FrameView):
         for w in (self.score_button, self.every_button, self.cancel_button):
             buttons.addWidget(w)
         buttons.addWidget(self.progress_bar, 1)
-        buttons.addWidget(self.progress_label)
+        buttons.addWidget(self.progress_label, 1)
         options = QHBoxLayout()
         for w in (self.steps, self.baseline, self.road_box, self.sanity_box):
             options.addWidget(w)
@@ -214,7 +214,6 @@ class FaithfulnessView(FrameView):
         self.progress_bar.setRange(0, max(1, frame.total))
         self.progress_bar.setValue(frame.done)
         self.progress_label.setText(f"{frame.detail or frame.step} {frame.done}/{frame.total}")
-        self.progress_label.setToolTip(self.progress_label.text())
 
     def _cancel(self) -> None:
         # The scoring stops at its next progress check, which a map remade for the sanity
