@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench package screenshots clean
+.PHONY: run test test-fast lint bench package screenshots clean
 
 $(STAMP): pyproject.toml setup.py inspector/core/stats/_cstats.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ $(REFS_STAMP): $(STAMP) Makefile
 # One process for the whole suite (see tests/ui/README.md for the hang that once split it).
 test: lint $(REFS_STAMP)
 	$(PY) -m pytest tests/core tests/ui tests/e2e
+
+# While working: the same suite less the tests marked slow (kills and resumes, Ray, the
+# long end-to-end walks). `make test` and CI still run everything.
+test-fast: lint $(REFS_STAMP)
+	$(PY) -m pytest -m "not slow" tests/core tests/ui tests/e2e
 
 bench: $(REFS_STAMP)
 	$(PY) -m tests.benchmarks.run_all

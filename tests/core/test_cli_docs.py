@@ -72,3 +72,12 @@ def test_every_extra_named_in_the_docs_has_its_form_from_a_clone():
             if f"'.[{extra}]'" not in text:
                 missing.append(f"{page.name}: {extra}")
     assert missing == [], missing
+
+
+def test_every_make_target_the_readme_names_is_in_the_makefile():
+    readme = (ROOT / "README.md").read_text()
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
+    named = set(re.findall(r"`make ([\w-]+)`|^make ([\w-]+)", readme, re.M))
+    named = {a or b for a, b in named}
+    assert {"run", "test", "test-fast"} <= named
+    assert named <= targets, named - targets
