@@ -23,6 +23,7 @@ BENCHMARKS = [
     ("feature visualisation", ["tests.benchmarks.bench_featurevis"]),
     ("folder concepts", ["tests.benchmarks.bench_concepts"]),
     ("faithfulness metrics", ["tests.benchmarks.bench_metrics"]),
+    ("Ctrl+C to exit", ["tests.benchmarks.bench_interrupt"]),
 ]
 
 
