@@ -102,14 +102,40 @@ def test_an_identity_transform_keeps_the_picture_and_moves_a_pixel_by_the_jitter
         assert (y, x) == (10 + PAD - ay - 2, 20 + PAD - ax - 2)
 
 
+def _table(draws: TransformDraws) -> np.ndarray:
+    return np.stack([draws.row(step) for step in range(draws.steps)], axis=1)
+
+
 def test_each_images_draws_depend_on_its_own_seed_only():
-    alone = TransformDraws([7], 20).table
-    batch = TransformDraws([3, 7, 11, 5, 1, 2, 8, 9], 20).table
+    alone = _table(TransformDraws([7], 20))
+    batch = _table(TransformDraws([3, 7, 11, 5, 1, 2, 8, 9], 20))
     assert np.array_equal(alone[0], batch[1])
     assert not np.array_equal(batch[0], batch[1])
     target = Target("channel", 4)
     assert image_seed(0, "stage3", target) == image_seed(0, "stage3", Target("channel", 4))
     assert image_seed(0, "stage3", target) != image_seed(1, "stage3", target)
+
+
+def test_the_draws_come_a_chunk_at_a_time_and_equal_drawing_every_step_at_once():
+    """A billion steps once drew every transform before the first step (12 GB)."""
+    from inspector.core.explain.featurevis.transforms import BOUNDS, DRAW_CHUNK
+
+    steps = 2 * DRAW_CHUNK + 37
+    draws = TransformDraws([3, 7], steps)
+    assert draws._rows.size == 0  # nothing drawn before the first step
+    table = _table(draws)
+    assert draws._rows.shape[1] <= DRAW_CHUNK
+    for i, seed in enumerate([3, 7]):  # every step's draws at once, quantity by quantity
+        g = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
+        whole = torch.stack([torch.randint(0, b, (steps,), generator=g) for b in BOUNDS], 1)
+        assert np.array_equal(table[i], whole.numpy())
+    with pytest.raises(ValueError, match="go forward"):
+        draws.row(0)
+    from inspector.core.explain.featurevis.settings import MAX_STEPS
+
+    most = TransformDraws([1], MAX_STEPS)
+    most.row(MAX_STEPS - 1 - DRAW_CHUNK)  # far ahead: the chunks before it drawn, let go
+    assert most._rows.shape == (1, DRAW_CHUNK, 6)
 
 
 def test_a_channels_picture_excites_it_more_than_the_samples_and_the_other_pictures(

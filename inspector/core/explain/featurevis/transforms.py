@@ -5,9 +5,9 @@
 
 Lucid resamples at each of these; here the chain is one affine map per image and one
 bilinear resample (`F.affine_grid` + `F.grid_sample`) straight to the model input's size.
-Beyond the grey pad the border is repeated (it is the same grey). Every step's draws are
-made up front from each image's own generator (`TransformDraws`), so an image's picture does
-not depend on the other images of its batch.
+Beyond the grey pad the border is repeated (it is the same grey). Every step's draws come
+from each image's own generator (`TransformDraws`), so an image's picture does not depend on
+the other images of its batch.
 """
 
 from __future__ import annotations
@@ -26,26 +26,69 @@ ANGLES = tuple(range(-10, 11)) + 5 * (0,)  # degrees
 _DRAW_SALT = 0x5DEECE66D  # the draws' generator differs from the spectrum's of one seed
 
 
+# Steps drawn at a time: 256 x 6 int64 per image (12 KiB), however many steps a run has.
+DRAW_CHUNK = 256
+# What each step draws: the first jitter's x and y, the scale's and the angle's index, the
+# second jitter's x and y (each from 0 to its bound, exclusive).
+BOUNDS = (JITTER_1 + 1, JITTER_1 + 1, len(SCALES), len(ANGLES), JITTER_2 + 1, JITTER_2 + 1)
+
+
 class TransformDraws:
-    """Every step's transform of every image: `table` (n, steps, 6) holds the first jitter's
-    x and y offsets, the scale's and the angle's index, the second jitter's x and y."""
+    """Every step's transform of every image, drawn DRAW_CHUNK steps at a time as the steps
+    come (forward only), not all `steps` before the first: a billion steps once allocated
+    12 GB here. The values are those of drawing everything at once from each image's own
+    generator, quantity after quantity (every step's first jitter x, then every step's y,
+    ...): each quantity's generator starts where the previous quantity's `steps` draws end
+    (torch's randint draws the same values in chunks as in one call)."""
 
     def __init__(self, seeds: Sequence[int], steps: int) -> None:
-        rows = []
+        self.steps = steps
+        self._generators: list[list[torch.Generator]] = []
         for s in seeds:
             g = torch.Generator().manual_seed(int(s) ^ _DRAW_SALT)
-            bounds = (JITTER_1 + 1, JITTER_1 + 1, len(SCALES), len(ANGLES),
-                      JITTER_2 + 1, JITTER_2 + 1)
-            rows.append(torch.stack([torch.randint(0, b, (steps,), generator=g)
-                                     for b in bounds], dim=1))
-        self.table = torch.stack(rows).numpy() if rows else np.zeros((0, steps, 6), np.int64)
+            quantities = []
+            for bound in BOUNDS:
+                start = torch.Generator()
+                start.set_state(g.get_state())
+                quantities.append(start)
+                _skip(g, bound, steps)  # past this quantity's draws
+            self._generators.append(quantities)
+        self._first = 0  # the step of self._rows[:, 0]
+        self._rows = np.zeros((len(self._generators), 0, 6), np.int64)
+
+    def row(self, step: int) -> np.ndarray:
+        """(n, 6): step `step`'s draws of every image; steps come in order."""
+        if not 0 <= step < self.steps or step < self._first:
+            raise ValueError(f"step {step}: the draws go forward from {self._first} to "
+                             f"{self.steps - 1}")
+        while step >= self._first + self._rows.shape[1]:
+            self._first += self._rows.shape[1]
+            count = min(DRAW_CHUNK, self.steps - self._first)
+            self._rows = np.stack(
+                [np.stack([_draw(g, b, count) for g, b in zip(quantities, BOUNDS)], axis=1)
+                 for quantities in self._generators]) if self._generators else \
+                np.zeros((0, count, 6), np.int64)
+        return self._rows[:, step - self._first]
 
     def thetas(self, step: int, h: int, w: int) -> torch.Tensor:
         """(n, 2, 3) for F.affine_grid, for pictures of h x w (before the pad)."""
         hp, wp = h + 2 * PAD, w + 2 * PAD
         out = [theta(hp, wp, ax, ay, SCALES[si], math.radians(ANGLES[ai]), bx, by)
-               for ax, ay, si, ai, bx, by in self.table[:, step]]
+               for ax, ay, si, ai, bx, by in self.row(step)]
         return torch.tensor(np.stack(out), dtype=torch.float32)
+
+
+def _skip(g: torch.Generator, bound: int, count: int) -> None:
+    """Move `g` past `count` draws, keeping none (settings.MAX_STEPS bounds the count)."""
+    for i in range(0, count, DRAW_CHUNK):
+        torch.randint(0, bound, (min(DRAW_CHUNK, count - i),), generator=g)
+
+
+def _draw(g: torch.Generator, bound: int, count: int) -> np.ndarray:
+    """`count` draws from 0 to `bound` (exclusive), DRAW_CHUNK at a time."""
+    parts = [torch.randint(0, bound, (min(DRAW_CHUNK, count - i),), generator=g).numpy()
+             for i in range(0, count, DRAW_CHUNK)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def theta(hp: int, wp: int, a_x: float, a_y: float, s: float, angle: float, b_x: float,
