@@ -56,7 +56,7 @@ from inspector.batch.metric_boxes import unmatched
 from inspector.core.edits.interventions import Intervention
 from inspector.core.explain.attention.options import AttentionOptions
 from inspector.core.explain.catalog import AttributionOptions, attribution_method, cam_method
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 
 SHARD_SIZE = 16  # images per shard: a resumed run redoes at most this many
 

@@ -20,7 +20,7 @@ from inspector.batch.engine.out_dir import write_failure
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.metric_boxes import boxes_for, mask_for
 from inspector.core.export.arrays import full_arrays
-from inspector.core.run.frames import CamFrame, ErrorFrame, PredictionFrame
+from inspector.core.records.frames import CamFrame, ErrorFrame, PredictionFrame
 
 
 @dataclass

@@ -22,7 +22,7 @@ def check_options(a, session, loaded
     if loaded.task == "classification" and not task_target:
         target = resolve_target(a.target_text, loaded.categories)
     else:  # det:K, seg:CLASS (core.tasks)
-        from inspector.core.tasks import parse_target
+        from inspector.core.explain.cam.targets import parse_target
 
         target = parse_target(str(a.target_text), loaded.task, loaded.categories, loaded.model)
     from inspector.core.explain.catalog import ATTENTION_CAMS
@@ -54,8 +54,8 @@ def write_script(a, loaded) -> bool:
     """--emit-script: the standalone script of `a`'s runs (core.script.export) at
     a.emit_script, before any image is read; False (said through a.warn) when it cannot be
     written."""
+    from inspector.core.models.script_code import ScriptExportError
     from inspector.core.run.request import RunRequest
-    from inspector.core.script.code import ScriptExportError
     from inspector.core.script.export import script_for
 
     request = RunRequest(image=None, capture=a.capture, target=a.target,

@@ -32,7 +32,7 @@ def sweep_entries(session, job, x, target) -> dict[str, Any]:
     """The image's "patch_sweep" and "patch_reference" (job: analyse_image.ImageJob; x: the
     image's model input; target: the class its run explained); a ValueError from the sweep
     is the image's error (analyse_image)."""
-    from inspector.core.compare.sweep_job import submit_patch_sweep
+    from inspector.core.run.sweep_job import submit_patch_sweep
 
     sweep = submit_patch_sweep(session, job.patch_sweep, x, depth=job.sweep_depth,
                                target=target, edits=job.edits, stretch=job.stretch).result()

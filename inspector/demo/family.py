@@ -15,7 +15,7 @@ import torch
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import Family, LoadedModel, ModelSpec
 from inspector.core.models.files import apply_state_dict, read_state_dict
-from inspector.core.script.code import ModelCode, ScriptExportError, absolute, labels_literal
+from inspector.core.models.script_code import ModelCode, ScriptExportError, absolute, labels_literal
 from inspector.demo import demo_config, load_demo_model
 from inspector.demo import model as demo
 

@@ -28,9 +28,9 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 import torch
 import torchvision
 
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec, leaf_names
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.stats import deferred as deferred_stats
 from inspector.core.stats import fused as fused_stats
 from inspector.core.stats import tensor_stats as _stats

@@ -36,9 +36,9 @@ import torch
 from inspector.core.edits.interventions import ZeroChannels
 from inspector.core.explain.catalog import DEFAULT_CAM
 from inspector.core.models.base import ModelSpec
+from inspector.core.records.frames import RunFinished
+from inspector.core.records.kinds import DEFAULT_KINDS
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import RunFinished
-from inspector.core.run.kinds import DEFAULT_KINDS
 from inspector.core.run.session import Session
 from tests.benchmarks.threads import configure_threads
 

@@ -298,7 +298,7 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
 
 def engine_loop(model: str, images: list[str], seconds: float, spec, cams) -> float:
     from inspector.core.models.base import ModelSpec
-    from inspector.core.run.frames import RunFinished
+    from inspector.core.records.frames import RunFinished
     from inspector.core.run.session import Session
 
     session = Session()
@@ -340,8 +340,8 @@ def quiet_offscreen_warnings() -> None:
 def mosaic_rate(updates: int = 300, channels: int = 64, size: int = 56) -> tuple[float, int]:
     from PySide6.QtWidgets import QApplication
 
-    from inspector.core.run.frames import ActivationFrame, TensorStats
-    from inspector.core.run.kinds import OUTPUT
+    from inspector.core.records.frames import ActivationFrame, TensorStats
+    from inspector.core.records.kinds import OUTPUT
     from inspector.ui.views.activation_view import ActivationView
 
     app = QApplication.instance() or QApplication([])

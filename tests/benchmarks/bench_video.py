@@ -61,8 +61,8 @@ from inspector.core.explain.catalog import DEFAULT_CAM
 from inspector.core.inputs.video import ReadAhead
 from inspector.core.inputs.video_reader import VideoReader
 from inspector.core.models.base import ModelSpec
+from inspector.core.records.kinds import DEFAULT_KINDS
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.kinds import DEFAULT_KINDS
 from inspector.core.run.runtime import stream_threads
 from inspector.core.run.session import Session
 from tests.benchmarks.threads import configure_threads

@@ -19,7 +19,7 @@ from inspector.core.explain.attention.options import AttentionOptions
 from inspector.core.explain.cam.methods import normalize_maps
 from inspector.core.hookset import remaining_hooks
 from inspector.core.models.base import ModelSpec
-from inspector.core.run.frames import AttentionFrame, CamFrame, LensFrame
+from inspector.core.records.frames import AttentionFrame, CamFrame, LensFrame
 from inspector.core.run.session import Session
 from tests.attention_models import hf_vit, logits, timm_vit, tv_vit, vit_factory
 

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
+from inspector.core.records.frames import ActivationFrame, RunFinished, RunStarted, TensorStats
+from inspector.core.records.kinds import OUTPUT
 from inspector.core.run.channel import FrameChannel
-from inspector.core.run.frames import ActivationFrame, RunFinished, RunStarted, TensorStats
-from inspector.core.run.kinds import OUTPUT
 
 _STATS = TensorStats(0, 0, 0, 0, 0, 1, *(np.zeros(1, np.float32),) * 5)
 

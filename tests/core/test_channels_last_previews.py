@@ -15,10 +15,10 @@ from inspector.core.edits.interventions import ZeroChannels
 from inspector.core.edits.spec import check_edits
 from inspector.core.export.files import as_channels, mosaic
 from inspector.core.models.tree import build_tree
+from inspector.core.records.frames import GradientFrame
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import GradientFrame
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.tokens import image_size, is_channels_last
 
 H, W = 48, 64  # not square: a channels-last map read the wrong way round does not fit

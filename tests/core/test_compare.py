@@ -12,8 +12,8 @@ import torch
 from inspector.core.compare.divergence import KEPT_RUNS, KeptOutputs, _from_sums, _sums
 from inspector.core.edits.interventions import ScaleChannels, ZeroChannels
 from inspector.core.hookset import remaining_hooks
+from inspector.core.records.frames import DivergenceFrame
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import DivergenceFrame
 from inspector.core.run.session import Session
 
 # -- the measures -------------------------------------------------------------------------------

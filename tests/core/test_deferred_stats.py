@@ -13,9 +13,9 @@ import torch
 import torchvision
 from torch import nn
 
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec, leaf_names
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.stats import deferred as deferred_stats
 from inspector.core.stats import fused as fused_stats
 from inspector.core.stats.tensor_stats import tensor_stats
@@ -257,7 +257,7 @@ class _LateInPlaceClassifier(_LateInPlace):
 def test_a_session_counts_dropped_statistics_in_run_finished(monkeypatch):
     from inspector.core.inputs.preprocess import Preprocess
     from inspector.core.models.base import LoadedModel
-    from inspector.core.run.frames import ActivationFrame, RunFinished
+    from inspector.core.records.frames import ActivationFrame, RunFinished
     from inspector.core.run.session import Session
 
     torch.manual_seed(0)

@@ -13,14 +13,15 @@ import torch
 from task_models import DETECTION_FACTORY, correlation, gradcam_by_hand, picture
 
 from inspector import cli
+from inspector.core.explain.cam.targets import parse_target
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import ModelSpec
+from inspector.core.records.frames import ActivationFrame, GradientFrame, PredictionFrame
+from inspector.core.records.kinds import OUTPUT
+from inspector.core.records.targets import DetectionTarget
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import ActivationFrame, GradientFrame, PredictionFrame
-from inspector.core.run.kinds import OUTPUT
-from inspector.core.run.request import DetectionTarget
 from inspector.core.run.session import Session
-from inspector.core.tasks import DETECTION, detection, parse_target
+from inspector.core.tasks import DETECTION, detection
 
 NAME = "fasterrcnn_mobilenet_v3_large_320_fpn"
 
@@ -172,8 +173,8 @@ def test_a_det_target_on_a_classifier_is_one_line():
 
 
 def test_copy_as_python_refuses_a_detection_model_in_words(session):
+    from inspector.core.models.script_code import ScriptExportError
     from inspector.core.run.request import RunRequest
-    from inspector.core.script.code import ScriptExportError
     from inspector.core.script.export import script_for
 
     with pytest.raises(ScriptExportError, match="is a detection model"):

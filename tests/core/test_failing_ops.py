@@ -14,7 +14,7 @@ from torch import nn
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
-from inspector.core.run.frames import ErrorFrame, RunFinished
+from inspector.core.records.frames import ErrorFrame, RunFinished
 from inspector.core.run.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]

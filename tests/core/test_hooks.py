@@ -11,9 +11,9 @@ import torchvision
 from torch import nn
 
 from inspector.core.hookset import HookError, remaining_hooks, tensor_leaves
+from inspector.core.records.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.stats.previews import PREVIEW_ELEMENTS, preview_shape
 
 

@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from inspector.core.hookset import HookSet, ModelState, remaining_hooks
+from inspector.core.records.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 
 
 class Sabotage(nn.Module):

@@ -101,7 +101,7 @@ SCRIPT = """
 import torch
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec, leaf_names
-from inspector.core.run.kinds import OUTPUT
+from inspector.core.records.kinds import OUTPUT
 from inspector.core.stats import tensor_stats as stats
 
 def refuse(*args, **kwargs):

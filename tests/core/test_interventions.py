@@ -23,9 +23,9 @@ from inspector.core.hookset import remaining_hooks
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
+from inspector.core.records.frames import GradientFrame
+from inspector.core.records.kinds import GRAD_INPUT, GRAD_OUTPUT
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import GradientFrame
-from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT
 from inspector.core.run.session import Session
 
 # -- models -----------------------------------------------------------------------------------

@@ -15,15 +15,15 @@ from inspector.core.edits.interventions import ScaleGradient, ZeroChannels
 from inspector.core.explain.catalog import ATTENTION_CAMS, CAM_METHODS
 from inspector.core.hookset import remaining_hooks
 from inspector.core.models.base import ModelSpec
-from inspector.core.run.capture_spec import CaptureSpec, leaf_names
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     ActivationFrame,
     ErrorFrame,
     GradientFrame,
     PredictionFrame,
     RunFinished,
 )
-from inspector.core.run.kinds import DEFAULT_KINDS, OUTPUT
+from inspector.core.records.kinds import DEFAULT_KINDS, OUTPUT
+from inspector.core.run.capture_spec import CaptureSpec, leaf_names
 from inspector.core.run.session import Session
 
 # `block`'s output is modified in place right after it (an inplace ReLU), as in torchvision's

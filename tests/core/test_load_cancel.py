@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from inspector.core.models.base import ModelSpec
-from inspector.core.run.frames import ErrorFrame, ModelLoaded
+from inspector.core.records.frames import ErrorFrame, ModelLoaded
 from inspector.core.run.interrupt import LoadCancelled
 from inspector.core.run.session import Session
 

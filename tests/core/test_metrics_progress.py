@@ -8,7 +8,7 @@ import torch
 
 from inspector.core.explain.metrics.forwards import Forwarder
 from inspector.core.explain.metrics.names import MetricOptions
-from inspector.core.run.frames import ProgressFrame
+from inspector.core.records.frames import ProgressFrame
 
 
 def test_the_time_left_falls_as_slow_work_follows_fast_work():

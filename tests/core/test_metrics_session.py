@@ -19,7 +19,7 @@ from inspector.core.explain.metrics.names import MetricOptions
 from inspector.core.explain.metrics.scores import class_probability
 from inspector.core.inputs.images import load_image
 from inspector.core.models.base import ModelSpec
-from inspector.core.run.frames import CamFrame, MetricsFrame, ProgressFrame, RunFinished
+from inspector.core.records.frames import CamFrame, MetricsFrame, ProgressFrame, RunFinished
 from inspector.core.run.request import RunRequest
 from inspector.core.run.session import Session
 

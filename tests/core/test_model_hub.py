@@ -348,8 +348,8 @@ def test_the_cli_without_the_extra_says_what_to_install(monkeypatch, tmp_path, c
 
 
 def test_copy_as_python_refuses_a_hub_model_in_one_sentence(tmp_path):
+    from inspector.core.models.script_code import ScriptExportError
     from inspector.core.run.request import RunRequest
-    from inspector.core.script.code import ScriptExportError
     from inspector.core.script.export import script_for
 
     path = tmp_path / "r18.pth"

@@ -17,8 +17,8 @@ from inspector.core.hookset import RunCancelled, remaining_hooks
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
+from inspector.core.records.frames import CamFrame
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import CamFrame
 from inspector.core.run.session import Session
 
 REGION = (slice(4, 8), slice(8, 12))  # rows 4..7, columns 8..11 of a 16 x 16 input

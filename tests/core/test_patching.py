@@ -16,11 +16,11 @@ from torch import nn
 
 from inspector import cli
 from inspector.core.compare.patch_sweep import patch_sweep, sweep_modules
-from inspector.core.compare.sweep_job import submit_patch_sweep
 from inspector.core.edits.spec import EditSpecError, format_edit, parse_edit
 from inspector.core.hookset import remaining_hooks
 from inspector.core.inputs.images import load_image
 from inspector.core.models.tree import build_tree
+from inspector.core.run.sweep_job import submit_patch_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 A = ROOT / "resources" / "demo" / "samples" / "circle_01.png"

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from inspector.core.models.base import ModelSpec
-from inspector.core.run.frames import ProgressFrame, RunFinished
+from inspector.core.records.frames import ProgressFrame, RunFinished
 from inspector.core.run.session import Session
 
 GATED = Path(__file__).resolve().parents[1] / "ui" / "tiny_models.py"

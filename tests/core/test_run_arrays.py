@@ -8,10 +8,10 @@ import torch
 from test_worker import Tiny, session_with
 
 from inspector.core.export.arrays import full_arrays, npz_arrays
+from inspector.core.records.frames import RunFinished
+from inspector.core.records.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.channel import FrameChannel
-from inspector.core.run.frames import RunFinished
-from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.request import RunRequest
 
 
@@ -51,7 +51,7 @@ def test_a_run_on_its_own_channel_sends_nothing_to_the_sessions_and_gives_whole_
 
 
 def test_npz_arrays_batch_a_single_input_and_keep_the_last_call():
-    from inspector.core.run.frames import ActivationFrame
+    from inspector.core.records.frames import ActivationFrame
 
     def frame(call, value):
         return ActivationFrame(run_id=1, module="m", call=call, kind=OUTPUT, path="",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     ActivationFrame,
     CamFrame,
     DivergenceFrame,
@@ -16,7 +16,7 @@ from inspector.core.run.frames import (
     RunStarted,
     TensorStats,
 )
-from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.records.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.store import RunStore, key_of
 
 
@@ -315,7 +315,7 @@ def test_run_a_stays_over_other_weights_of_the_same_modules_as_a_reference_only(
 
 
 def test_a_cancelled_or_failed_reference_is_not_compared_with():
-    from inspector.core.run.frames import RunFinished, RunStarted
+    from inspector.core.records.frames import RunFinished, RunStarted
 
     store = RunStore()
     store.set_baseline(1)
@@ -374,7 +374,7 @@ def test_after_a_cancel_the_views_show_the_last_run_before_it_with_its_own_refer
     """Issue 22: an edited run (3, compared with 1), then a new unedited run (4) and edited
     run (5), both cancelled: the views show run 3 against run 1 again, none of 4's or 5's
     frames."""
-    from inspector.core.run.frames import RunFinished, RunStarted
+    from inspector.core.records.frames import RunFinished, RunStarted
 
     store = RunStore()
     store.set_baseline(1)

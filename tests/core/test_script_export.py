@@ -20,12 +20,12 @@ from inspector.core.edits import interventions as iv
 from inspector.core.hookset import remaining_hooks
 from inspector.core.models.base import ModelSpec
 from inspector.core.models.load import load_model
+from inspector.core.models.script_code import ScriptExportError
+from inspector.core.records.frames import ActivationFrame, GradientFrame
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import ActivationFrame, GradientFrame
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.request import RunRequest
 from inspector.core.run.session import Session
-from inspector.core.script.code import ScriptExportError
 from inspector.core.script.export import script_for
 
 FACTORY = '''

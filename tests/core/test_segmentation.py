@@ -15,8 +15,8 @@ from task_models import SEGMENTATION_FACTORY, correlation, gradcam_by_hand, pict
 from inspector import cli
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import ModelSpec
-from inspector.core.run.frames import PredictionFrame
-from inspector.core.run.request import SegmentationTarget
+from inspector.core.records.frames import PredictionFrame
+from inspector.core.records.targets import SegmentationTarget
 from inspector.core.run.session import Session
 from inspector.core.tasks import SEGMENTATION, parse_target, segmentation
 

@@ -13,11 +13,11 @@ from inspector.core.edits.interventions import ScaleGradient
 from inspector.core.inputs.images import ImageLoadError
 from inspector.core.models.base import ModelSpec
 from inspector.core.models.load import load_model
+from inspector.core.records.frames import CamFrame, PredictionFrame
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run import stages
 from inspector.core.run.capture import Capture
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import CamFrame, PredictionFrame
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.request import RunRequest
 from inspector.core.run.session import RunOutcome
 
@@ -93,7 +93,7 @@ def test_forward_backward_and_explain_in_a_capture(demo):
 
 
 def test_a_classifier_refuses_a_detection_target(demo):
-    from inspector.core.run.request import DetectionTarget
+    from inspector.core.records.targets import DetectionTarget
 
     run, _ = in_flight(demo, target=DetectionTarget(0))
     stages.prepare_input(run)

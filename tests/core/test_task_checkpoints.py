@@ -20,8 +20,8 @@ from inspector.core.models.base import ModelSpec
 from inspector.core.models.files import CheckpointMismatch, ModelLoadError
 from inspector.core.models.load import list_models, load_model
 from inspector.core.models.task_models import preprocess_for, task_models
-from inspector.core.run.frames import ErrorFrame, PredictionFrame
-from inspector.core.run.request import DetectionTarget
+from inspector.core.records.frames import ErrorFrame, PredictionFrame
+from inspector.core.records.targets import DetectionTarget
 from inspector.core.run.session import Session
 from inspector.core.tasks import DETECTION, SEGMENTATION, detection
 

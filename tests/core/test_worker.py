@@ -14,8 +14,7 @@ from inspector.core.hookset import remaining_hooks
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.tree import build_tree
-from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     ActivationFrame,
     ErrorFrame,
     GradientFrame,
@@ -23,7 +22,8 @@ from inspector.core.run.frames import (
     RunFinished,
     RunStarted,
 )
-from inspector.core.run.kinds import OUTPUT
+from inspector.core.records.kinds import OUTPUT
+from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.session import Session
 from inspector.core.run.worker import InferenceWorker
 
@@ -204,7 +204,7 @@ def test_target_out_of_range_is_an_error_not_a_crash():
 
 @pytest.mark.parametrize("kernel", [True, False])
 def test_a_model_load_says_when_statistics_take_the_slower_path(monkeypatch, kernel):
-    from inspector.core.run.frames import ModelLoaded
+    from inspector.core.records.frames import ModelLoaded
     from inspector.core.stats import fused as fused_stats
 
     if not kernel:
@@ -247,7 +247,7 @@ def test_each_run_captures_what_its_own_value_says_and_the_session_keeps_none_of
 
 
 def test_the_default_cam_layer_comes_with_model_loaded():
-    from inspector.core.run.frames import ModelLoaded
+    from inspector.core.records.frames import ModelLoaded
 
     s = Session()
     try:
@@ -262,7 +262,7 @@ def test_the_default_cam_layer_comes_with_model_loaded():
 
 def test_a_run_asks_for_input_attributions_and_gets_signed_arrays_and_maps():
     from inspector.core.explain.catalog import ATTRIBUTION_LAYER
-    from inspector.core.run.frames import CamFrame
+    from inspector.core.records.frames import CamFrame
 
     torch.manual_seed(0)
     model = Tiny()

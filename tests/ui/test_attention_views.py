@@ -11,7 +11,7 @@ from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: 
 from view_frames import shown, started
 
 from inspector.core.explain.attention.explorer import mean_attention_distance
-from inspector.core.run.frames import AttentionFrame, LensFrame, Prediction
+from inspector.core.records.frames import AttentionFrame, LensFrame, Prediction
 from inspector.ui.run.settings import RunSettings
 from inspector.ui.views.attention_view import AttentionView
 from inspector.ui.views.cam_controls import CamControls

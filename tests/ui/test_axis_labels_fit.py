@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication
 from test_compare_models_ui import _images
 from test_main_window import TIMEOUT, TINY, wait_run
 
-from inspector.core.run.frames import DivergenceFrame
+from inspector.core.records.frames import DivergenceFrame
 from inspector.ui.window.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 

@@ -18,7 +18,7 @@ from view_frames import (
     started,
 )
 
-from inspector.core.run.frames import RunStarted
+from inspector.core.records.frames import RunStarted
 from inspector.ui.export.save_view import NothingToSave, save_view_png
 from inspector.ui.views import colormaps
 from inspector.ui.views.activation_view import ActivationView

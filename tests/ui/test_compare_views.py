@@ -10,7 +10,7 @@ from PySide6.QtCore import QPointF, Qt
 from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401 (a fixture)
 from view_frames import RNG, cam_frame, shown
 
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     DivergenceFrame,
     ModelLoaded,
     Prediction,

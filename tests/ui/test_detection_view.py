@@ -13,8 +13,8 @@ from task_models import SEGMENTATION_FACTORY as SEGMENTER
 from task_models import detection_factory
 from test_main_window import wait_run
 
-from inspector.core.run.frames import Prediction, PredictionFrame
-from inspector.core.run.request import DetectionTarget
+from inspector.core.records.frames import Prediction, PredictionFrame
+from inspector.core.records.targets import DetectionTarget
 from inspector.core.tasks.detection import Detection
 from inspector.ui.image.canvas import BOX_COLOR, CHOSEN_COLOR
 from inspector.ui.image.pane import MODEL_INPUT, ORIGINAL, ImagePane

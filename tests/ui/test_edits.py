@@ -163,7 +163,7 @@ def test_a_box_dragged_on_the_canvas_is_in_the_pictures_own_pixels(qtbot):
 def test_the_router_keeps_the_frames_of_the_unedited_run_beside_the_newer_edited_run(qtbot):
     from view_frames import FakeChannel, act
 
-    from inspector.core.run.frames import RunFinished, RunStarted
+    from inspector.core.records.frames import RunFinished, RunStarted
     from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter(batch_s=0.0, min_interval_s=0.0)

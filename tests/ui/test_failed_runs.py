@@ -10,8 +10,8 @@ from PIL import Image
 from PySide6.QtCore import Qt
 from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 
-from inspector.core.run.frames import ProgressFrame
-from inspector.core.run.kinds import OUTPUT
+from inspector.core.records.frames import ProgressFrame
+from inspector.core.records.kinds import OUTPUT
 from inspector.ui.module_tree.cells import COL_MEAN, compact
 from inspector.ui.run.progress import format_time_left, progress_text, time_left
 from inspector.ui.window import errors as error_messages

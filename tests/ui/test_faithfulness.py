@@ -20,7 +20,7 @@ from inspector.core.explain.metrics.curves import Curve
 from inspector.core.explain.metrics.names import MetricOptions
 from inspector.core.explain.metrics.results import MapScores
 from inspector.core.explain.metrics.sanity import SanityStep
-from inspector.core.run.frames import MetricsFrame, ModelLoaded, RunFinished
+from inspector.core.records.frames import MetricsFrame, ModelLoaded, RunFinished
 from inspector.core.run.store import RunStore
 from inspector.ui.views.cam_view import CamView
 from inspector.ui.views.faithfulness_view import FaithfulnessView

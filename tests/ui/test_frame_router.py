@@ -8,7 +8,7 @@ from concurrent.futures import Future
 
 from view_frames import FakeChannel, act
 
-from inspector.core.run.frames import ErrorFrame, RunFinished, RunStarted
+from inspector.core.records.frames import ErrorFrame, RunFinished, RunStarted
 
 # -- frame router -------------------------------------------------------------------------------
 
@@ -57,7 +57,7 @@ def test_router_routes_in_order_skips_stale_runs_and_survives_a_broken_view(qtbo
 
 
 def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
-    from inspector.core.run.frames import Prediction, PredictionFrame
+    from inspector.core.records.frames import Prediction, PredictionFrame
     from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter(min_interval_s=3600.0)  # deliver when told to, or when urgent
@@ -97,7 +97,7 @@ def test_router_shows_only_the_newest_of_several_runs_in_a_batch(qtbot):
 
 
 def test_a_staggered_router_hands_a_batch_to_one_view_per_tick(qtbot):
-    from inspector.core.run.frames import ModelLoaded
+    from inspector.core.records.frames import ModelLoaded
     from inspector.ui.run.frame_router import FrameRouter
 
     router = FrameRouter(batch_s=0.0, min_interval_s=0.0, stagger=True)

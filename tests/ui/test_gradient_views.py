@@ -19,7 +19,7 @@ from view_frames import (
     tile,
 )
 
-from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.records.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.ui.views.gradient_view import GradientView
 from inspector.ui.views.input_stats_view import InputStatsView
 from inspector.ui.views.mosaic import SHARED, grid_shape

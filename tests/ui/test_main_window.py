@@ -151,7 +151,7 @@ def test_selecting_a_module_changes_what_the_views_show(make_window, qtbot, tmp_
 def test_tree_shows_the_run_statistics_and_its_checkboxes_drive_the_capture(
     make_window, qtbot, tmp_path
 ):
-    from inspector.core.run.kinds import GRAD_INPUT, OUTPUT
+    from inspector.core.records.kinds import GRAD_INPUT, OUTPUT
     from inspector.ui.module_tree.cells import COL_MEAN, COLUMN_OF_KIND
 
     window = make_window(images=[write_png(tmp_path / "x.png")])

@@ -129,7 +129,7 @@ def test_cam_view_shows_the_selected_methods_map_when_several_arrive(qtbot):
 def test_a_detection_run_that_found_nothing_says_so_in_predictions_and_the_cam_pane(qtbot):
     """Issue 22: "Predictions appear here after a run." after the run, and the CAM pane
     blamed gradients, which were on."""
-    from inspector.core.run.frames import PredictionFrame, RunFinished
+    from inspector.core.records.frames import PredictionFrame, RunFinished
 
     store = RunStore()
     predictions_view = shown(qtbot, PredictionsView(store=store))

@@ -3,7 +3,7 @@ it, the Compute gradients action that writes and follows it, and what is remembe
 
 from __future__ import annotations
 
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.ui.run.settings import RunSettings, RunSettingsModel, gradients_action
 from inspector.ui.window.app_settings import AppSettings
 

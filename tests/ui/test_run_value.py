@@ -11,8 +11,8 @@ from tests.ui.test_main_window import TIMEOUT, make_window, wait_run, write_png 
 def test_two_reruns_with_different_checkboxes_submit_different_values(
     make_window, qtbot, tmp_path  # noqa: F811
 ):
-    from inspector.core.run.frames import GradientFrame
-    from inspector.core.run.kinds import GRAD_INPUT
+    from inspector.core.records.frames import GradientFrame
+    from inspector.core.records.kinds import GRAD_INPUT
     from inspector.ui.module_tree.cells import COLUMN_OF_KIND
 
     window = make_window(images=[write_png(tmp_path / "x.png")])

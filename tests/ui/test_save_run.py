@@ -9,7 +9,7 @@ from PySide6.QtGui import QImage
 from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
 from view_frames import predictions, shown
 
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.ui.export.save_view import MIN_PNG_SIZE, save_view_png
 from inspector.ui.views.predictions_view import BAR_COLOR, PredictionsView
 

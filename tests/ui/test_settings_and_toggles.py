@@ -76,8 +76,8 @@ def combinations_to_try(n: int) -> list[tuple[bool, ...]]:
 
 
 def test_without_gradients_the_capture_keeps_the_forward_kinds():
+    from inspector.core.records.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
     from inspector.core.run.capture_spec import CaptureSpec
-    from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 
     kinds = {"a": frozenset({OUTPUT, GRAD_OUTPUT}), "b": frozenset({GRAD_INPUT}),
              "c": frozenset({INPUT})}

@@ -13,8 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QMainWindow
 
-from inspector.core.run.frames import ActivationFrame, GradientFrame, TensorStats
-from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.records.frames import ActivationFrame, GradientFrame, TensorStats
+from inspector.core.records.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 
 
 def stats(values) -> TensorStats:
@@ -431,7 +431,7 @@ def test_a_hover_tip_is_not_drawn_over_the_details_button(qtbot):
 def test_status_labels_elide_long_names_and_keep_them_whole_in_their_tooltips(qtbot):
     """A long model, weights file or image name is elided in the middle, so the message at
     the left keeps room; its tooltip has the whole text. Short ones are left as they are."""
-    from inspector.core.run.frames import ModelLoaded, RunFinished
+    from inspector.core.records.frames import ModelLoaded, RunFinished
     from inspector.ui.window.status_panel import LABEL_MAX, StatusPanel
 
     window = QMainWindow()

@@ -13,8 +13,8 @@ pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[
 from test_video_player import make_window, wait_run  # noqa: E402, F401
 from video_clip import write_clip  # noqa: E402
 
-from inspector.core.run.frames import RunFinished
-from inspector.core.run.kinds import OUTPUT  # noqa: E402
+from inspector.core.records.frames import RunFinished
+from inspector.core.records.kinds import OUTPUT  # noqa: E402
 from inspector.ui.module_tree.cells import COL_MEAN, COL_ZEROS, compact  # noqa: E402
 
 TIMEOUT = 60_000

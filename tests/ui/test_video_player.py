@@ -180,7 +180,7 @@ def test_pause_step_and_seek_show_and_run_the_frame_asked_for(make_window, qtbot
 
 def test_playing_submits_live_runs_and_pausing_runs_the_frame_in_full(make_window, qtbot,
                                                                       clip):
-    from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+    from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
     from inspector.ui.run.frame_router import MIN_DELIVERY_INTERVAL_S
     from inspector.ui.video.player import STREAM_DELIVERY_INTERVAL_S
 

@@ -21,8 +21,8 @@ from view_frames import (  # noqa: E402
     tile,
 )
 
-from inspector.core.run.frames import ModelLoaded, RunFinished
-from inspector.core.run.kinds import INPUT  # noqa: E402
+from inspector.core.records.frames import ModelLoaded, RunFinished
+from inspector.core.records.kinds import INPUT  # noqa: E402
 from inspector.ui.views.activation_view import ActivationView  # noqa: E402
 from inspector.ui.views.mosaic import GAP, PER_CHANNEL, SHARED, Mosaic, grid_shape  # noqa: E402
 from inspector.ui.views.tensor_panel import (  # noqa: E402

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from view_frames import FakeChannel, act, cam_frame, grad, predictions, started
 
-from inspector.core.run.frames import RunFinished
-from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.records.frames import RunFinished
+from inspector.core.records.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.store import RunStore
 from inspector.ui.run.frame_router import FrameRouter
 from inspector.ui.views.activation_view import ActivationView

@@ -9,7 +9,7 @@ import math
 import numpy as np
 from PySide6.QtWidgets import QApplication
 
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     ActivationFrame,
     CamFrame,
     GradientFrame,
@@ -18,7 +18,7 @@ from inspector.core.run.frames import (
     RunStarted,
     TensorStats,
 )
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.ui.views.clipboard import COPY_TEXT
 from inspector.ui.views.mosaic import GAP
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from inspector.core.run.frames import ActivationFrame, GradientFrame
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.records.frames import ActivationFrame, GradientFrame
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 
 KIND_PREFIX = {OUTPUT: "activation", GRAD_OUTPUT: "gradient"}
 

@@ -19,7 +19,7 @@ from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.files import ModelLoadError
 
 if TYPE_CHECKING:
-    from inspector.core.script.code import ModelCode
+    from inspector.core.models.script_code import ModelCode
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -92,7 +92,7 @@ class Family:
     load: the LoadedModel of `spec` on `device`, in any mode (the dispatcher moves it to
         the device and sets eval); raises ModelLoadError with a sentence.
     names: the catalog names it offers (`network-inspector models`, the open-model dialog).
-    script: Copy as Python's code for a model it loaded (core.script.code.ModelCode), or
+    script: Copy as Python's code for a model it loaded (core.models.script_code.ModelCode), or
         None where a standalone script cannot load such a model (the window says why).
     extra: the pip extra that installs the library it needs (None: none needed), and
     module: that library's import name, checked before loading (MissingExtra).

@@ -32,7 +32,7 @@ from inspector.core.models.files import (
     file_format,
     some,
 )
-from inspector.core.script.code import ModelCode, absolute, labels_literal, own_classes
+from inspector.core.models.script_code import ModelCode, absolute, labels_literal, own_classes
 
 # -- the user's own code -------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from torch import nn
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import Family, LoadedModel, ModelSpec
 from inspector.core.models.files import apply_state_dict, read_state_dict
-from inspector.core.script.code import ModelCode, ScriptExportError, absolute, labels_literal
+from inspector.core.models.script_code import ModelCode, ScriptExportError, absolute, labels_literal
 
 
 def classifiers() -> list[str]:

@@ -54,10 +54,10 @@ from inspector.core.hookset import (
     replace_leaf,
     tensor_leaves,
 )
+from inspector.core.records.frames import ActivationFrame, GradientFrame
+from inspector.core.records.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.frame_maker import FrameMaker, Sink
-from inspector.core.run.frames import ActivationFrame, GradientFrame
-from inspector.core.run.kinds import GRAD_INPUT, GRAD_OUTPUT, INPUT, OUTPUT
 from inspector.core.stats.deferred import Deferred, memory_for
 
 

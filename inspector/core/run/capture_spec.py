@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from inspector.core.run.kinds import GRADIENT_KINDS, KINDS, OUTPUT
+from inspector.core.records.kinds import GRADIENT_KINDS, KINDS, OUTPUT
 from inspector.core.stats.previews import PREVIEW_ELEMENTS, PREVIEW_SIZE
 
 

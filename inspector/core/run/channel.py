@@ -23,7 +23,7 @@ from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable
 from itertools import count
 
-from inspector.core.run.frames import RunFinished, TensorFrame
+from inspector.core.records.frames import RunFinished, TensorFrame
 
 
 def _is_data(frame: object) -> bool:

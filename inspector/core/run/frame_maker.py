@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import torch
 
+from inspector.core.records.frames import GradientFrame
 from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import GradientFrame
 from inspector.core.stats import tensor_stats as _stats
 from inspector.core.stats.deferred import Deferred
 from inspector.core.tokens import image_size, is_channels_last

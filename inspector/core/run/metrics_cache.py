@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from inspector.core.run.frames import CamFrame, MetricsFrame
+from inspector.core.records.frames import CamFrame, MetricsFrame
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from inspector.core.explain.metrics.scores import (
     segmentation_probability,
 )
 from inspector.core.hookset import RunCancelled
-from inspector.core.run.frames import MetricsFrame
+from inspector.core.records.frames import MetricsFrame
 
 STEP = "Faithfulness"
 CLASSIFIERS_ONLY = "the sanity check remakes maps of classifiers only"

@@ -12,43 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from inspector.core.records.targets import Target
+
 if TYPE_CHECKING:
     from inspector.core.edits.interventions import Intervention
     from inspector.core.explain.attention.options import AttentionOptions
     from inspector.core.explain.catalog import AttributionOptions
     from inspector.core.explain.metrics.names import MetricOptions
     from inspector.core.run.capture_spec import CaptureSpec
-
-
-@dataclass(frozen=True)
-class DetectionTarget:
-    """Explain detection `index` of a detection model's output (0: the highest score).
-
-    With `box` (model-input pixels) and `class_index`, the detection chosen is the one of
-    that class that overlaps the box most, whatever its rank: a box the user clicked stays
-    the same object when an edit or the next video frame reorders the scores."""
-
-    index: int = 0
-    box: tuple[float, float, float, float] | None = None
-    class_index: int | None = None
-
-    def __str__(self) -> str:
-        return f"det:{self.index}"
-
-
-@dataclass(frozen=True)
-class SegmentationTarget:
-    """Explain class `index` of a segmentation model, summed over its predicted pixels."""
-
-    index: int
-
-    def __str__(self) -> str:
-        return f"seg:{self.index}"
-
-
-# What a run explains: a class index (classifiers), a detection, a segmentation class, or
-# None (the top-1 class, the first detection, the largest non-background class).
-Target = int | DetectionTarget | SegmentationTarget | None
 
 
 @dataclass(frozen=True)

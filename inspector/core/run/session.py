@@ -3,7 +3,7 @@
 It owns the model (through the worker thread, which alone touches it), the worker and the
 frame channel, and runs the values it is given (core.run.request.RunRequest: the capture, target,
 CAM methods, edits of one run); nothing about a run stays here between runs but the outputs
-of the last runs that asked to keep them, for comparisons (core.compare.kept_outputs). Calls return at
+of the last runs that asked to keep them, for comparisons (core.run.kept_outputs). Calls return at
 once; results arrive as frames on `session.channel` (and as futures for model loads).
 """
 
@@ -22,7 +22,6 @@ import numpy as np
 import torch
 
 from inspector.core import tasks
-from inspector.core.compare.kept_outputs import KeptRuns
 from inspector.core.edits.interventions import Intervention
 from inspector.core.edits.patching import has_patches, resolve_patches
 from inspector.core.edits.spec import EditSpecError, check_edits
@@ -35,17 +34,18 @@ from inspector.core.models.base import LoadedModel, ModelSpec
 from inspector.core.models.files import ModelLoadError
 from inspector.core.models.load import load_model, probe_tree
 from inspector.core.models.tree import ModuleTree
-from inspector.core.run import stages
-from inspector.core.run.capture import Capture
-from inspector.core.run.channel import FrameChannel
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     DivergenceFrame,
     ErrorFrame,
     ModelLoaded,
     RunFinished,
     RunStarted,
 )
+from inspector.core.run import stages
+from inspector.core.run.capture import Capture
+from inspector.core.run.channel import FrameChannel
 from inspector.core.run.interrupt import LoadCancelled
+from inspector.core.run.kept_outputs import KeptRuns
 from inspector.core.run.loading import LOAD_CANCEL_WAIT_S, Load, model_notes, wait_done
 from inspector.core.run.request import RunRequest
 from inspector.core.run.runtime import apply_thread_setting, intra_op_threads, release_freed_memory
@@ -104,7 +104,7 @@ class Session:
         self._run_channels: dict[int, FrameChannel] = {}  # runs whose frames go elsewhere
         self._stops: dict[int, threading.Event] = {}  # open runs' stop_scoring requests
         self._cam_layer: tuple[ModuleTree, str] | None = None  # (tree it was found for, layer)
-        # Outputs of the last `keep_runs` runs that asked to keep them (core.compare.kept_outputs).
+        # Outputs of the last `keep_runs` runs that asked to keep them (core.run.kept_outputs).
         self._kept = KeptRuns()
         self._loads: list[Load] = []  # model loads queued or running (cancel_load)
         self._lock = threading.Lock()

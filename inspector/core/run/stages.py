@@ -45,17 +45,17 @@ from inspector.core.hookset import HookError, RunCancelled
 from inspector.core.inputs.images import as_rgb, load_image
 from inspector.core.inputs.preprocess import PreparedImage
 from inspector.core.models.base import LoadedModel
-from inspector.core.run import metrics_stage
-from inspector.core.run.capture import Capture
-from inspector.core.run.capture_spec import CaptureSpec
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     CamFrame,
     ErrorFrame,
     Prediction,
     PredictionFrame,
     ProgressFrame,
 )
-from inspector.core.run.kinds import DEFAULT_KINDS
+from inspector.core.records.kinds import DEFAULT_KINDS
+from inspector.core.run import metrics_stage
+from inspector.core.run.capture import Capture
+from inspector.core.run.capture_spec import CaptureSpec
 from inspector.core.run.request import RunRequest
 
 PROGRESS_INTERVAL_S = 0.1  # progress frames of a step: at most this often, and the last one

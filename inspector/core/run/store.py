@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     AttentionFrame,
     CamFrame,
     DivergenceFrame,

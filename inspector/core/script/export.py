@@ -11,7 +11,7 @@ its first call, and of that output's gradient: the figures of `analyse`'s NPZ fo
 image. A run that a script cannot redo raises ScriptExportError, naming the part.
 
 The script's fixed blocks are in core.script.template, its model loading is written by
-core.script.code; this module picks and fills them.
+core.models.script_code; this module picks and fills them.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from torch import nn
 from inspector.core.edits import interventions as iv
 from inspector.core.models.base import LoadedModel
 from inspector.core.models.load import family_named
+from inspector.core.models.script_code import ModelCode, ScriptExportError
 from inspector.core.run.capture_spec import leaf_names
 from inspector.core.run.request import RunRequest
 from inspector.core.script import template as tpl
-from inspector.core.script.code import ModelCode, ScriptExportError
 
 
 def script_for(

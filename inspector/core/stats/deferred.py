@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from inspector.core.run.frames import TensorStats
+from inspector.core.records.frames import TensorStats
 from inspector.core.stats import tensor_stats as _stats
 
 BACKLOG = 2  # tensors waiting for the thread before hooks compute their own statistics

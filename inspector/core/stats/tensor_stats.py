@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from inspector.core.run.frames import TensorStats
+from inspector.core.records.frames import TensorStats
 from inspector.core.stats import fused as fused_stats
 from inspector.core.stats.previews import PREVIEW_ELEMENTS, PREVIEW_SIZE, pool_factor
 

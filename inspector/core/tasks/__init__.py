@@ -6,8 +6,10 @@
 (torchvision's detection and segmentation models are loaded by core.models.task_models.)
 
 The Session asks this package how to call the model (`forward`), what its output means for
-the predictions view and which score the gradients start from (`read_output`), and which
-layer a CAM reads by default (`default_cam_layer`). A classifier goes through none of it.
+the predictions view and which score the gradients start from (`read_output`). The layer a
+CAM reads by default is core.explain.cam.layer's (task_cam_layer), a `det:K` or `seg:CLASS`
+target from text core.explain.cam.targets' (parse_target). A classifier goes through none
+of it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from inspector.core.run.frames import Prediction
-from inspector.core.run.request import DetectionTarget, SegmentationTarget
+from inspector.core.records.frames import Prediction
+from inspector.core.records.targets import DetectionTarget, SegmentationTarget
 from inspector.core.tasks import detection, segmentation
 from inspector.core.tasks.detection import Detection
 
@@ -102,92 +104,13 @@ def read_output(task: str, output, target, categories: Sequence[str], topk: int,
     raise ValueError(f"no task output for a {task} model")
 
 
-def parse_target(text: str, task: str, categories: Sequence[str], model: nn.Module):
-    """`det:K` or `seg:CLASS` (a name or an index) as a run's target, checked against the
-    model; ValueError with one line for one that cannot work. "top1" or "" -> None."""
-    from inspector.core.explain.cam.targets import resolve_target
-
-    text = text.strip()
-    kind, sep, rest = text.partition(":")
-    kind = kind.lower() if sep else ""
-    if kind == "det":
-        if task != DETECTION:
-            raise ValueError(f"--target {text}: det:K needs a detection model, this is a "
-                             f"{task} model")
-        if not rest.strip().isdigit():
-            raise ValueError(f"--target {text}: K must be a detection's rank, 0 or more")
-        k, most = int(rest), detection.max_detections(model)
-        if k >= most:
-            raise ValueError(f"--target {text}: out of range, this model keeps at most "
-                             f"{most} detections (0..{most - 1})")
-        return DetectionTarget(k)
-    if kind == "seg":
-        if task != SEGMENTATION:
-            raise ValueError(f"--target {text}: seg:CLASS needs a segmentation model, this "
-                             f"is a {task} model")
-        c = resolve_target(rest, categories)
-        if not isinstance(c, int) or not 0 <= c < len(categories):
-            raise ValueError(f"--target {text}: not a class of this model "
-                             f"(0..{len(categories) - 1} or a name)")
-        return SegmentationTarget(c)
-    if task == DETECTION:
-        if text.lower() in ("", "top1", "top-1", "top"):
-            return None
-        raise ValueError(f"--target {text}: a detection model's target is det:K (K-th "
-                         f"detection by score)")
-    if task == SEGMENTATION:
-        c = resolve_target(text, categories)
-        return None if c is None else parse_target(f"seg:{c}", task, categories, model)
-    return resolve_target(text, categories)
-
-
-def default_cam_layer(tree, task: str) -> str | None:
-    """The layer a detection or segmentation CAM reads when none is named: one that every
-    detection's score (every pixel's class) reaches.
-
-    - An FPN (a backbone with a "body"): the body's last single-tensor spatial module, the
-      deepest level's input, which every pyramid level reads through the top-down pathway.
-      (A pyramid level itself reaches only the boxes pooled or predicted from it.)
-    - SSD: the VGG features, which the first level (rescaled) and the extra layers read;
-      SSDlite: the backbone itself, whose first output is the finest feature map, from
-      which every coarser level is computed.
-    - Segmentation: the backbone's last single-tensor spatial module ("out"'s source).
-
-    Never the modules after the backbone: the RoI pooling and the box head have one row per
-    proposal, not per image."""
-    from inspector.core.models.tree import TUPLE_OUTPUT
-
-    order = [n for n in (tree.order or list(tree.modules)) if n]
-
-    def spatial(name: str) -> bool:
-        s = tree[name].output_shape
-        return bool(s) and len(s) == 4 and s[0] == 1 and s[2] * s[3] > 1
-
-    def last_under(prefix: str) -> str | None:
-        found = [n for n in order if n.startswith(prefix)
-                 and TUPLE_OUTPUT not in tree[n].hazards and spatial(n)]
-        return found[-1] if found else None
-
-    if task == DETECTION:
-        if "backbone.body" in tree:
-            return last_under("backbone.body.")
-        for name in ("backbone.features", "backbone"):
-            if name in tree and TUPLE_OUTPUT not in tree[name].hazards and spatial(name):
-                return name  # SSD's VGG: its features feed the first level and the extras
-        if "backbone" in tree and spatial("backbone"):
-            return "backbone"
-    return last_under("backbone.")
-
-
 __all__ = [
     "CLASSIFICATION",
     "DETECTION",
     "SEGMENTATION",
     "TaskOutput",
-    "default_cam_layer",
     "example_input",
     "forward",
-    "parse_target",
     "read_output",
     "task_of",
 ]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from inspector.core.run.frames import Prediction
+from inspector.core.records.frames import Prediction
 
 
 @dataclass(frozen=True)

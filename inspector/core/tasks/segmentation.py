@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from inspector.core.run.frames import Prediction
+from inspector.core.records.frames import Prediction
 
 
 def is_segmentation_model(model: nn.Module) -> bool:

@@ -177,8 +177,8 @@ class PatchSweepControl(QObject):
         panel.moduleClicked.connect(ctx.tree.select_module)
 
     def run(self, depth) -> bool:
-        from inspector.core.compare.sweep_job import submit_patch_sweep
         from inspector.core.edits.patching import PatchFrom, ReplaceOutput
+        from inspector.core.run.sweep_job import submit_patch_sweep
 
         control, store = self.ctx.control, self.ctx.store
         request_a, request_b = self.pinned(), control.last_request

@@ -252,7 +252,7 @@ class EditActions(QObject):
             self.reporter.info("Copy as Python: load a model and open an image first")
             return
         try:
-            from inspector.core.script.code import ScriptExportError
+            from inspector.core.models.script_code import ScriptExportError
             from inspector.core.script.export import script_for
         except ImportError as e:
             self.reporter.report(f"Copy as Python is not available in this build: {e}")

@@ -32,8 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.run.frames import ActivationFrame, ErrorFrame
-from inspector.core.run.kinds import GRAD_OUTPUT, INPUT, OUTPUT
+from inspector.core.records.frames import ActivationFrame, ErrorFrame
+from inspector.core.records.kinds import GRAD_OUTPUT, INPUT, OUTPUT
 
 # Dock keys of the views a PNG can be saved of, in menu order.
 SAVABLE_VIEWS = ("activation", "gradient", "cam", "predictions", "input_stats", "divergence")

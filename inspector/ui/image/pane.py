@@ -60,7 +60,7 @@ class ImagePane(QWidget):
     imagesAdded = Signal(list)  # paths that were listed (for the recent-images menu)
     stretchChanged = Signal(bool)  # "Stretch levels" was toggled: run again with it
     occludeRequested = Signal(tuple)  # (x0, y0, x1, y1) of the model input, x1/y1 exclusive
-    detectionChosen = Signal(object)  # core.run.request.DetectionTarget: a box was clicked
+    detectionChosen = Signal(object)  # core.records.targets.DetectionTarget: a box was clicked
     boxNote = Signal(str)  # what became of a rectangle drawn on the original (clipped, missed)
 
     def __init__(self, parent: QWidget | None = None) -> None:

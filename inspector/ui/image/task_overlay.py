@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QWidget
 
-from inspector.core.run.request import DetectionTarget
+from inspector.core.records.targets import DetectionTarget
 from inspector.ui.image.canvas import DrawnBox, ImageCanvas
 
 DEFAULT_THRESHOLD = 50  # of 100: boxes scoring under 0.5 are hidden until the slider moves
@@ -95,7 +95,7 @@ class TaskOverlay(QObject):
     canvas draws from them. A click on a box emits `detectionChosen` (a DetectionTarget:
     the next runs explain it)."""
 
-    detectionChosen = Signal(object)  # core.run.request.DetectionTarget
+    detectionChosen = Signal(object)  # core.records.targets.DetectionTarget
     thresholdChanged = Signal()  # the slider moved: the boxes shown change
 
     def __init__(self, canvas: ImageCanvas, parent: QObject | None = None) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QIcon, QPainter, QPen, QPixmap
 
-from inspector.core.run.frames import TensorStats
-from inspector.core.run.kinds import KIND_INFO, KINDS
+from inspector.core.records.frames import TensorStats
+from inspector.core.records.kinds import KIND_INFO, KINDS
 
 (COL_NAME, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_MEAN, COL_STD, COL_ZEROS, COL_HEALTH) = range(8)
 KIND_COLUMNS = {8 + i: kind for i, kind in enumerate(KINDS)}

@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QGuiApplication
 
-from inspector.core.run.frames import RunFinished, TensorFrame
-from inspector.core.run.kinds import DEFAULT_KINDS as KINDS_BY_DEFAULT
+from inspector.core.records.frames import RunFinished, TensorFrame
+from inspector.core.records.kinds import DEFAULT_KINDS as KINDS_BY_DEFAULT
 from inspector.core.run.store import RunStore
 from inspector.ui.module_tree.cells import (
     ALIGN,

@@ -14,8 +14,8 @@ import html
 
 from PySide6.QtGui import QBrush, QGuiApplication
 
-from inspector.core.run.frames import TensorStats
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.records.frames import TensorStats
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.run.store import RunStore
 from inspector.ui.module_tree.cells import (
     COL_HEALTH,

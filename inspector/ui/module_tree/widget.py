@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.run.kinds import KINDS
+from inspector.core.records.kinds import KINDS
 from inspector.ui.module_tree.cells import (
     COL_HEALTH,
     COL_MEAN,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from inspector.core.run.kinds import GRADIENT_KINDS, OUTPUT
+from inspector.core.records.kinds import GRADIENT_KINDS, OUTPUT
 from inspector.core.stats.previews import PREVIEW_ELEMENTS, preview_shape
 
 _GRADIENTS = frozenset(GRADIENT_KINDS)  # core keeps the kinds in a tuple, in hook order

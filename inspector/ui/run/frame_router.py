@@ -43,7 +43,7 @@ from concurrent.futures import Future
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from inspector.core.run.frames import (
+from inspector.core.records.frames import (
     ErrorFrame,
     ModelLoaded,
     ProgressFrame,

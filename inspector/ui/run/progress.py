@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer
 
-from inspector.core.run.frames import ProgressFrame
+from inspector.core.records.frames import ProgressFrame
 from inspector.ui.window.status_panel import StatusPanel
 
 SHOW_AFTER_S = 1.0

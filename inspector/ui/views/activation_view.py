@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
-from inspector.core.run.kinds import OUTPUT
+from inspector.core.records.kinds import OUTPUT
 from inspector.ui.views.tensor_view import TensorView
 
 

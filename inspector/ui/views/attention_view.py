@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.explain.attention.explorer import FUSIONS, fuse, query_index, query_maps
-from inspector.core.run.frames import AttentionFrame
+from inspector.core.records.frames import AttentionFrame
 from inspector.ui.views.attention_heads import DistancePlot, HeadsGrid, heat_over
 from inspector.ui.views.base import FrameView, fmt, hint_label
 from inspector.ui.views.readout_label import ReadoutLabel

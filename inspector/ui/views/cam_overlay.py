@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.core.run.frames import CamFrame
+from inspector.core.records.frames import CamFrame
 from inspector.ui.views import colormaps
 
 

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.core.explain.catalog import ATTRIBUTION_METHODS, CAM_METHODS
-from inspector.core.run.frames import CamFrame
+from inspector.core.records.frames import CamFrame
 from inspector.ui.image.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views import colormaps
 from inspector.ui.views.base import FrameView, hint_label

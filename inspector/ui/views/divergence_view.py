@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QLabel, QWidget
 
-from inspector.core.run.frames import DivergenceFrame
+from inspector.core.records.frames import DivergenceFrame
 from inspector.ui.views.base import FrameView, fmt
 from inspector.ui.views.depth_plot import DepthPlotFrame, depth_plot
 from inspector.ui.views.layer_axis import LayerAxis

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from inspector.core.explain.catalog import METHODS
 from inspector.core.explain.metrics.ranking import HIGHER, Column, best_first, columns_for
-from inspector.core.run.frames import MetricsFrame
+from inspector.core.records.frames import MetricsFrame
 
 BEST_BRUSH = QBrush(QColor(76, 175, 80, 60))
 UNDEFINED = "\u2014"  # what a cell shows without a value

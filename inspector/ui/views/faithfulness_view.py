@@ -48,7 +48,7 @@ from inspector.core.explain.metrics.names import (
     MetricOptions,
 )
 from inspector.core.explain.metrics.ranking import disagreement
-from inspector.core.run.frames import MetricsFrame, RunFinished, RunStarted
+from inspector.core.records.frames import MetricsFrame, RunFinished, RunStarted
 from inspector.core.run.metrics_cache import MetricsCache
 from inspector.ui.views.base import FrameView, hint_label
 from inspector.ui.views.faithfulness_plots import FaithfulnessPlots

@@ -7,8 +7,8 @@ import math
 
 from PySide6.QtWidgets import QComboBox, QWidget
 
-from inspector.core.run.frames import GradientFrame, TensorStats
-from inspector.core.run.kinds import GRADIENT_KINDS, KIND_INFO
+from inspector.core.records.frames import GradientFrame, TensorStats
+from inspector.core.records.kinds import GRADIENT_KINDS, KIND_INFO
 from inspector.ui.views.gradient_flow import FlowPoint, GradientFlowPlot
 from inspector.ui.views.tensor_view import TensorView
 

@@ -13,8 +13,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
-from inspector.core.run.frames import TensorStats
-from inspector.core.run.kinds import INPUT
+from inspector.core.records.frames import TensorStats
+from inspector.core.records.kinds import INPUT
 from inspector.ui.views.base import FrameView, fmt, layer_ticks
 from inspector.ui.views.depth_plot import DepthPlotFrame, depth_plot
 

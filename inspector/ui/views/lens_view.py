@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.run.frames import LensFrame
+from inspector.core.records.frames import LensFrame
 from inspector.ui.views.base import FrameView, hint_label, layer_ticks
 from inspector.ui.views.depth_plot import depth_plot
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.run.frames import PredictionFrame, RunFinished
+from inspector.core.records.frames import PredictionFrame, RunFinished
 from inspector.ui.image.task_overlay import nothing_detected, nothing_detected_text
 from inspector.ui.views.base import FrameView, hint_label
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inspector.core.run.frames import TensorFrame
+from inspector.core.records.frames import TensorFrame
 from inspector.ui.views.base import fmt
 
 

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.core.run.frames import RunFinished, TensorFrame
+from inspector.core.records.frames import RunFinished, TensorFrame
 from inspector.ui.views.base import FrameView
 from inspector.ui.views.channel_bar import SORT_CHANGE, SORT_MAX, SORT_MEAN
 from inspector.ui.views.tensor_header import diff_html, module_label, shape_text, stats_html

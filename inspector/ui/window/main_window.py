@@ -21,7 +21,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QWidget
 
-from inspector.core.run.frames import ModelLoaded, RunFinished, RunStarted
+from inspector.core.records.frames import ModelLoaded, RunFinished, RunStarted
 from inspector.ui.attention import wiring as attention_wiring
 from inspector.ui.compare import actions as compare_actions
 from inspector.ui.compare import models_actions

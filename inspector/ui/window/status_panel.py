@@ -16,7 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
-from inspector.core.run.frames import ModelLoaded, RunFinished
+from inspector.core.records.frames import ModelLoaded, RunFinished
 from inspector.ui.video.counts import TOOLTIP as STREAM_TIP
 
 WARN_STYLE = "color: #ef6c00; font-weight: 600;"

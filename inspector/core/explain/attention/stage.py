@@ -37,7 +37,7 @@ from inspector.core.explain.attention.options import LEGRAD_BLOCKS, AttentionOpt
 from inspector.core.explain.cam.methods import normalize_maps
 from inspector.core.explain.catalog import ATTENTION_CAMS, CAM_METHODS, cam_method
 from inspector.core.models.base import CLASSIFICATION
-from inspector.core.run.frames import AttentionFrame, CamFrame, LensFrame, Prediction
+from inspector.core.records.frames import AttentionFrame, CamFrame, LensFrame, Prediction
 
 # The explorer's frame holds every query's attention up to this size (float16); beyond it,
 # the class token's row only.

@@ -30,7 +30,7 @@ from inspector.core.explain.cam.scorecam import Progress, score_cam
 from inspector.core.explain.cam.targets import Target, class_scores, logits_of, resolve_target
 from inspector.core.explain.catalog import ATTENTION_CAMS
 from inspector.core.hookset import HookSet, ModelState, replace_leaf, tensor_leaves
-from inspector.core.run.kinds import GRAD_OUTPUT, OUTPUT
+from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.core.tokens import Layout, spatialize, to_spatial
 
 # -- the Session path -----------------------------------------------------------------------------

@@ -83,8 +83,44 @@ def find_cam_layer(loaded, tree) -> str | None:
     model loads (it walks the model); None when the model has no layer a CAM can use. A
     detection or segmentation model's is its backbone's (core.tasks)."""
     if loaded.task != tasks.CLASSIFICATION:
-        return tasks.default_cam_layer(tree, loaded.task)
+        return task_cam_layer(tree, loaded.task)
     try:
         return default_target_layer(loaded.model, tree)
     except Exception:  # noqa: BLE001 - no spatial or token layer
         return None
+
+
+def task_cam_layer(tree, task: str) -> str | None:
+    """The layer a detection or segmentation CAM reads when none is named: one that every
+    detection's score (every pixel's class) reaches.
+
+    - An FPN (a backbone with a "body"): the body's last single-tensor spatial module, the
+      deepest level's input, which every pyramid level reads through the top-down pathway.
+      (A pyramid level itself reaches only the boxes pooled or predicted from it.)
+    - SSD: the VGG features, which the first level (rescaled) and the extra layers read;
+      SSDlite: the backbone itself, whose first output is the finest feature map, from
+      which every coarser level is computed.
+    - Segmentation: the backbone's last single-tensor spatial module ("out"'s source).
+
+    Never the modules after the backbone: the RoI pooling and the box head have one row per
+    proposal, not per image."""
+    order = [n for n in (tree.order or list(tree.modules)) if n]
+
+    def spatial(name: str) -> bool:
+        s = tree[name].output_shape
+        return bool(s) and len(s) == 4 and s[0] == 1 and s[2] * s[3] > 1
+
+    def last_under(prefix: str) -> str | None:
+        found = [n for n in order if n.startswith(prefix)
+                 and TUPLE_OUTPUT not in tree[n].hazards and spatial(n)]
+        return found[-1] if found else None
+
+    if task == tasks.DETECTION:
+        if "backbone.body" in tree:
+            return last_under("backbone.body.")
+        for name in ("backbone.features", "backbone"):
+            if name in tree and TUPLE_OUTPUT not in tree[name].hazards and spatial(name):
+                return name  # SSD's VGG: its features feed the first level and the extras
+        if "backbone" in tree and spatial("backbone"):
+            return "backbone"
+    return last_under("backbone.")

@@ -74,3 +74,44 @@ def logits_of(output: Any) -> torch.Tensor:
     for _, t in tensor_leaves(output):
         return t
     raise ValueError(f"the model returned {type(output).__name__} with no tensor in it")
+
+
+def parse_target(text: str, task: str, categories: Sequence[str], model):
+    """`det:K` or `seg:CLASS` (a name or an index) as a run's target, checked against the
+    model; ValueError with one line for one that cannot work. "top1" or "" -> None."""
+    from inspector.core import tasks
+    from inspector.core.records.targets import DetectionTarget, SegmentationTarget
+    from inspector.core.tasks import detection
+
+    text = text.strip()
+    kind, sep, rest = text.partition(":")
+    kind = kind.lower() if sep else ""
+    if kind == "det":
+        if task != tasks.DETECTION:
+            raise ValueError(f"--target {text}: det:K needs a detection model, this is a "
+                             f"{task} model")
+        if not rest.strip().isdigit():
+            raise ValueError(f"--target {text}: K must be a detection's rank, 0 or more")
+        k, most = int(rest), detection.max_detections(model)
+        if k >= most:
+            raise ValueError(f"--target {text}: out of range, this model keeps at most "
+                             f"{most} detections (0..{most - 1})")
+        return DetectionTarget(k)
+    if kind == "seg":
+        if task != tasks.SEGMENTATION:
+            raise ValueError(f"--target {text}: seg:CLASS needs a segmentation model, this "
+                             f"is a {task} model")
+        c = resolve_target(rest, categories)
+        if not isinstance(c, int) or not 0 <= c < len(categories):
+            raise ValueError(f"--target {text}: not a class of this model "
+                             f"(0..{len(categories) - 1} or a name)")
+        return SegmentationTarget(c)
+    if task == tasks.DETECTION:
+        if text.lower() in ("", "top1", "top-1", "top"):
+            return None
+        raise ValueError(f"--target {text}: a detection model's target is det:K (K-th "
+                         f"detection by score)")
+    if task == tasks.SEGMENTATION:
+        c = resolve_target(text, categories)
+        return None if c is None else parse_target(f"seg:{c}", task, categories, model)
+    return resolve_target(text, categories)

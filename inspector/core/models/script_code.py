@@ -1,7 +1,7 @@
 """The pieces of a Copy as Python script that a model family writes: the code that loads its
 model (ModelCode), and the one-line refusal when a script cannot (ScriptExportError).
 
-Each family of core.models writes its own (Family.script); core.script.export puts them
+Each family (this package) writes its own (Family.script); core.script.export puts them
 into the script. Nothing here imports a family.
 """
 
