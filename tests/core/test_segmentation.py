@@ -13,12 +13,13 @@ import torch
 from task_models import SEGMENTATION_FACTORY, correlation, gradcam_by_hand, picture
 
 from inspector import cli
+from inspector.core.explain.cam.targets import parse_target
 from inspector.core.inputs.preprocess import Preprocess
 from inspector.core.models.base import ModelSpec
 from inspector.core.records.frames import PredictionFrame
 from inspector.core.records.targets import SegmentationTarget
 from inspector.core.run.session import Session
-from inspector.core.tasks import SEGMENTATION, parse_target, segmentation
+from inspector.core.tasks import SEGMENTATION, segmentation
 
 NAME = "deeplabv3_mobilenet_v3_large"
 
