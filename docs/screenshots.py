@@ -61,7 +61,7 @@ def make(out: Path) -> list[Path]:
     from PySide6.QtWidgets import QApplication
 
     from inspector import demo
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
     from inspector.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])

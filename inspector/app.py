@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def open_settings(args: argparse.Namespace):
     """The app's settings (an INI file when INSPECTOR_SETTINGS_FILE says so), emptied first
     with --reset-settings. Needs Qt: call after the QApplication exists."""
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
 
     settings_file = os.environ.get(SETTINGS_ENV)
     settings = AppSettings.in_file(settings_file) if settings_file else AppSettings()

@@ -228,7 +228,7 @@ def app_loop(model: str, images: list[str], seconds: float, tmp: Path) -> dict:
     from PySide6.QtWidgets import QApplication
 
     from inspector.core.run.session import Session
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
     from inspector.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])

@@ -213,7 +213,7 @@ def bench_window(name: str, clip: Path, seconds: float, plain_fps: float) -> str
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
     from inspector.ui.window.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])

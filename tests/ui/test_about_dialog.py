@@ -145,7 +145,7 @@ def test_app_icon_has_every_rendered_size(qtbot):
 
 
 def test_takes_the_windows_app_settings_too(qtbot, tmp_path):
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
 
     settings = AppSettings.in_file(str(tmp_path / "app.ini"))
     dialog = AboutDialog(device="cpu", settings=settings)

@@ -1,5 +1,5 @@
 """The window's add-ons (edits, compare, atlas, saving, video) use the window's context, not
-the window: they never read an attribute of it (ui.window.context.WindowContext.parent only
+the window: they never read an attribute of it (ui.shell.context.WindowContext.parent only
 parents their Qt objects and dialogs), so what each may touch is the context's fields."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from inspector.ui.compare import actions as compare_actions
 from inspector.ui.compare import models_actions
 from inspector.ui.edits import window_edits
 from inspector.ui.export import save_view
+from inspector.ui.shell.context import WindowContext
 from inspector.ui.video import player
-from inspector.ui.window.context import WindowContext
 
 ADD_ONS = [window_edits, compare_actions, models_actions, atlas_actions, save_view, player,
            attention_wiring]
@@ -47,7 +47,7 @@ def test_an_add_on_reads_nothing_of_the_window_itself(module):
 
 
 def test_the_window_gives_each_add_on_its_context(qtbot, tmp_path):
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
     from inspector.ui.window.main_window import MainWindow
 
     window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))

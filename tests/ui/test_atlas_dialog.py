@@ -15,7 +15,7 @@ from test_main_window import wait_run
 
 from inspector import cli
 from inspector.ui.atlas.atlas_file import read_atlas
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 TIMEOUT = 120_000

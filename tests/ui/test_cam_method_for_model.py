@@ -8,7 +8,7 @@ from test_main_window import TIMEOUT, TINY, wait_run, write_png
 
 from inspector.core.explain.catalog import DEFAULT_CAM
 from inspector.ui.run.settings import CAM_METHOD_KEY
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 

@@ -32,7 +32,7 @@ from inspector.ui.atlas.thumbnails import (
     box_rect,
 )
 from inspector.ui.module_tree.cells import COL_HEALTH
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 HERE = Path(__file__).resolve().parent

@@ -18,7 +18,7 @@ from inspector.core.records.targets import DetectionTarget
 from inspector.core.tasks.detection import Detection
 from inspector.ui.image.canvas import BOX_COLOR, CHOSEN_COLOR
 from inspector.ui.image.pane import MODEL_INPUT, ORIGINAL, ImagePane
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 TIMEOUT = 120_000  # ms: detection models on a busy CPU

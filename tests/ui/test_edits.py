@@ -420,7 +420,7 @@ def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_p
 
     from inspector.core.edits.interventions import ZeroChannels
     from inspector.core.run.session import Session
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
     from inspector.ui.window.main_window import MainWindow
 
     image = write_png(tmp_path / "a.png")

@@ -150,7 +150,7 @@ def test_a_progress_bar_does_not_outlive_the_run_it_belonged_to(qtbot):
     from PySide6.QtWidgets import QStatusBar
 
     from inspector.ui.run.progress import RunProgress
-    from inspector.ui.window.status_panel import StatusPanel
+    from inspector.ui.shell.status_panel import StatusPanel
 
     bar = QStatusBar()
     qtbot.addWidget(bar)
@@ -266,7 +266,7 @@ def test_the_before_and_after_passes_are_named_with_one_estimate_for_both(qtbot)
     from PySide6.QtWidgets import QStatusBar
 
     from inspector.ui.run.progress import RunProgress, progress_bar
-    from inspector.ui.window.status_panel import StatusPanel
+    from inspector.ui.shell.status_panel import StatusPanel
 
     before = ProgressFrame(1, "Score-CAM", 96, 512, 4.8)  # 0.05 s a forward
     assert progress_text(before, 0.0, "before") == "Score-CAM before 96/512, about 46 s left in all"

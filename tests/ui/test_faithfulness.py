@@ -121,7 +121,7 @@ def test_captions_and_the_cache_over_runs(qtbot):
 @pytest.fixture
 def demo_window(qtbot, tmp_path: Path):
     from inspector.core.run.session import Session
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
     from inspector.ui.window.main_window import MainWindow
 
     window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))

@@ -13,7 +13,7 @@ from test_main_window import wait_run
 
 from inspector import cli
 from inspector.ui.featurevis.actions import STEPS_KEY
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 TIMEOUT = 120_000

@@ -10,7 +10,7 @@ from PIL import Image
 from test_main_window import TIMEOUT, TINY, drop, make_window  # noqa: F401 (a fixture)
 
 from inspector.core.inputs import images
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 

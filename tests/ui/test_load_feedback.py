@@ -3,7 +3,7 @@ module tree say what is happening: importing, then building, loading weights, pr
 
 from __future__ import annotations
 
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 

@@ -20,7 +20,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 HERE = Path(__file__).resolve().parent
@@ -359,7 +359,7 @@ def test_the_window_opens_before_torch_is_imported(tmp_path):
         from PySide6.QtWidgets import QApplication
         import inspector.app
         from inspector.ui.window.main_window import MainWindow
-        from inspector.ui.window.app_settings import AppSettings
+        from inspector.ui.shell.app_settings import AppSettings
         app = QApplication([])
         window = MainWindow(AppSettings.in_file(sys.argv[1]))
         window.show()

@@ -56,7 +56,7 @@ def scorecam_window(qtbot, tmp_path, model, answer):
     user says when asked (the questions asked are in window.asked)."""
     from inspector.core.run.session import Session
     from inspector.ui.run.settings import CAM_METHOD_KEY
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
     from inspector.ui.window.main_window import MainWindow
 
     settings = AppSettings.in_file(str(tmp_path / "settings.ini"))

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QApplication
 from test_compare_models_ui import _images
 from test_main_window import TIMEOUT, TINY, wait_run
 
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 

@@ -8,7 +8,7 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QAbstractButton, QApplication, QHeaderView, QLabel, QStyle
 from test_main_window import TIMEOUT, wait_run, write_png
 
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 # Labels of other areas cut in this layout, fixed on their own branches of issue 32:

@@ -11,7 +11,7 @@ from pathlib import Path
 from test_compare_models_ui import NET_B, _images
 from test_main_window import TIMEOUT, make_window, wait_run  # noqa: F401 (a fixture)
 
-from inspector.ui.window.data_folder import data_folder
+from inspector.ui.shell.data_folder import data_folder
 
 
 def _under(path: str | Path, folder: Path) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
 from inspector.ui.run.settings import RunSettings, RunSettingsModel, gradients_action
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 
 
 def test_an_update_says_which_fields_changed(qtbot):

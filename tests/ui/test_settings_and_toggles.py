@@ -13,7 +13,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QToolBar
 from test_main_window import TIMEOUT, TINY, make_window, wait_run, write_png  # noqa: F401
 
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 FULL_PRODUCT_UP_TO = 4  # toggles; above that, pairwise combinations

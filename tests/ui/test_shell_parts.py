@@ -294,7 +294,7 @@ def test_image_pane_reports_bad_and_unknown_files_together(qtbot, tmp_path):
 
 def test_model_dialog_search_and_the_pickle_needs_trust(qtbot, tmp_path):
     from inspector.ui.open_model import dialog as model_dialog
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
 
     settings = AppSettings.in_file(str(tmp_path / "s.ini"))
     dialog = model_dialog.ModelDialog(catalog=["demo_shapes", "resnet18", "resnet50", "vit_b_16"],
@@ -332,7 +332,7 @@ def test_the_model_dialog_reopens_on_its_last_tab_timm_and_hugging_face_too(qtbo
     # The stored tab was capped at 3 (from when the dialog had four tabs): a dialog last
     # closed on the timm or Hugging Face tab reopened on the catalog, with a note.
     from inspector.ui.open_model import dialog as model_dialog
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
 
     settings = AppSettings.in_file(str(tmp_path / "s.ini"))
     for tab in (model_dialog.TIMM, model_dialog.HF, model_dialog.PICKLE):
@@ -432,7 +432,7 @@ def test_status_labels_elide_long_names_and_keep_them_whole_in_their_tooltips(qt
     """A long model, weights file or image name is elided in the middle, so the message at
     the left keeps room; its tooltip has the whole text. Short ones are left as they are."""
     from inspector.core.records.frames import ModelLoaded, RunFinished
-    from inspector.ui.window.status_panel import LABEL_MAX, StatusPanel
+    from inspector.ui.shell.status_panel import LABEL_MAX, StatusPanel
 
     window = QMainWindow()
     qtbot.addWidget(window)
@@ -456,7 +456,7 @@ def test_status_labels_elide_long_names_and_keep_them_whole_in_their_tooltips(qt
 
 
 def test_settings_round_trip(qtbot, tmp_path):
-    from inspector.ui.window.app_settings import MAX_RECENT, AppSettings
+    from inspector.ui.shell.app_settings import MAX_RECENT, AppSettings
 
     settings = AppSettings.in_file(str(tmp_path / "s.ini"))
     for i in range(MAX_RECENT + 3):
@@ -489,7 +489,7 @@ def test_a_layout_saved_with_other_docks_is_not_restored(qtbot, tmp_path):
     the hand-bumped version did not change, so the old layout was put back around them."""
     from PySide6.QtWidgets import QDockWidget
 
-    from inspector.ui.window.app_settings import AppSettings
+    from inspector.ui.shell.app_settings import AppSettings
 
     def window_with(*names: str) -> QMainWindow:
         window = QMainWindow()

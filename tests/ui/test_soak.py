@@ -17,7 +17,7 @@ from collections import Counter
 import psutil
 import pytest
 
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 pytestmark = pytest.mark.slow

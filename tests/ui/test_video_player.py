@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from inspector.ui.image.canvas import pil_from_qimage, qimage_from_rgb
-from inspector.ui.window.app_settings import AppSettings
+from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
 
 av = pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")

@@ -8,9 +8,9 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QApplication, QLabel
 from test_main_window import TIMEOUT, TINY, wait_run, write_png
 
-from inspector.ui.window import docks
-from inspector.ui.window.app_settings import AppSettings
-from inspector.ui.window.docks import DEFAULT_SIZE
+from inspector.ui.shell import docks
+from inspector.ui.shell.app_settings import AppSettings
+from inspector.ui.shell.docks import DEFAULT_SIZE
 from inspector.ui.window.main_window import MainWindow
 
 # The window's default size, and the screen of the walk that found these (1440x900, Xvfb).

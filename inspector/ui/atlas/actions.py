@@ -11,7 +11,7 @@ the model loaded: the atlas command runs on a thread of its own (atlas_runner.At
 and the atlas it writes opens in the dock. Closing the window cancels a run going on.
 
 Installed by one call from the main window once its views exist (`install`), with the
-window's context (ui.window.context.WindowContext): its docks, File menu, tree, image pane,
+window's context (ui.shell.context.WindowContext): its docks, File menu, tree, image pane,
 views, runs, session, reporter and remembered settings.
 """
 
@@ -27,7 +27,7 @@ from inspector.ui.atlas.atlas_file import AtlasError, read_atlas
 from inspector.ui.atlas.dataset_dock import DatasetView
 from inspector.ui.atlas.dialog import AtlasDialog
 from inspector.ui.atlas.runner import AtlasResult, AtlasRunner
-from inspector.ui.window.context import WindowContext
+from inspector.ui.shell.context import WindowContext
 
 SETTINGS_KEY = "atlas_dir"  # the folder of the atlas opened last: where the dialog starts
 CLOSE_WAIT_S = 10.0  # the window closing: how long a cancelled atlas may take to stop

@@ -10,7 +10,7 @@ window's status bar. A finished atlas is opened in the Dataset dock (`opened(fol
 
 It starts with the images the window has loaded. Without an output folder the user chose
 (remembered by Run, AppSettings "atlas/out"), the atlas goes to a folder per model and
-layers under the user's data folder (ui.window.data_folder), following the layers typed.
+layers under the user's data folder (ui.shell.data_folder), following the layers typed.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.ui.atlas.runner import STAGES, AtlasRequest, AtlasResult, AtlasRunner
-from inspector.ui.window.data_folder import output_folder
+from inspector.ui.shell.data_folder import output_folder
 
 INPUT_FILTER = ("Images and videos (*.png *.jpg *.jpeg *.bmp *.gif *.tif *.tiff *.webp *.mp4 "
                 "*.mkv *.mov *.avi *.webm);;All files (*)")
@@ -64,7 +64,7 @@ class AtlasDialog(QDialog):
         self.setWindowTitle("New atlas")
         self.runner, self.spec, self.seed = runner, spec, seed
         self._start_dir = start_dir
-        self.settings = settings  # ui.window.app_settings.AppSettings, or None (remember nothing)
+        self.settings = settings  # ui.shell.app_settings.AppSettings, or None (remember nothing)
         self._model_name = spec.factory or spec.name or model_label
         form = self._options_form(model_label, layers, devices)
         self.add_inputs(inputs)

@@ -7,14 +7,14 @@ It also tells the views and the CAM pane's method list why a model has none, as 
 load said (ModelLoaded.attention): the attention maps are greyed out with that sentence.
 
 Installed by one call from the main window (`install`) with its context
-(ui.window.context.WindowContext); `views_ready` once the views exist.
+(ui.shell.context.WindowContext); `views_ready` once the views exist.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
 
-from inspector.ui.window.context import WindowContext
+from inspector.ui.shell.context import WindowContext
 
 # Dock key -> the view's name in RunSettings.attention_views.
 VIEWS = {"attention": "explorer", "depth": "lens"}

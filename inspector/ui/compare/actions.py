@@ -9,7 +9,7 @@ module in the tree. Beside that plot, "Patch sweep from A" (patch_sweep_panel) p
 module of run B from run A's image.
 
 Installed by one call from the main window (`install`) with the window's context
-(ui.window.context.WindowContext): the run store, the session, the reporter, the views and
+(ui.shell.context.WindowContext): the run store, the session, the reporter, the views and
 the tree, and the menu bar, toolbars and status bar to place its parts in.
 """
 
@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QMenu, QToolBar
 
-from inspector.ui.window.context import WindowContext
+from inspector.ui.shell.context import WindowContext
 
 A_STYLE = "color: #2e7d32; font-weight: 600;"
 WARN_STYLE = "color: #ef6c00; font-weight: 600;"

@@ -10,7 +10,7 @@ window releases the pair (its copy of A is not the model shown any more); closin
 window cancels a job going on.
 
 Installed by one call from the main window (`install`) with its context
-(ui.window.context.WindowContext).
+(ui.shell.context.WindowContext).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget
 
 from inspector.ui.compare.models_runner import CompareResult, ModelPairRunner, with_seed
-from inspector.ui.window.context import WindowContext
+from inspector.ui.shell.context import WindowContext
 
 DOCK_KEY = "model_comparison"
 CLOSE_WAIT_S = 10.0

@@ -11,7 +11,7 @@ running. A finished comparison is shown in the Model comparison pane (`finished(
 Run remembers model B, its weights, the folder of images, the atlases and an output folder
 the user chose (AppSettings, "compare/..."): the next dialog starts from them. Without a
 chosen one, the output folder is one per pair of models under the user's data folder
-(ui.window.data_folder), following model B as it is changed.
+(ui.shell.data_folder), following model B as it is changed.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.ui.compare.models_runner import CompareRequest, CompareResult, ModelPairRunner
-from inspector.ui.window.data_folder import output_folder
+from inspector.ui.shell.data_folder import output_folder
 
 AUTO = "automatic (exact up to 4 blocks)"
 WEIGHTS_FILTER = "Weights (*.pt *.pth *.safetensors *.bin);;All files (*)"
@@ -58,7 +58,7 @@ class CompareModelsDialog(QDialog):
         self.setWindowTitle("Compare with model")
         self.runner, self.spec_a, self.tree = runner, spec_a, tree
         self.weights_a_bytes, self.strip = weights_a_bytes, list(strip)
-        self.settings = settings  # ui.window.app_settings.AppSettings, or None (remember nothing)
+        self.settings = settings  # ui.shell.app_settings.AppSettings, or None (remember nothing)
         form = self._options_form(spec_a, model_a, catalog)
         self._restore_choices()
         self.progress = QProgressBar()

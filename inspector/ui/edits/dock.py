@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from inspector.ui.edits.commands import EditHistory
 from inspector.ui.edits.edit_list import Edit
-from inspector.ui.window.docks import Dock
+from inspector.ui.shell.docks import Dock
 
 EMPTY_HINT = ("No edits. Right-click a channel in Activations or a module in the tree, "
               "or drag a rectangle on the picture (Occlude), to change what the "

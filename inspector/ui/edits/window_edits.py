@@ -9,7 +9,7 @@ in the new model input, an edit the new model cannot take (no such module, a cha
 lacks) is dropped; the status bar and a note in the Edits dock say which edits were kept,
 changed or dropped, and why. It also adds the --edit specs the app was started with
 (`add_startup`). Installed by one call from the main window (`install`) with the window's
-context (ui.window.context.WindowContext); the window keeps what it returns: the list
+context (ui.shell.context.WindowContext); the window keeps what it returns: the list
 (`edits`), the undo stack (`history`), where edits are made (`actions`), the "edits" dock
 and Edit ▸ Clear all edits (`clear_action`).
 """
@@ -22,7 +22,7 @@ from inspector.ui.edits.actions import EditActions
 from inspector.ui.edits.commands import EditHistory
 from inspector.ui.edits.dock import make_edits_dock
 from inspector.ui.edits.edit_list import EditList
-from inspector.ui.window.context import WindowContext
+from inspector.ui.shell.context import WindowContext
 
 
 class WindowEdits(QObject):

@@ -275,7 +275,7 @@ class SaveActions(QObject):
         self.saver.failed.connect(ctx.reporter.report)
         self.png_menu = QMenu("Save view as &PNG", window)
         self.png_actions: dict[str, QAction] = {}
-        from inspector.ui.window.docks import DOCKS
+        from inspector.ui.shell.docks import DOCKS
 
         for key in SAVABLE_VIEWS:
             if key in ctx.views:
@@ -318,7 +318,7 @@ class SaveActions(QObject):
 
 def install_save_actions(ctx) -> SaveActions:
     """The save actions in the window's File menu, above Quit (once the views exist; ctx:
-    ui.window.context.WindowContext)."""
+    ui.shell.context.WindowContext)."""
     actions = SaveActions(ctx)
     separator = QAction(ctx.parent)
     separator.setSeparator(True)

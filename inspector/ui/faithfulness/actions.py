@@ -23,7 +23,7 @@ from inspector.core.explain.catalog import (
     CAM_METHODS,
     FORWARD_CAMS,
 )
-from inspector.ui.window.context import WindowContext
+from inspector.ui.shell.context import WindowContext
 
 
 class FaithfulnessActions(QObject):

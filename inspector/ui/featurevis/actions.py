@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QPushButton, QWidget
 
 from inspector.ui.featurevis.page_dialog import PageDialog, pixmap_of
 from inspector.ui.featurevis.runner import FeatureVisRunner
-from inspector.ui.window.context import WindowContext
+from inspector.ui.shell.context import WindowContext
 
 STEPS_KEY = "featurevis_steps"
 DEFAULT_STEPS = 128  # Lucid's 512 take minutes a page on a CPU; 128 reach ~90% on the demo

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QListView, QListWidget, QListWidgetItem, QMenu, QS
 from inspector.core.inputs.images import IMAGE_EXTENSIONS, ImageLoadError, expand_paths, load_image
 from inspector.core.inputs.video import first_frame, is_video
 from inspector.ui.image.canvas import pil_from_qimage, qimage_from_pil
-from inspector.ui.window.arrow_keys import claims_arrow_keys
+from inspector.ui.shell.arrow_keys import claims_arrow_keys
 
 THUMB = 72
 LOAD_BUDGET_S = 0.025

@@ -37,7 +37,7 @@ from inspector.ui.module_tree.cells import (
     KIND_TIPS,
 )
 from inspector.ui.module_tree.model import ModuleTreeModel
-from inspector.ui.window.arrow_keys import claims_arrow_keys
+from inspector.ui.shell.arrow_keys import claims_arrow_keys
 
 # What the Module and Type columns fit at first: resnet18's deepest long name (layer2.0's
 # "downsample", four levels in, counting the model's own row) and the common layer types;

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer
 
 from inspector.core.records.frames import ProgressFrame
-from inspector.ui.window.status_panel import StatusPanel
+from inspector.ui.shell.status_panel import StatusPanel
 
 SHOW_AFTER_S = 1.0
 REFRESH_MS = 500

@@ -141,7 +141,7 @@ class RunSettingsModel(QObject):
 
     # -- remembered between sessions ---------------------------------------------------------
     def restore(self, app_settings) -> None:
-        """Gradients and the CAM method as the user last left them (ui.window.app_settings
+        """Gradients and the CAM method as the user last left them (ui.shell.app_settings
         checks each stored value: a bad one is the default, and is reported)."""
         self.value = replace(
             self.value,

@@ -334,7 +334,7 @@ class VideoPlayer(QObject):
 
 
 def install(ctx) -> VideoPlayer:
-    """The window's video player (ctx: ui.window.context.WindowContext): under the image
+    """The window's video player (ctx: ui.shell.context.WindowContext): under the image
     pane, fed by its video entries."""
     return VideoPlayer(ctx.images, ctx.runs, ctx.control, ctx.status, ctx.reporter, ctx.parent)
 

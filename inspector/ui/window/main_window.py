@@ -36,13 +36,10 @@ from inspector.ui.run.frame_router import FrameRouter
 from inspector.ui.run.progress import RunProgress
 from inspector.ui.run.session_control import SessionControl
 from inspector.ui.run.settings import RunSettingsModel
-from inspector.ui.video import player as video_player
-from inspector.ui.window import menus
-from inspector.ui.window.addons import install_view_addons
-from inspector.ui.window.app_settings import AppSettings
-from inspector.ui.window.arrow_keys import keep_arrows_in_focused_widgets
-from inspector.ui.window.context import WindowContext
-from inspector.ui.window.docks import (
+from inspector.ui.shell.app_settings import AppSettings
+from inspector.ui.shell.arrow_keys import keep_arrows_in_focused_widgets
+from inspector.ui.shell.context import WindowContext
+from inspector.ui.shell.docks import (
     DEFAULT_SIZE,
     default_layout,
     default_sizes,
@@ -51,12 +48,15 @@ from inspector.ui.window.docks import (
     reset_layout,
     tidy_tab_bars_later,
 )
+from inspector.ui.shell.status_panel import LoadingOverlay, StatusPanel
+from inspector.ui.video import player as video_player
+from inspector.ui.window import menus
+from inspector.ui.window.addons import install_view_addons
 from inspector.ui.window.errors import ErrorReporter
 from inspector.ui.window.gc_freeze import StartupFreezer
 from inspector.ui.window.gui_thread_gc import GuiThreadCollector
 from inspector.ui.window.model_loads import ModelLoads
 from inspector.ui.window.recent_files import RecentFiles
-from inspector.ui.window.status_panel import LoadingOverlay, StatusPanel
 from inspector.ui.window.window_settings import WindowSettings
 
 

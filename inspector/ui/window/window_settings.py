@@ -8,7 +8,7 @@ import logging
 from PySide6.QtCore import QByteArray, QDataStream, QIODevice, QRect, QTimer
 from PySide6.QtWidgets import QMessageBox
 
-from inspector.ui.window import docks
+from inspector.ui.shell import docks
 
 log = logging.getLogger(__name__)
 GEOMETRY_MAGIC = 0x1D9D0CB  # what QWidget.saveGeometry's bytes start with

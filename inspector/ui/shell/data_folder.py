@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QStandardPaths
 
-from inspector.ui.window.app_settings import APPLICATION
+from inspector.ui.shell.app_settings import APPLICATION
 
 
 def data_folder() -> Path:

@@ -29,12 +29,12 @@ class WindowContext:
     control: the session (ui.run.session_control.SessionControl): runs, the loaded model.
     runs: when to run (ui.run.builder.RunBuilder): `rerun()`, `request()`.
     reporter: the status bar's messages (ui.window.errors.ErrorReporter).
-    status: the status bar's permanent fields (ui.window.status_panel.StatusPanel).
-    app_settings: what is remembered between sessions (ui.window.app_settings.AppSettings).
+    status: the status bar's permanent fields (ui.shell.status_panel.StatusPanel).
+    app_settings: what is remembered between sessions (ui.shell.app_settings.AppSettings).
     tree: the module tree (ui.module_tree.widget.ModuleTreeWidget).
     images: the image pane (ui.image.pane.ImagePane).
     views: the data views by dock key (empty until the window has built them).
-    docks: the window's docks by key (ui.window.docks.DOCKS, and those add-ons add).
+    docks: the window's docks by key (ui.shell.docks.DOCKS, and those add-ons add).
     closed: emitted when the window closes: stop what the add-on started.
     model_name: the loaded model's name, "" before one is loaded.
     """
