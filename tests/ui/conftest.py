@@ -75,3 +75,37 @@ def no_dangling_threads_or_timers(request, monkeypatch):
             problems.append(f"QTimer (interval {timer.interval()} ms, in {owner}) still active")
     if problems:
         pytest.fail("left running after the test: " + "; ".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path):
+    """make(model, images, ...): the window every window test starts from, its views built,
+    shown and started on `model` (None: the tiny model; {}: the demo model) with `images`,
+    once the model is loaded (a failure to load fails the test with the window's message).
+
+    size: resized to it first (the default-layout tests: 1440 x 900); edits: --edit specs given at start; settings: the settings file (a restart
+    passes the same one); loaded=False: returns as soon as it is started."""
+    from test_main_window import TIMEOUT, TINY
+
+    from inspector.core.run.session import Session
+    from inspector.ui.shell.app_settings import AppSettings
+    from inspector.ui.window.main_window import MainWindow
+
+    def make(model=None, images=(), *, size=None, edits=None, settings=None,
+             loaded=True):
+        window = MainWindow(AppSettings.in_file(str(settings or tmp_path / "settings.ini")))
+        qtbot.addWidget(window)
+        if size is not None:
+            window.resize(*size)
+        window.build_views()
+        window.show()
+        qtbot.waitExposed(window)
+        window.start(list(images), dict(TINY if model is None else model), session=Session(),
+                     **({} if edits is None else {"edits": list(edits)}))
+        if loaded:  # loaded, or failed (then the message says why)
+            qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
+                            timeout=TIMEOUT)
+            assert window.model_name, window.reporter.last_message
+        return window
+
+    return make

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
-from test_main_window import make_window, wait_run, write_png  # noqa: F401 (fixture)
+from test_main_window import wait_run, write_png  # noqa: F401 (fixture)
 
 
 def test_a_focused_slider_keeps_its_arrows_and_elsewhere_they_step_the_images(
-        make_window, qtbot, tmp_path):  # noqa: F811
+        make_window, qtbot, tmp_path):
     images = [write_png(tmp_path / f"{k}.png", color=(40 + 30 * k, 80, 160)) for k in range(3)]
     window = make_window(images=images)
     wait_run(qtbot, window)

@@ -9,14 +9,11 @@ import textwrap
 import threading
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import Qt
 from test_main_window import wait_run
 
 from inspector import cli
 from inspector.ui.atlas.atlas_file import read_atlas
-from inspector.ui.shell.app_settings import AppSettings
-from inspector.ui.window.main_window import MainWindow
 
 TIMEOUT = 120_000
 DEMO_LAYERS = "stage1.1.relu,stage3.1.relu"
@@ -39,24 +36,6 @@ SLOW_MODEL = textwrap.dedent('''
         return nn.Sequential(Slow(), nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(),
                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 3)).eval()
 ''')
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path):
-    from inspector.core.run.session import Session
-
-    def make(model: dict) -> MainWindow:
-        window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-        qtbot.addWidget(window)
-        window.build_views()
-        window.show()
-        window.start([], model, session=Session())
-        qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
-                        timeout=TIMEOUT)
-        assert window.model_name, window.reporter.last_message
-        return window
-
-    return make
 
 
 def fill(dialog, inputs, layers: str, out: Path, **spins) -> None:

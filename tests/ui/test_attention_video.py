@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401 (fixture)
+from test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401 (fixture)
 from video_clip import write_clip
 
 from tests.attention_models import vit_factory
@@ -14,7 +14,7 @@ from tests.attention_models import vit_factory
 pytest.importorskip("av", reason="PyAV is the optional extra 'network-inspector[video]'")
 
 
-def test_a_playing_video_brings_each_frames_attention_to_the_explorer(make_window, qtbot,  # noqa: F811
+def test_a_playing_video_brings_each_frames_attention_to_the_explorer(make_window, qtbot,
                                                                       tmp_path):
     factory = tmp_path / "vit.py"
     factory.write_text(vit_factory())

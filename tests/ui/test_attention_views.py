@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401 (fixture)
+from test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401 (fixture)
 from view_frames import shown, started
 
 from inspector.core.explain.attention.explorer import mean_attention_distance
@@ -202,7 +202,7 @@ def vit_window(tmp_path):
     return {"name": None, "factory": f"{factory}:build"}
 
 
-def test_the_window_reads_attention_while_its_docks_are_shown(make_window, qtbot, tmp_path,  # noqa: F811
+def test_the_window_reads_attention_while_its_docks_are_shown(make_window, qtbot, tmp_path,
                                                               vit_window):
     window = make_window(model=vit_window, images=[write_png(tmp_path / "one.png")])
     wait_run(qtbot, window)
@@ -232,7 +232,7 @@ def test_the_window_reads_attention_while_its_docks_are_shown(make_window, qtbot
     assert "Gradient rollout" in cam.header.text() and "(4 blocks)" in cam.header.text()
 
 
-def test_a_cnn_greys_the_attention_out_and_asks_for_none(make_window, qtbot, tmp_path):  # noqa: F811
+def test_a_cnn_greys_the_attention_out_and_asks_for_none(make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "one.png")])
     wait_run(qtbot, window)
     window.docks["attention"].raise_()

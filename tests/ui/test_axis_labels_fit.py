@@ -9,11 +9,9 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication
 from test_compare_models_ui import _images
-from test_main_window import TIMEOUT, TINY, wait_run
+from test_main_window import TIMEOUT, wait_run  # noqa: F401 (a fixture)
 
 from inspector.core.records.frames import DivergenceFrame
-from inspector.ui.shell.app_settings import AppSettings
-from inspector.ui.window.main_window import MainWindow
 
 
 def _settle(qtbot):
@@ -76,18 +74,11 @@ def hover_names(axis, index: int) -> str:
     return axis.toolTip()
 
 
-def test_layer_axes_never_run_their_labels_together_in_the_default_layout(qtbot, tmp_path):
+def test_layer_axes_never_run_their_labels_together_in_the_default_layout(make_window, qtbot,
+                                                                         tmp_path):
     from inspector.core.compare.patch_sweep import PatchSweep
-    from inspector.core.run.session import Session
 
-    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-    qtbot.addWidget(window)
-    window.resize(1440, 900)
-    window.build_views()
-    window.show()
-    qtbot.waitExposed(window)
-    window.start(_images(tmp_path, 1), dict(TINY), session=Session())
-    qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
+    window = make_window(images=_images(tmp_path, 1), size=(1440, 900))
     wait_run(qtbot, window)
     window.docks["divergence"].show()
     window.docks["divergence"].raise_()

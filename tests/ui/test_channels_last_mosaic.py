@@ -8,7 +8,7 @@ import numpy as np
 from channels_last_model import CHANNELS, FACTORY
 from PySide6.QtWidgets import QApplication
 from test_edits import action, record_submissions, right_click_tile
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401
 
 from inspector.ui.views.channel_bar import SORT_MEAN
 from inspector.ui.views.tensor_panel import MOSAIC, ZOOM
@@ -18,7 +18,7 @@ GRID = (8, 8)  # the 64 x 64 input over the stem's stride of 8
 
 
 def test_a_channels_last_output_shows_one_tile_per_channel_and_edits_that_channel(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     from inspector.core.edits.interventions import ZeroChannels
 

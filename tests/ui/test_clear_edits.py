@@ -3,11 +3,11 @@ Ctrl+Z brings every edit back, in its row, switched on or off as it was)."""
 
 from __future__ import annotations
 
-from test_main_window import make_window, wait_run, write_png  # noqa: F401
+from test_main_window import wait_run, write_png  # noqa: F401
 
 
 def test_clear_all_edits_is_one_undo_step_from_the_dock_and_the_edit_menu(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     from inspector.core.edits.interventions import Occlude, ReplaceWithMean, ZeroChannels
 

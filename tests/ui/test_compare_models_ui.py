@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QPointF, Qt
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401 (a fixture)
+from test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401 (a fixture)
 
 
 def _images(tmp_path, count=6):
@@ -21,7 +21,7 @@ def _images(tmp_path, count=6):
 
 
 def test_compare_with_model_shows_the_heatmap_and_matched_channels(
-        make_window, qtbot, tmp_path):  # noqa: F811
+        make_window, qtbot, tmp_path):
     window = make_window(images=_images(tmp_path))
     wait_run(qtbot, window)
     actions = window.compare_models
@@ -77,7 +77,7 @@ def build():
 """
 
 
-def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path,  # noqa: F811
+def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path,
                                             monkeypatch):
     """With memory short after loading (under KEEP_FREE free), the pair is not kept: a click
     loads both models again, and says so."""
@@ -139,7 +139,7 @@ def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path,  # noq
     view.grab().save(str(tmp_path / "model_comparison_atlas.png"))
 
 
-def test_patch_sweep_from_a_beside_the_divergence_plot(make_window, qtbot, tmp_path):  # noqa: F811
+def test_patch_sweep_from_a_beside_the_divergence_plot(make_window, qtbot, tmp_path):
     first, second = _images(tmp_path, 2)
     window = make_window(images=[first])
     wait_run(qtbot, window)
@@ -186,7 +186,7 @@ def _sweep_shown(qtbot, window, second):
 
 
 def test_a_patch_sweep_goes_with_unpin_a_and_with_another_model(
-        make_window, qtbot, tmp_path):  # noqa: F811
+        make_window, qtbot, tmp_path):
     first, second, third = _images(tmp_path, 3)
     window = make_window(images=[first])
     wait_run(qtbot, window)
@@ -208,7 +208,7 @@ def test_a_patch_sweep_goes_with_unpin_a_and_with_another_model(
 
 
 def test_an_atlas_of_a_stage_gives_its_crops_to_the_leaf_that_is_its_output(
-        make_window, qtbot, tmp_path, demo_samples):  # noqa: F811
+        make_window, qtbot, tmp_path, demo_samples):
     """The CKA rows are leaves (stage3.1.relu), the suggested atlas layer a stage (stage3):
     the leaf whose output is the stage's shows the atlas's crops; another leaf inside the
     stage says in the pane why it has none."""

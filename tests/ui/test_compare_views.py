@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401 (a fixture)
+from test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401 (a fixture)
 from view_frames import RNG, cam_frame, shown
 
 from inspector.core.records.frames import (
@@ -293,7 +293,7 @@ def test_divergence_plot_hover_names_the_module(qtbot):
 # -- the window: Pin as A, and the divergence plot selecting modules -----------------------------
 
 
-def test_pin_as_a_reruns_with_kept_outputs_and_pins_that_run(make_window, qtbot, tmp_path):  # noqa: F811
+def test_pin_as_a_reruns_with_kept_outputs_and_pins_that_run(make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     first = wait_run(qtbot, window)
     compare, store = window.compare, window.router.store
@@ -332,7 +332,7 @@ def test_pin_as_a_reruns_with_kept_outputs_and_pins_that_run(make_window, qtbot,
 
 
 def test_clicking_a_module_in_the_divergence_plot_selects_it_in_the_tree(
-        make_window, qtbot, tmp_path):  # noqa: F811
+        make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     store = window.router.store

@@ -32,8 +32,6 @@ from inspector.ui.atlas.thumbnails import (
     box_rect,
 )
 from inspector.ui.module_tree.cells import COL_HEALTH
-from inspector.ui.shell.app_settings import AppSettings
-from inspector.ui.window.main_window import MainWindow
 
 HERE = Path(__file__).resolve().parent
 MODEL = {"name": None, "factory": f"{HERE / 'atlas_models.py'}:build_model"}
@@ -288,18 +286,8 @@ def test_a_video_frame_entry_shows_its_crop_and_says_it_cannot_be_opened(
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    from inspector.core.run.session import Session
-
-    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-    qtbot.addWidget(window)
-    window.build_views()
-    window.show()
-    window.start([], dict(MODEL), session=Session())
-    qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
-                    timeout=TIMEOUT)
-    assert window.model_name, window.reporter.last_message
-    return window
+def window(make_window):
+    return make_window(MODEL)
 
 
 def click_tile(qtbot, mosaic_view, channel: int) -> None:

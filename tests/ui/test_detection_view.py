@@ -18,8 +18,6 @@ from inspector.core.records.targets import DetectionTarget
 from inspector.core.tasks.detection import Detection
 from inspector.ui.image.canvas import BOX_COLOR, CHOSEN_COLOR
 from inspector.ui.image.pane import MODEL_INPUT, ORIGINAL, ImagePane
-from inspector.ui.shell.app_settings import AppSettings
-from inspector.ui.window.main_window import MainWindow
 
 TIMEOUT = 120_000  # ms: detection models on a busy CPU
 
@@ -123,22 +121,11 @@ def test_the_mask_overlays_the_input_with_a_legend(qtbot):
 
 
 @pytest.fixture
-def window_with(qtbot, tmp_path):
-    from inspector.core.run.session import Session
-
-    def make(source: str, image) -> MainWindow:
+def window_with(make_window, tmp_path):
+    def make(source: str, image):
         factory = tmp_path / "task_model.py"
         factory.write_text(source)
-        window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-        qtbot.addWidget(window)
-        window.build_views()
-        window.show()
-        window.start([str(image)], {"name": None, "factory": f"{factory}:build"},
-                     session=Session())
-        qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
-                        timeout=TIMEOUT)
-        assert window.model_name, window.reporter.last_message
-        return window
+        return make_window({"name": None, "factory": f"{factory}:build"}, [str(image)])
 
     return make
 

@@ -13,7 +13,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QGuiApplication, QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QInputDialog
-from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import HERE, TIMEOUT, wait_run, write_png  # noqa: F401
 
 from inspector.ui.edits.actions import NumbersError, parse_numbers
 from inspector.ui.edits.commands import EditHistory
@@ -188,7 +188,7 @@ def test_the_router_keeps_the_frames_of_the_unedited_run_beside_the_newer_edited
 
 # -- in the window ------------------------------------------------------------------------------------
 def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_restores_it(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     from inspector.core.edits.interventions import ZeroChannels
     from inspector.ui.views.tensor_panel import MOSAIC
@@ -242,7 +242,7 @@ def test_zeroing_a_channel_from_the_mosaic_changes_the_prediction_and_undo_resto
 
 
 def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     from inspector.core.edits.interventions import AddNoise, Clamp, ScaleChannels, ScaleGradient
 
@@ -315,7 +315,7 @@ def test_edits_from_the_tree_reach_the_next_run_and_the_unedited_run_is_cached(
 
 
 def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     from inspector.core.edits.interventions import Occlude, ReplaceWithMean
     from inspector.ui.image.pane import MODEL_INPUT
@@ -374,7 +374,7 @@ def test_the_edits_dock_switches_and_deletes_edits_and_the_tree_badge_follows(
 
 
 def test_copy_as_python_puts_the_script_on_the_clipboard_or_says_why_not(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     calls = []
 
@@ -413,24 +413,15 @@ def test_copy_as_python_puts_the_script_on_the_clipboard_or_says_why_not(
     assert QGuiApplication.clipboard().text() == "before"
 
 
-def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_path):
+def test_edits_given_at_start_are_checked_against_the_model_and_run(make_window, qtbot,
+                                                                     tmp_path):
     """`network-inspector-gui --edit SPEC`: the specs the model has go into the Edits dock and
     reach the first run; one naming a module the model lacks is reported, not added."""
-    from test_main_window import TINY
 
     from inspector.core.edits.interventions import ZeroChannels
-    from inspector.core.run.session import Session
-    from inspector.ui.shell.app_settings import AppSettings
-    from inspector.ui.window.main_window import MainWindow
 
     image = write_png(tmp_path / "a.png")
-    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-    qtbot.addWidget(window)
-    window.build_views()
-    window.show()
-    window.start([str(image)], dict(TINY), session=Session(),
-                 edits=["features.0:zero=1,2", "nosuch:mean"])
-    qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
+    window = make_window(images=[str(image)], edits=["features.0:zero=1,2", "nosuch:mean"])
     assert [e.intervention for e in window.edits] == [ZeroChannels("features.0", (1, 2))]
     assert "nosuch" in window.reporter.last_message
     # The edited module's row is shown, its badge before the name (never elided away).
@@ -456,7 +447,7 @@ def test_edits_given_at_start_are_checked_against_the_model_and_run(qtbot, tmp_p
 
 
 def test_copy_as_python_gives_a_script_that_reproduces_the_edited_run(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     """The real script on the clipboard, run on its own, prints the logits the window shows
     for the edited run."""
@@ -481,7 +472,7 @@ def test_copy_as_python_gives_a_script_that_reproduces_the_edited_run(
 
 
 def test_an_edit_made_in_the_window_is_checked_as_the_cli_checks_it(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     """The window's edits go through the Session's check (core.edits.spec.check_edits): a
     channel the output does not have is refused with a message, and nothing is added."""

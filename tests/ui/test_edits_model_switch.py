@@ -4,7 +4,7 @@ bar and the Edits dock say which edits were kept, changed or dropped, and why.""
 
 from __future__ import annotations
 
-from test_main_window import TINY, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import TINY, wait_run, write_png  # noqa: F401
 
 # A model of another input size (a crop of 112 after resizing the shorter side to 128,
 # against tiny_models' 64 after 72), with a 4-channel features.0 and no features.3.
@@ -33,7 +33,7 @@ def build():
 
 
 def test_switching_models_moves_occlusions_with_the_picture_and_says_what_was_dropped(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     from inspector.core.edits.interventions import Occlude, ZeroChannels
 
@@ -90,7 +90,7 @@ def test_switching_models_moves_occlusions_with_the_picture_and_says_what_was_dr
     assert not dock.note.isVisibleTo(dock)
 
 
-def test_the_note_goes_once_no_edit_is_left(make_window, qtbot, tmp_path):  # noqa: F811
+def test_the_note_goes_once_no_edit_is_left(make_window, qtbot, tmp_path):
     """It stayed after Clear all, and after later switches that carried no edits."""
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)

@@ -8,7 +8,7 @@ import re
 
 from PIL import Image
 from PySide6.QtCore import Qt
-from test_main_window import HERE, TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import HERE, TIMEOUT, wait_run, write_png  # noqa: F401
 
 from inspector.core.records.frames import ProgressFrame
 from inspector.core.records.kinds import OUTPUT
@@ -38,7 +38,7 @@ def add_white(window, tmp_path):
 
 
 def test_a_run_failing_inside_an_aten_op_is_a_message_and_the_app_keeps_working(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     # No hold time: the red message goes as soon as a later run succeeds (errors.resolved).
     monkeypatch.setattr(error_messages, "ERROR_HOLD_S", 0.0)
@@ -82,7 +82,7 @@ def test_a_run_failing_inside_an_aten_op_is_a_message_and_the_app_keeps_working(
 
 
 def test_a_run_failing_at_its_first_module_clears_every_view(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     """tiny_models.Boom raises before any layer runs: every view held the dark image's
     results, and each must now say that the run failed instead."""
@@ -116,7 +116,7 @@ def test_time_left_at_the_pace_so_far():
     assert progress_text(frame, 0.0) == "Score-CAM 10/30, about 4 s left"
 
 
-def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp_path):  # noqa: F811
+def test_a_long_run_shows_its_progress_in_the_status_bar(make_window, qtbot, tmp_path):
     """Score-CAM on a 48-channel layer runs its masked inputs in two batches; the model's
     gate holds the second until the test has seen the status bar (so the run is longer than
     a second, whatever the machine's speed)."""
@@ -185,7 +185,7 @@ def cancel_in_score_cam(qtbot, window, start, forwards_before: int) -> None:
 
 
 def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_run(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     """Issue 22: Esc while the before or after pass of Score-CAM ran left the unedited run's
     probability without a label (no Before/After table) and an empty CAM pane."""
@@ -235,7 +235,7 @@ def test_after_cancelling_score_cam_with_edits_the_panes_show_the_last_complete_
 
 
 def test_cancelling_the_first_edited_score_cam_run_shows_the_unedited_run_as_such(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     """Score-CAM on, then two occlusions, Esc in the before pass: the last complete run is
     the one without edits, and the panes say so (the CAM pane used to say "Drop an image")."""
@@ -303,7 +303,7 @@ def test_the_before_and_after_passes_are_named_with_one_estimate_for_both(qtbot)
 
 
 def test_the_window_names_the_pass_of_score_cam_while_edits_are_on(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     window = make_window(model=GATED, images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)

@@ -8,7 +8,6 @@ the window's Cancel run still cancels the run)."""
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,17 +118,9 @@ def test_captions_and_the_cache_over_runs(qtbot):
 
 
 @pytest.fixture
-def demo_window(qtbot, tmp_path: Path):
-    from inspector.core.run.session import Session
-    from inspector.ui.shell.app_settings import AppSettings
-    from inspector.ui.window.main_window import MainWindow
-
-    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-    qtbot.addWidget(window)
-    window.build_views()
-    window.show()
-    window.start([str(demo.DEMO_DIR / "samples" / "heart_with_star_01.png")],
-                 {"name": "demo_shapes"}, session=Session())
+def demo_window(make_window, qtbot):
+    window = make_window({"name": "demo_shapes"},
+                         [str(demo.DEMO_DIR / "samples" / "heart_with_star_01.png")])
     qtbot.waitUntil(lambda: window.last_run is not None and window.last_run.status == "ok",
                     timeout=TIMEOUT)
     window.docks["faithfulness"].raise_()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image
-from test_main_window import TIMEOUT, TINY, drop, make_window  # noqa: F401 (a fixture)
+from test_main_window import TIMEOUT, TINY, drop  # noqa: F401 (a fixture)
 
 from inspector.core.inputs import images
 from inspector.ui.shell.app_settings import AppSettings
@@ -15,7 +15,7 @@ from inspector.ui.window.main_window import MainWindow
 
 
 def test_a_large_image_is_listed_reduced_with_one_status_line(
-        make_window, qtbot, tmp_path, monkeypatch):  # noqa: F811 (the fixture imported above)
+        make_window, qtbot, tmp_path, monkeypatch):
     # The app's limits (89 and 179 megapixels), 22,000 times smaller: it reduces above 4,000
     # pixels and refuses above 8,000 (tests/core/test_large_images.py: Pillow's warning).
     monkeypatch.setattr(images, "MAX_PIXELS", 8_000)
@@ -57,21 +57,15 @@ def test_a_bad_image_on_the_command_line_is_the_message_a_dropped_one_gives(
 
 
 def test_a_large_image_given_at_launch_keeps_its_note_beside_the_loaded_line(
-        qtbot, tmp_path, monkeypatch):
+        make_window, qtbot, tmp_path, monkeypatch):
     """Listed before the model loaded, its note was replaced by "Loaded …" before it could
     be read."""
-    from inspector.core.run.session import Session
 
     monkeypatch.setattr(images, "MAX_PIXELS", 8_000)
     monkeypatch.setattr(images, "LARGE_PIXELS", 4_000, raising=False)
     path = tmp_path / "panorama.png"
     Image.fromarray(np.full((60, 100, 3), 120, np.uint8)).save(path)
-    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-    qtbot.addWidget(window)
-    window.build_views()
-    window.show()
-    window.start([str(path)], dict(TINY), session=Session())
-    qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
+    window = make_window(images=[str(path)])
     line = window.reporter.label.text()
     assert line.startswith("Loaded ") and "panorama.png was decoded at 1/2 scale" in line, line
     caption = window.images.caption.text()

@@ -20,9 +20,6 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from inspector.ui.shell.app_settings import AppSettings
-from inspector.ui.window.main_window import MainWindow
-
 HERE = Path(__file__).resolve().parent
 TINY = {"name": None, "factory": f"{HERE / 'tiny_models.py'}:build_model"}
 TIMEOUT = 60_000  # ms: the first test also imports torch on a busy machine
@@ -55,25 +52,6 @@ def drop(widget, paths) -> tuple[bool, bool]:
                          Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(widget, dropped)
     return enter.isAccepted(), dropped.isAccepted()
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path):
-    from inspector.core.run.session import Session
-
-    def make(model=None, images=()) -> MainWindow:
-        window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-        qtbot.addWidget(window)
-        window.build_views()
-        window.show()
-        window.start(list(images), dict(TINY if model is None else model), session=Session())
-        # Loaded, or failed (then the message says why).
-        qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
-                        timeout=TIMEOUT)
-        assert window.model_name, window.reporter.last_message
-        return window
-
-    return make
 
 
 def wait_run(qtbot, window, status="ok", timeout=TIMEOUT):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from test_main_window import TIMEOUT, make_window, write_png  # noqa: F401 (fixture)
+from test_main_window import TIMEOUT, write_png  # noqa: F401 (fixture)
 
 SLOW = """
 import time
@@ -29,7 +29,7 @@ def build():
 """
 
 
-def test_opening_a_model_cancels_the_old_models_score_cam(make_window, qtbot, tmp_path):  # noqa: F811
+def test_opening_a_model_cancels_the_old_models_score_cam(make_window, qtbot, tmp_path):
     factory = tmp_path / "slow.py"
     factory.write_text(SLOW)
     window = make_window(model={"name": None, "factory": f"{factory}:build"},

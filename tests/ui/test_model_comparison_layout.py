@@ -7,10 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QApplication
 from test_compare_models_ui import _images
-from test_main_window import TIMEOUT, TINY, wait_run
-
-from inspector.ui.shell.app_settings import AppSettings
-from inspector.ui.window.main_window import MainWindow
+from test_main_window import TIMEOUT, wait_run  # noqa: F401 (a fixture)
 
 
 def _rect_in(widget, ancestor) -> QRect:
@@ -18,17 +15,8 @@ def _rect_in(widget, ancestor) -> QRect:
 
 
 def test_model_comparison_is_docked_beside_divergence_and_its_mosaics_are_whole(
-        qtbot, tmp_path):
-    from inspector.core.run.session import Session
-
-    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-    qtbot.addWidget(window)
-    window.resize(1440, 900)
-    window.build_views()
-    window.show()
-    qtbot.waitExposed(window)
-    window.start(_images(tmp_path, 6), dict(TINY), session=Session())
-    qtbot.waitUntil(lambda: window.model_name != "", timeout=TIMEOUT)
+        make_window, qtbot, tmp_path):
+    window = make_window(images=_images(tmp_path, 6), size=(1440, 900))
     wait_run(qtbot, window)
     actions = window.compare_models
     actions.open_dialog()

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401
 
 from inspector.ui.open_model import dialog as model_dialog
 from inspector.ui.views.activation_view import ActivationView
@@ -29,7 +29,7 @@ def combo_layers(cam) -> list[str]:
 
 
 def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_layer(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811 (the fixture)
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "no-cache"))  # random weights, always
     window = make_window(model={"name": "vit_b_16", "seed": 0},
@@ -60,7 +60,7 @@ def test_the_cam_layer_box_of_vit_b_16_lists_token_layers_and_shows_the_maps_lay
 
 
 def test_an_hf_vit_folder_runs_in_the_window_with_its_token_layer_as_cam_layer(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811 (the fixture)
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     transformers = pytest.importorskip("transformers")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -89,7 +89,7 @@ def test_an_hf_vit_folder_runs_in_the_window_with_its_token_layer_as_cam_layer(
 
 
 def test_a_timm_model_without_timm_is_one_line_in_the_window_and_the_model_stays(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811 (the fixture)
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     import sys
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import gc
 import weakref
 
-from test_main_window import TIMEOUT, TINY, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import TIMEOUT, TINY, wait_run, write_png  # noqa: F401
 
 
-def test_a_model_switched_away_from_is_collected(make_window, qtbot, tmp_path):  # noqa: F811
+def test_a_model_switched_away_from_is_collected(make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     window.window_edits.add_startup(["input:occlude=4,4,20,20"])  # carried over each switch

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QAbstractButton, QApplication, QHeaderView, QLabel, QStyle
-from test_main_window import TIMEOUT, wait_run, write_png
-
-from inspector.ui.shell.app_settings import AppSettings
-from inspector.ui.window.main_window import MainWindow
+from test_main_window import wait_run, write_png  # noqa: F401 (a fixture)
 
 # Labels of other areas cut in this layout, fixed on their own branches of issue 32:
 # fixed on branch i32-..., removed at merge. By objectName or text (its start).
@@ -88,18 +85,8 @@ def cut_texts(window) -> list[str]:
     return cut
 
 
-def test_no_text_in_the_default_layout_is_cut_without_a_tooltip(qtbot, tmp_path):
-    from inspector.core.run.session import Session
-
-    window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-    qtbot.addWidget(window)
-    window.build_views()
-    window.show()
-    qtbot.waitExposed(window)
-    window.start([write_png(tmp_path / "x.png")], None, session=Session())  # the demo model
-    qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
-                    timeout=TIMEOUT)
-    assert window.model_name, window.reporter.last_message
+def test_no_text_in_the_default_layout_is_cut_without_a_tooltip(make_window, qtbot, tmp_path):
+    window = make_window({}, [write_png(tmp_path / "x.png")])  # the demo model
     wait_run(qtbot, window)
     for _ in range(3):
         QApplication.processEvents()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
-from test_main_window import make_window, wait_run, write_png  # noqa: F401
+from test_main_window import wait_run, write_png  # noqa: F401
 
 from inspector.ui.image.pane import ORIGINAL
 
@@ -21,7 +21,7 @@ def shift_drag(canvas, a: tuple[float, float], b: tuple[float, float]) -> None:
 
 
 def test_a_rectangle_drawn_on_the_original_occludes_the_model_input_pixels_under_it(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     from inspector.core.edits.interventions import Occlude
 

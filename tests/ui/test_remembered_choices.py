@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from test_compare_models_ui import NET_B, _images
-from test_main_window import TIMEOUT, make_window, wait_run  # noqa: F401 (a fixture)
+from test_main_window import TIMEOUT, wait_run  # noqa: F401 (a fixture)
 
 from inspector.ui.shell.data_folder import data_folder
 
@@ -19,7 +19,7 @@ def _under(path: str | Path, folder: Path) -> bool:
 
 
 def test_new_atlas_starts_with_the_loaded_images_and_remembers_its_folder(
-        make_window, qtbot, tmp_path):  # noqa: F811
+        make_window, qtbot, tmp_path):
     images = _images(tmp_path, 3)
     window = make_window(images=images)
     wait_run(qtbot, window)
@@ -45,7 +45,7 @@ def test_new_atlas_starts_with_the_loaded_images_and_remembers_its_folder(
 
 
 def test_compare_with_model_remembers_model_b_and_its_output_folder(
-        make_window, qtbot, tmp_path):  # noqa: F811
+        make_window, qtbot, tmp_path):
     images = _images(tmp_path, 4)
     window = make_window(images=images)
     wait_run(qtbot, window)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from tests.ui.test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from tests.ui.test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401
 
 
 def test_two_reruns_with_different_checkboxes_submit_different_values(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     from inspector.core.records.frames import GradientFrame
     from inspector.core.records.kinds import GRAD_INPUT
@@ -44,7 +44,7 @@ def test_two_reruns_with_different_checkboxes_submit_different_values(
 
 
 def test_the_cam_layer_comes_from_model_loaded_not_from_the_ui_thread(
-    make_window, qtbot, tmp_path, monkeypatch  # noqa: F811
+    make_window, qtbot, tmp_path, monkeypatch
 ):
     from inspector.core.run.session import Session
 
@@ -58,7 +58,7 @@ def test_the_cam_layer_comes_from_model_loaded_not_from_the_ui_thread(
     assert cam.layer == window.runs.default_cam_layer
 
 
-def test_the_views_read_the_routers_run_store(make_window, qtbot, tmp_path):  # noqa: F811
+def test_the_views_read_the_routers_run_store(make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     run = wait_run(qtbot, window)
     store = window.router.store

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtGui import QImage
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401
 from view_frames import predictions, shown
 
 from inspector.core.records.kinds import GRAD_OUTPUT, OUTPUT
@@ -15,7 +15,7 @@ from inspector.ui.views.predictions_view import BAR_COLOR, PredictionsView
 
 
 def test_the_file_menu_saves_each_view_as_png_and_says_what_it_could_not(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
@@ -54,7 +54,7 @@ def test_the_file_menu_saves_each_view_as_png_and_says_what_it_could_not(
 
 @pytest.mark.slow
 def test_save_run_as_npz_writes_what_analyse_writes_for_the_demo_model(
-    make_window, qtbot, tmp_path, demo_samples, monkeypatch  # noqa: F811
+    make_window, qtbot, tmp_path, demo_samples, monkeypatch
 ):
     import tqdm
 
@@ -107,7 +107,7 @@ def _array(image: QImage) -> np.ndarray:
 
 
 def test_a_view_on_a_tab_behind_another_is_saved_as_it_looks_in_front(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     """With Divergence in front, Gradients was saved as 405x97: its stale tab size, the
     header and a squashed sliver of the mosaic."""

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QByteArray, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QToolBar
-from test_main_window import TIMEOUT, TINY, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import TIMEOUT, TINY, wait_run, write_png  # noqa: F401
 
 from inspector.ui.shell.app_settings import AppSettings
 from inspector.ui.window.main_window import MainWindow
@@ -94,7 +94,7 @@ def test_the_pairwise_rows_cover_every_pair():
         assert len(rows) <= 2 + 4 * n  # far fewer than 2**n
 
 
-def test_every_combination_of_the_toggles_still_runs(make_window, qtbot, tmp_path):  # noqa: F811
+def test_every_combination_of_the_toggles_still_runs(make_window, qtbot, tmp_path):
     """Every checkable action of the menus and toolbars, found at run time (so a toggle added
     later is covered too). With up to FULL_PRODUCT_UP_TO toggles every combination (2^n) is
     tried; with more, all on, all off, and rows that together hold every on/off pair of every
@@ -130,7 +130,7 @@ def test_every_combination_of_the_toggles_still_runs(make_window, qtbot, tmp_pat
 
 
 def test_gradients_off_is_remembered_and_the_next_start_still_runs(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     png = write_png(tmp_path / "x.png")
     window = make_window(images=[png])
@@ -268,7 +268,7 @@ def answer_next_question(button: QMessageBox.StandardButton, seen: list[str]) ->
     QTimer.singleShot(0, click)
 
 
-def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):  # noqa: F811
+def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     wait_run(qtbot, window)
     help_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Help")
@@ -303,7 +303,7 @@ def test_help_reset_settings_asks_then_resets(make_window, qtbot, tmp_path):  # 
     assert cam.choice()[0].method == "gradcam"
 
 
-def test_with_gradients_off_a_clicked_class_is_explained(make_window, qtbot, tmp_path):  # noqa: F811
+def test_with_gradients_off_a_clicked_class_is_explained(make_window, qtbot, tmp_path):
     """Issue 22: "Click a class to explain it" ran again without a CAM while Compute
     gradients was off. The click's run computes the CAM of that class (a backward to the CAM
     layer only); the gradient views stay off, as the toggle says."""

@@ -26,25 +26,26 @@ def walk_screen(monkeypatch):
 
 
 @pytest.fixture
-def window_at(qtbot, tmp_path):
-    """A window first shown at `size`, a model (the tiny one) loaded and an image run."""
-    from inspector.core.run.session import Session
-
+def window_at(make_window, qtbot, tmp_path):
+    """A window first shown at `size` (the default layout is sized then), a model (the tiny
+    one) loaded and an image run."""
     def make(size, model=TINY) -> MainWindow:
-        window = MainWindow(AppSettings.in_file(str(tmp_path / "settings.ini")))
-        qtbot.addWidget(window)
-        window.resize(*size)  # before it is first shown: the default layout is sized then
-        window.build_views()
-        window.show()
-        qtbot.waitExposed(window)
-        window.start([write_png(tmp_path / "x.png")], dict(model), session=Session())
-        qtbot.waitUntil(lambda: window.model_name != "" or window.reporter.count > 0,
-                        timeout=TIMEOUT)
-        assert window.model_name, window.reporter.last_message
+        window = make_window(model, [write_png(tmp_path / "x.png")], size=size)
         wait_run(qtbot, window)
         return window
 
     return make
+
+
+def opened(qtbot, settings: str) -> MainWindow:
+    """The window as a start with `settings` shows it: views built, nothing loaded."""
+    w = MainWindow(AppSettings.in_file(settings))
+    qtbot.addWidget(w)
+    w.build_views()
+    w.show()
+    qtbot.waitExposed(w)
+    settle(qtbot)
+    return w
 
 
 def settle(qtbot) -> None:
@@ -110,13 +111,7 @@ def test_a_layout_saved_while_occlusion_squeezed_the_tree_is_not_restored(qtbot,
     path = str(tmp_path / "settings.ini")
 
     def window() -> MainWindow:
-        w = MainWindow(AppSettings.in_file(path))
-        qtbot.addWidget(w)
-        w.build_views()
-        w.show()
-        qtbot.waitExposed(w)
-        settle(qtbot)
-        return w
+        return opened(qtbot, path)
 
     def in_front(w: MainWindow, key: str) -> bool:
         return not w.docks[key].widget().visibleRegion().isEmpty()
@@ -251,13 +246,7 @@ def test_a_saved_layout_wider_than_the_screen_is_not_restored(qtbot, tmp_path, w
     path = str(tmp_path / "settings.ini")
 
     def window() -> MainWindow:
-        w = MainWindow(AppSettings.in_file(path))
-        qtbot.addWidget(w)
-        w.build_views()
-        w.show()
-        qtbot.waitExposed(w)
-        settle(qtbot)
-        return w
+        return opened(qtbot, path)
 
     first = window()
     default = widths(first)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from test_main_window import TIMEOUT, make_window, wait_run, write_png  # noqa: F401
+from test_main_window import TIMEOUT, wait_run, write_png  # noqa: F401
 
 
 def test_esc_cancels_a_load_that_never_returns_and_the_model_stays(
-    make_window, qtbot, tmp_path  # noqa: F811
+    make_window, qtbot, tmp_path
 ):
     window = make_window(images=[write_png(tmp_path / "x.png")])
     first = wait_run(qtbot, window)
