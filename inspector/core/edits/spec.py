@@ -307,10 +307,10 @@ def _check(edit: Intervention, tree: ModuleTree, hw: tuple[int, ...] | None) -> 
     if isinstance(edit, PatchFrom):
         if not os.path.isfile(edit.source):
             raise refuse(f"{edit.source}: no such file")
-        from inspector.core.inputs.images import ImageLoadError, load_image
+        from inspector.core.inputs.images import ImageLoadError, check_image
 
-        try:  # one image, decoded once here rather than failing every run that patches
-            load_image(edit.source)
+        try:  # its header: cheap on the GUI thread, and every run that patches would fail
+            check_image(edit.source)
         except ImageLoadError as e:
             raise refuse(str(e)) from None
     shape = info.output_shape

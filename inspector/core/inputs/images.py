@@ -15,7 +15,8 @@ import os
 import re
 import struct
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from PIL import Image, ImageOps, JpegImagePlugin, UnidentifiedImageError
@@ -87,36 +88,16 @@ def load_image(
     note says so in one line (Pillow's own DecompressionBombWarning is not printed).
     """
     path = Path(path)
-    if path.is_dir():
-        raise ImageLoadError(path, "is a folder, not an image file")
-    try:
-        with open(path, "rb") as fp, warnings.catch_warnings():
-            # Pillow warns on stderr above its own limit, in words meant for a programmer;
-            # this function enforces its limits itself and says what it did in `notes`.
-            # (catch_warnings is not thread-safe: two threads loading at once can leave
-            # this one filter in place for the process, which hides only that warning.)
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            if os.fstat(fp.fileno()).st_size == 0:
-                raise ImageLoadError(path, "file is empty")
-            im, file_size, notes = _open_checked(fp, path)
-            fmt = im.format or path.suffix.lstrip(".").upper() or "image"
-            source = (im.format, im.mode, file_size)
-            try:
-                im.load()
-            except MemoryError:
-                raise ImageLoadError(
-                    path, f"not enough memory to decode {_size(im.size)}"
-                ) from None
-            except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError, ...
-                raise ImageLoadError(path, _decode_reason(fmt, exc)) from exc
-    except FileNotFoundError:
-        raise ImageLoadError(path, "file not found") from None
-    except PermissionError:
-        raise ImageLoadError(path, "permission denied (the file cannot be read)") from None
-    except IsADirectoryError:
-        raise ImageLoadError(path, "is a folder, not an image file") from None
-    except OSError as exc:  # e.g. an I/O error on a failing disk or a vanished network share
-        raise ImageLoadError(path, f"cannot read the file ({exc.strerror or exc})") from exc
+    with _opened(path) as fp:
+        im, file_size, notes = _open_checked(fp, path)
+        fmt = im.format or path.suffix.lstrip(".").upper() or "image"
+        source = (im.format, im.mode, file_size)
+        try:
+            im.load()
+        except MemoryError:
+            raise ImageLoadError(path, f"not enough memory to decode {_size(im.size)}") from None
+        except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError, ...
+            raise ImageLoadError(path, _decode_reason(fmt, exc)) from exc
 
     try:
         value_range = type_range(im) if im.mode in HIGH_DEPTH_MODES else None  # file's tags
@@ -134,6 +115,40 @@ def load_image(
         "size_note": next((n for n in notes if n.startswith(_REDUCED)), None),
     }
     return rgb
+
+
+def check_image(path: str | os.PathLike[str]) -> None:
+    """ImageLoadError when `path` is no image load_image could decode, judged by its header
+    alone (no pixel is decoded): for options checked before any work, on any thread."""
+    path = Path(path)
+    with _opened(path) as fp:
+        _open_checked(fp, path)
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator:
+    """The file open for reading, its failures (missing, a folder, unreadable, empty) as
+    ImageLoadError; Pillow's own limit warning silenced inside."""
+    if path.is_dir():
+        raise ImageLoadError(path, "is a folder, not an image file")
+    try:
+        with open(path, "rb") as fp, warnings.catch_warnings():
+            # Pillow warns on stderr above its own limit, in words meant for a programmer;
+            # load_image enforces its limits itself and says what it did in its notes.
+            # (catch_warnings is not thread-safe: two threads loading at once can leave
+            # this one filter in place for the process, which hides only that warning.)
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            if os.fstat(fp.fileno()).st_size == 0:
+                raise ImageLoadError(path, "file is empty")
+            yield fp
+    except FileNotFoundError:
+        raise ImageLoadError(path, "file not found") from None
+    except PermissionError:
+        raise ImageLoadError(path, "permission denied (the file cannot be read)") from None
+    except IsADirectoryError:
+        raise ImageLoadError(path, "is a folder, not an image file") from None
+    except OSError as exc:  # e.g. an I/O error on a failing disk or a vanished network share
+        raise ImageLoadError(path, f"cannot read the file ({exc.strerror or exc})") from exc
 
 
 def _open_checked(fp, path: Path) -> tuple[Image.Image, tuple[int, int], list[str]]:
