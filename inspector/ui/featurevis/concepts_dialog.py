@@ -36,9 +36,11 @@ PUT_BACK_TIP = "Removed (an edit in the Edits dock): click to delete that edit"
 def removal_of(edits, layer: str, vector) -> object | None:
     """The edit of `edits` (ui.edits.edit_list.EditList) that removes `vector` from `layer`
     (a ProjectOut of that direction, switched on or off), or None."""
+    from inspector.core.edits.interventions import ProjectOut  # torch: after a model loads
+
     for edit in edits:
         iv = edit.intervention
-        if type(iv).__name__ == "ProjectOut" and iv.module == layer \
+        if isinstance(iv, ProjectOut) and iv.module == layer \
                 and len(iv.vector) == len(vector) \
                 and np.allclose(iv.vector, vector, rtol=1e-9, atol=1e-12):
             return edit
