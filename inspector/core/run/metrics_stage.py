@@ -9,8 +9,9 @@ One progress step, "Faithfulness", counts every forward, solve and remade map; a
 stops it between two of them. A stop of the scoring alone (Session.stop_scoring: the
 Faithfulness tab's Cancel) ends it there too, but the run goes on to finish well: the maps
 scored whole so far keep their scores (a map's sanity check not reached says so in its
-note), the others get none, and the run's RunFinished says how many of how many. A model whose output the metrics cannot read (not class
-scores) leaves every map's scores undefined with that sentence: the run and its maps stay.
+note), the others get none, and the run's RunFinished says how many of how many. A model
+whose output the metrics cannot read (not class scores) leaves every map's scores undefined
+with that sentence: the run and its maps stay.
 Each map's scores go to the outcome and, as a MetricsFrame, to the channel.
 """
 

@@ -13,8 +13,8 @@ The root is INSPECTOR_CACHE_DIR, else the platform's cache folder (XDG_CACHE_HOM
 ~/.cache on Linux, ~/Library/Caches on macOS, %LOCALAPPDATA% on Windows)/network-inspector.
 Files are written to `.part` names and moved into place, the JSON last: a picture without
 its JSON is a miss, and so is one whose JSON gives fewer steps than the settings asked for
-(an optimisation stopped before its end is no visualisation of those settings). A hit touches the files; `prune` removes the least recently used ones
-beyond a size.
+(an optimisation stopped before its end is no visualisation of those settings). A hit
+touches the files; `prune` removes the least recently used ones beyond a size.
 """
 
 from __future__ import annotations
