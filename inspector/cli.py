@@ -162,7 +162,7 @@ def _split(text: str) -> list[str]:
 
 
 def _analyse(args: argparse.Namespace) -> int:
-    from inspector.batch.analyse import Analysis
+    from inspector.batch.analyse.command import Analysis
     from inspector.core.edits.spec import parse_edit
     from inspector.core.explain.attention.options import AttentionOptions
 
@@ -244,7 +244,7 @@ def _atlas(args: argparse.Namespace) -> int:
 
 
 def _compare_models(args: argparse.Namespace) -> int:
-    from inspector.batch.compare_models import CompareOptions, run_compare_models
+    from inspector.batch.compare_models.command import CompareOptions, run_compare_models
 
     try:
         spec_a = cli_model_options.model_spec(args)

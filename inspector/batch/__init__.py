@@ -3,8 +3,9 @@
     inputs           the inputs named (files, folders, video frames), their shards, and a
                      torch Dataset/DataLoader that decodes images
     names            file-name-safe names, one folder per input, unknown-module messages
-    shards           the job's fingerprint and its finished shards on disk (resume)
-    job              the atlas's statistics job (picklable), OptionError
+    engine/          what every command shares: progress and cancel, the output folder's
+                     lock, the shard store (resume), the command frame, Ray's log file
+    job              the atlas's statistics job (picklable)
     probe            forward hooks that reduce each chosen layer's output on its device
     reduce           running sums and exact per-channel top-k, and their merge
     boxes            receptive-field boxes from the input gradient of one activation
@@ -12,12 +13,9 @@
     ray_engine       the atlas's statistics on Ray Data (an optional extra); Ray start/join
     writers          atlas.json, the crops, the per-class Grad-CAM maps
     atlas            `network-inspector atlas`: options, checks, the engines, the files
-    analyse          `network-inspector analyse`: options, the run, summary.json
-    analyse_options  analyse's options checked against the loaded model; --emit-script
-    analyse_shards   analyse's shards: read back when finished, else run by the engine
-    analyse_image    one image's runs on the Session and its summary/compare entries
-    analyse_writers  one image's NPZ, PNG figures and TensorBoard records; the run's JSON
-    analyse_ray      analyse's shards on Ray actors that each hold a Session
+    analyse/         `network-inspector analyse` (its own folder: options, shards, one
+                     image's runs, writers, Ray)
+    compare_models/  `network-inspector compare-models` (setup, plan, engines, writers)
 
 Nothing in this package imports Qt (import-linter checks).
 """

@@ -34,7 +34,7 @@ import inspector.core  # noqa: F401  (sets OMP_WAIT_POLICY before torch is impor
 # isort: split
 import torch
 
-from inspector.batch.compare_pair import auto_layers
+from inspector.batch.compare_models.pair import auto_layers
 from inspector.batch.probe import plan_layers
 from inspector.core.compare.cka import ExactCKA, MinibatchCKA
 from inspector.core.compare.grams import GramRecorder

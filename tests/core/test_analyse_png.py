@@ -13,7 +13,7 @@ from PIL import Image
 from task_models import small_cnn_factory
 
 from inspector import cli
-from inspector.batch.analyse_writers import MAX_OVERLAY_SIDE
+from inspector.batch.analyse.writers import MAX_OVERLAY_SIDE
 from inspector.batch.figures import (
     HATCH_DIM,
     HATCH_LINE,
@@ -275,7 +275,7 @@ def test_pictures_of_a_model_with_random_weights_say_so(tmp_path: Path, monkeypa
 
 
 def test_cka_png_of_a_model_with_random_weights_says_so():
-    from inspector.batch.compare_writers import cka_figure, random_weights
+    from inspector.batch.compare_models.writers import cka_figure, random_weights
 
     doc = {"model_a": "resnet18", "model_b": "resnet34", "images": 8, "estimator": "exact",
            "layers_a": ["layer1", "layer2"], "layers_b": ["layer1", "layer2"],

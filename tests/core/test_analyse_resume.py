@@ -27,7 +27,7 @@ EDIT = "stage2.0.conv:zero=1,2,3"
 CHILD = """
 import sys, time
 from pathlib import Path
-import inspector.batch.analyse_shards as shards
+import inspector.batch.analyse.shards as shards
 from inspector.cli import main
 
 marker, stop_after, argv = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
@@ -121,7 +121,7 @@ def test_resume_refuses_another_jobs_shards_and_a_fresh_run_drops_the_old_summar
 
     # A fresh run of the same job that is stopped before its end leaves no summary.json of
     # the earlier run behind.
-    import inspector.batch.analyse_shards as shards
+    import inspector.batch.analyse.shards as shards
 
     def stop(*a, **k):
         raise KeyboardInterrupt

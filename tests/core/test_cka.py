@@ -153,7 +153,7 @@ def test_exact_in_blocks_is_exact_over_all_images():
               [gram(t) for t in ys])
     ref = np.array([[np_cka(a.double().numpy(), b.double().numpy()) for b in ys] for a in xs])
     assert np.abs(whole.value().numpy() - ref).max() <= 1e-5
-    from inspector.batch.compare_plan import plan
+    from inspector.batch.compare_models.plan import plan
 
     p = plan(100, "exact", 64, 256, 0)  # blocks of 32: 4 blocks, 6 forwards
     assert p.blocks == 4 and len(p.shards) == 6

@@ -1,5 +1,5 @@
 """What File ▸ Compare with model… says a comparison costs before model B loads
-(batch.compare_memory): B's weights and activations from a build and a forward on PyTorch's
+(batch.compare_models.memory): B's weights and activations from a build and a forward on PyTorch's
 meta device, the larger forward's outputs plus both sides' Gram matrices per batch, and
 "unknown" where B cannot be told before it loads."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import torchvision
 
-from inspector.batch.compare_memory import (
+from inspector.batch.compare_models.memory import (
     MB,
     MemoryCost,
     batch_bytes,

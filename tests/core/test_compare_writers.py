@@ -1,4 +1,4 @@
-"""cka.png (batch.compare_writers.cka_figure): the heatmap's cells carry the viridis colour of
+"""cka.png (batch.compare_models.writers.cka_figure): the heatmap's cells carry the viridis colour of
 their value, top row A's first layer, and the caption is wrapped inside the picture however
 long the models' names are."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import ImageDraw
 
-from inspector.batch.compare_writers import ESTIMATOR_TEXT, caption, cka_figure, viridis
+from inspector.batch.compare_models.writers import ESTIMATOR_TEXT, caption, cka_figure, viridis
 
 
 def _doc(rows: int, cols: int, name_b: str = "build", estimator: str = "minibatch") -> dict:

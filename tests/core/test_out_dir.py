@@ -211,7 +211,7 @@ def test_a_second_claim_in_the_same_process_is_refused(tmp_path: Path):
 
 
 def test_the_lock_goes_after_ctrl_c_and_after_a_failure(tmp_path: Path, capsys, monkeypatch):
-    import inspector.batch.analyse_shards as analyse_shards
+    import inspector.batch.analyse.shards as analyse_shards
     import inspector.batch.atlas as atlas
 
     folder = draw_folder(tmp_path / "images", count=3)

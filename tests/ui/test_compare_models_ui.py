@@ -81,7 +81,7 @@ def test_another_architecture_over_a_folder(make_window, qtbot, tmp_path,
                                             monkeypatch):
     """With memory short after loading (under KEEP_FREE free), the pair is not kept: a click
     loads both models again, and says so."""
-    from inspector.batch import compare_memory
+    from inspector.batch.compare_models import memory as compare_memory
 
     monkeypatch.setattr(compare_memory, "available_bytes", lambda: 1 << 20)
     folder = tmp_path / "folder"

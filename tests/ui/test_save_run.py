@@ -58,7 +58,7 @@ def test_save_run_as_npz_writes_what_analyse_writes_for_the_demo_model(
 ):
     import tqdm
 
-    from inspector.batch.analyse import Analysis
+    from inspector.batch.analyse.command import Analysis
     from inspector.core.models.base import ModelSpec
 
     image = demo_samples[0]

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.batch.compare_writers import ESTIMATOR_TEXT, MEASURE
+from inspector.batch.compare_models.writers import ESTIMATOR_TEXT, MEASURE
 from inspector.ui.views.base import hint_label
 from inspector.ui.views.layer_axis import LayerAxis
 
@@ -230,7 +230,7 @@ class MatchPanel(QWidget):
         self.status.setText(f"No matched channels: {message}")
 
     def show_match(self, result) -> None:
-        """A batch.compare_match.LayerMatch."""
+        """A batch.compare_models.match.LayerMatch."""
         m, plan = result.match, result.plan
         grid = (f" on a {plan.grid[0]}x{plan.grid[1]} grid" if plan.grid is not None
                 and len(plan.grid) == 2 else "")

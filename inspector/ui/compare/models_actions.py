@@ -50,7 +50,7 @@ class ModelComparisonActions(QObject):
         ctx.closed.connect(self._window_closed)
 
     def open_dialog(self) -> None:
-        from inspector.batch.compare_memory import model_bytes
+        from inspector.batch.compare_models.memory import model_bytes
         from inspector.ui.compare.models_dialog import CompareModelsDialog
 
         control = self.ctx.control

@@ -4,7 +4,7 @@ being the one loaded.
 The dialog holds model B (a catalog name or a model file's function, and its weights file;
 both empty: A with other weights is not asked for, so B is A itself), the images (the strip's,
 or a folder), the estimator, the batch size and the output folder; and it says, before B
-loads, what the comparison costs in memory (batch.compare_memory) and whether it fits. Run
+loads, what the comparison costs in memory (batch.compare_models.memory) and whether it fits. Run
 starts the ModelPairRunner; its progress shows here, Cancel stops it after the forward
 running. A finished comparison is shown in the Model comparison pane (`finished(folder)`).
 
@@ -214,7 +214,7 @@ class CompareModelsDialog(QDialog):
                                    trust_pickle=False)
 
     def update_memory(self, *_args) -> None:
-        from inspector.batch.compare_memory import (
+        from inspector.batch.compare_models.memory import (
             MemoryCost,
             available_bytes,
             batch_bytes,

@@ -1,7 +1,7 @@
 """Two models compared from the window, on a thread of their own: the CKA of every layer pair
 (`network-inspector compare-models`, batch.compare_models.run_compare_models, the same
 function and options, local engine) and, for a clicked cell, that pair's matched channels
-(batch.compare_match.match_layers).
+(batch.compare_models.match.match_layers).
 
 The thread loads its own copy of model A (the window's model stays with the inference
 worker, whose hooks must not see these batches) and model B, and keeps the pair loaded for
@@ -55,7 +55,7 @@ class ModelPairRunner(QObject):
 
     progress = Signal(str, int, int)  # what ("compare", "match"), done, total
     compared = Signal(object)  # CompareResult
-    matched = Signal(object)  # batch.compare_match.LayerMatch, or a str: why not
+    matched = Signal(object)  # batch.compare_models.match.LayerMatch, or a str: why not
     _progressed = Signal(str, int, int)
     _compared = Signal(object)
     _matched = Signal(object)
@@ -123,8 +123,8 @@ class ModelPairRunner(QObject):
 
     # -- on the thread --------------------------------------------------------------------------
     def _pair_for(self, request: CompareRequest, messages: list[str]):
-        from inspector.batch.compare_memory import available_bytes
-        from inspector.batch.compare_setup import load_pair
+        from inspector.batch.compare_models.memory import available_bytes
+        from inspector.batch.compare_models.setup import load_pair
 
         if self._pair is None:
             pair = load_pair(request.spec_a, request.spec_b, messages.append)
@@ -150,7 +150,7 @@ class ModelPairRunner(QObject):
         self._compared.emit(CompareResult(status, Path(request.out), tuple(messages), kept))
 
     def _run_compare(self, request, pair, messages, cancel) -> str:
-        from inspector.batch.compare_models import CompareOptions, run_compare_models
+        from inspector.batch.compare_models.command import CompareOptions, run_compare_models
 
         result = Path(request.out) / "cka.json"
         before = _modified(result)
@@ -167,7 +167,7 @@ class ModelPairRunner(QObject):
         return "ok" if written and code in (0, 1) else "failed"
 
     def _work_match(self, layer_a: str, layer_b: str, cancel: threading.Event) -> None:
-        from inspector.batch.compare_match import match_layers
+        from inspector.batch.compare_models.match import match_layers
         from inspector.batch.engine.progress import JobCancelled, Progress
         from inspector.batch.inputs import list_sources
 
@@ -225,7 +225,7 @@ def with_crops(result, request: CompareRequest, model_a, model_b):
 def _layer_crops(folder: Path | None, loaded, layer: str) -> tuple[dict, str]:
     import json
 
-    from inspector.batch.compare_writers import atlas_crops
+    from inspector.batch.compare_models.writers import atlas_crops
     from inspector.ui.compare.atlas_layers import atlas_layer_for
 
     if folder is None:

@@ -29,7 +29,7 @@ def check_sweep_source(path: str | None, depth: int | None) -> tuple[str | None,
 
 
 def sweep_entries(session, job, x, target) -> dict[str, Any]:
-    """The image's "patch_sweep" and "patch_reference" (job: analyse_image.ImageJob; x: the
+    """The image's "patch_sweep" and "patch_reference" (job: image.ImageJob; x: the
     image's model input; target: the class its run explained); a ValueError from the sweep
     is the image's error (analyse_image)."""
     from inspector.core.run.sweep_job import submit_patch_sweep

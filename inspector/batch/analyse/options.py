@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspector.batch.analyse_metrics import check_metric_model
+from inspector.batch.analyse.metrics import check_metric_model
 from inspector.batch.names import unknown_modules
 from inspector.core.edits.interventions import Intervention
 
@@ -44,7 +44,7 @@ def check_options(a, session, loaded
         check_metric_model(loaded, tree)
     edits = session.check_edits(a.edits)
     if a.patch_sweep is not None:
-        from inspector.batch.analyse_sweep import check_sweep
+        from inspector.batch.analyse.sweep import check_sweep
 
         check_sweep(a, loaded, tree, edits)
     return target, cam_layer, layers, edits

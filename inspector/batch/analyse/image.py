@@ -1,5 +1,5 @@
 """One image of `analyse`: its runs on the Session and its entries in summary.json and
-compare.json. What it writes to disk is analyse_writers'.
+compare.json. What it writes to disk is writers'.
 
 With edits and `compare`, the image is first run without the edits (the Session keeps those
 outputs), then with them, compared with that run. Every CAM is computed in the run itself
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inspector.batch.analyse_metrics import metrics_entry
-from inspector.batch.analyse_sweep import sweep_entries
-from inspector.batch.analyse_writers import write_image_files
+from inspector.batch.analyse.metrics import metrics_entry
+from inspector.batch.analyse.sweep import sweep_entries
+from inspector.batch.analyse.writers import write_image_files
 from inspector.batch.engine.out_dir import write_failure
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.metric_boxes import boxes_for, mask_for
@@ -42,7 +42,7 @@ class ImageJob:
     legrad_from: str | None = None  # LeGrad's first block; None: its last 4
     patch_sweep: str | None = None  # --patch-sweep: the image patched from
     sweep_depth: int | None = None
-    dff: int = 0  # analyse --dff K: concepts of dff_layer into the NPZ (analyse_dff.py)
+    dff: int = 0  # analyse --dff K: concepts of dff_layer into the NPZ (analyse/dff.py)
     dff_layer: str | None = None
     metrics: Any = None  # core.explain.metrics.names.MetricOptions, or None
     boxes: dict = field(default_factory=dict)  # --boxes (batch.metric_boxes), for pointing
@@ -157,7 +157,7 @@ def _run(session, loaded, job: ImageJob, source: Source, name: str, out: Path, s
     arrays.update({("attention", n): a for n, a in outcome.attention.items()})
     where = {f.method: f.layer for f in frames if isinstance(f, CamFrame)}
     if job.dff:
-        from inspector.batch.analyse_dff import dff_arrays
+        from inspector.batch.analyse.dff import dff_arrays
 
         arrays.update(dff_arrays(job.dff, job.dff_layer, arrays, loaded.preprocess.crop_size))
     entry["files"] = write_image_files(out, name, loaded, source, image, x, arrays, cams,

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from inspector.batch.analyse_attention import attention_summary
-from inspector.batch.analyse_metrics import metrics_document
+from inspector.batch.analyse.attention import attention_summary
+from inspector.batch.analyse.metrics import metrics_document
 from inspector.batch.inputs import Source
 from inspector.batch.names import safe_name
 from inspector.core.edits.spec import format_edit
@@ -172,7 +172,7 @@ def summary_document(analysis, loaded, entries: list[dict[str, Any]]) -> dict[st
         },
         "layers": a.layers,
         # How the attention maps (rollout, gradrollout, legrad), attention/NAME and the
-        # logit lens were made (batch.analyse_attention).
+        # logit lens were made (batch.analyse.attention).
         "attention": attention_summary(a.methods, a.attention, a.legrad_from),
         "target": a.target_text,
         # How 16-bit, 32-bit and float images became the input: their type's range
@@ -189,7 +189,7 @@ def summary_document(analysis, loaded, entries: list[dict[str, Any]]) -> dict[st
                       "probability of the image's run with that module's output taken from "
                       "its run on the source (one batched forward; see patch_reference)",
         },
-        **metrics_document(a, loaded, entries),  # --metrics (batch.analyse_metrics)
+        **metrics_document(a, loaded, entries),  # --metrics (batch.analyse.metrics)
         "images": entries,
     }
 

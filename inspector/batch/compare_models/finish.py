@@ -1,5 +1,5 @@
 """`compare-models` after its shards: their states merged in shard order, the CKA matrix and
-(with --match) the matched channels, and the files written (batch.compare_writers):
+(with --match) the matched channels, and the files written (batch.compare_models.writers):
 matches.json and cka.png first, cka.json last (its presence: the run is complete).
 """
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from inspector.batch.compare_plan import merge
-from inspector.batch.compare_writers import (
+from inspector.batch.compare_models.plan import merge
+from inspector.batch.compare_models.writers import (
     atlas_crops,
     cka_document,
     matches_document,

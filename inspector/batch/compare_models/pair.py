@@ -173,4 +173,4 @@ class ImagePairs(Dataset):
 
 
 def collate_pairs(items: list[PairItem]) -> list[PairItem]:
-    return items  # a group's forward stacks the readable ones (compare_plan.run_group)
+    return items  # a group's forward stacks the readable ones (plan.run_group)

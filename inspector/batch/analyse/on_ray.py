@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from inspector.batch.analyse_image import ImageJob, analyse_image
+from inspector.batch.analyse.image import ImageJob, analyse_image
 from inspector.batch.inputs import Source, VideoFrames
 from inspector.batch.ray_engine import connect
 

@@ -40,7 +40,7 @@ class CompareOptions:
     out: Path
     layers_a: list[str] | str = "auto"
     layers_b: list[str] | str | None = None  # None: A's names where B has them all, else auto
-    # None: exact up to compare_setup.EXACT_MAX_BLOCKS blocks, else minibatch
+    # None: exact up to setup.EXACT_MAX_BLOCKS blocks, else minibatch
     estimator: str | None = None
     batch_size: int = 64  # images per forward; the minibatch size
     order_seed: int = 0  # the minibatches' permutation
@@ -80,7 +80,7 @@ class CompareOptions:
         if (self.atlas_a or self.atlas_b) and not self.match:
             raise OptionError("--atlas-a and --atlas-b add crops to --match's channels: give "
                               "--match LAYER_A:LAYER_B")
-        from inspector.batch.compare_writers import check_atlas
+        from inspector.batch.compare_models.writers import check_atlas
 
         for flag, folder in (("--atlas-a", self.atlas_a), ("--atlas-b", self.atlas_b)):
             if folder is not None and (problem := check_atlas(folder, flag)):
@@ -94,7 +94,7 @@ def run_compare_models(opts: CompareOptions, inputs: list[str]) -> int:
 
 
 def _run(opts: CompareOptions, inputs: list[str], t0: float) -> int:
-    from inspector.batch.compare_setup import setup
+    from inspector.batch.compare_models.setup import setup
 
     warn = opts.warn
     ready = setup(opts, inputs)
@@ -114,7 +114,7 @@ def _run(opts: CompareOptions, inputs: list[str], t0: float) -> int:
         return shards_stopped(e, opts.out, ready.store, warn)
     finally:
         bar.close()
-    from inspector.batch.compare_finish import finish
+    from inspector.batch.compare_models.finish import finish
 
     return finish(opts, ready, t0)
 
@@ -128,12 +128,12 @@ def _shards(opts: CompareOptions, ready, bar: Progress) -> None:
     if not ready.todo:
         return
     if opts.engine == "ray":
-        from inspector.batch.compare_engines import run_ray
+        from inspector.batch.compare_models.engines import run_ray
 
         run_ray(ready.job, ready.spec_a, ready.spec_b, ready.todo, save, opts.ray_address,
                 opts.workers, on_images=bar.update, verbose=opts.verbose)
         return
-    from inspector.batch.compare_engines import run_local
+    from inspector.batch.compare_models.engines import run_local
     from inspector.batch.inputs import default_workers
 
     workers = default_workers() if opts.workers is None else opts.workers

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from inspector.batch.compare_pair import MatchPlan, PairItem, SideLayers
+from inspector.batch.compare_models.pair import MatchPlan, PairItem, SideLayers
 from inspector.core.compare.channels import ChannelCorrelation
 from inspector.core.compare.cka import EXACT, MIN_MINIBATCH, ExactCKA, MinibatchCKA
 from inspector.core.compare.grams import GramRecorder

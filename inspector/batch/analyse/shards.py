@@ -1,6 +1,6 @@
 """analyse's shards: a finished one read back from DIR/shards, the others run by the
-engine, in this process (each image through batch.analyse_image) or on Ray actors
-(batch.analyse_ray), each image's files written and then the shard's record; and what a
+engine, in this process (each image through batch.analyse.image) or on Ray actors
+(batch.analyse.on_ray), each image's files written and then the shard's record; and what a
 resumed run must agree on with the one it continues (the job's key, the weights' seed).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from inspector.batch.analyse_image import analyse_image
-from inspector.batch.analyse_writers import edits_of
+from inspector.batch.analyse.image import analyse_image
+from inspector.batch.analyse.writers import edits_of
 from inspector.batch.inputs import Source, VideoFrames, shard_count, shard_range
 from inspector.batch.metric_boxes import digest
 from inspector.batch.names import input_names
@@ -38,7 +38,7 @@ def run_shards(a, session, loaded, sources: list[Source], store, done: set[int],
 
     try:
         if a.engine == "ray" and todo:
-            from inspector.batch.analyse_ray import run_ray_shards, write_shard_files
+            from inspector.batch.analyse.on_ray import run_ray_shards, write_shard_files
 
             def on_shard(result: dict) -> None:
                 write_shard_files(a.out, result, tb)

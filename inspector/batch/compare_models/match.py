@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from inspector.batch.compare_pair import MatchPlan, plan_match, read_pair
+from inspector.batch.compare_models.pair import MatchPlan, plan_match, read_pair
 from inspector.batch.engine.progress import Progress
 from inspector.core.compare.channels import ChannelCorrelation
 from inspector.core.compare.grams import GramRecorder
@@ -29,7 +29,7 @@ class LayerMatch:
     # Each layer's output on the first image read, (C, ...) float32 on the CPU
     example_a: torch.Tensor | None
     example_b: torch.Tensor | None
-    # Atlas crop files per channel (batch.compare_writers.atlas_crops), where an atlas of
+    # Atlas crop files per channel (batch.compare_models.writers.atlas_crops), where an atlas of
     # that model was given; and why one could not be used
     crops_a: dict[int, list[str]] = field(default_factory=dict)
     crops_b: dict[int, list[str]] = field(default_factory=dict)

@@ -16,13 +16,13 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inspector.batch.compare_pair import (
+from inspector.batch.compare_models.pair import (
     choose_layers,
     plan_match,
     plan_side,
     split_match,
 )
-from inspector.batch.compare_plan import CompareJob, Plan, plan
+from inspector.batch.compare_models.plan import CompareJob, Plan, plan
 from inspector.batch.engine.command import OptionError
 from inspector.core.compare.cka import EXACT, MIN_IMAGES, MINIBATCH
 

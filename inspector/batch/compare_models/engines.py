@@ -1,8 +1,8 @@
 """The engines of `compare-models`: the shards of a CompareJob run here (a DataLoader decodes
 the images in worker processes) or on Ray actors that each load both models once.
 
-Both run a shard through the same `compare_plan.ShardRun`, one forward per group of images,
-and hand its state to `save` as it finishes; the merge (compare_plan.merge) is done by the
+Both run a shard through the same `plan.ShardRun`, one forward per group of images,
+and hand its state to `save` as it finishes; the merge (plan.merge) is done by the
 caller from the saved shards in shard order, so the two engines give the same result and a
 resumed run continues either's shards. On Ray a task is a whole shard (a minibatch's Gram
 needs all of its images in one forward): the actor reads its images itself, so the machines
@@ -18,8 +18,8 @@ from dataclasses import replace
 
 from torch.utils.data import DataLoader
 
-from inspector.batch.compare_pair import ImagePairs, collate_pairs, read_pair
-from inspector.batch.compare_plan import CompareJob, ShardRun
+from inspector.batch.compare_models.pair import ImagePairs, collate_pairs, read_pair
+from inspector.batch.compare_models.plan import CompareJob, ShardRun
 
 DECODE_THREADS = 4
 RETRIES = 3  # restarts of a dead actor, and retries of the shard it was running

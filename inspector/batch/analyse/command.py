@@ -3,7 +3,7 @@
 It drives the same Session as the desktop app: the model lives on the Session's worker
 thread, each image is one run whose capture keeps the whole output and output gradient of
 the chosen layers, and the CAMs come from core.explain.cam. Per image it writes DIR/<name>/ (see
-analyse_writers), and for the run DIR/summary.json, DIR/compare.json (with `compare`) and
+analyse.writers), and for the run DIR/summary.json, DIR/compare.json (with `compare`) and
 DIR/tensorboard/ (when tensorboard is installed). An image that cannot be read or run is
 reported and skipped; the others are done.
 
@@ -41,11 +41,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from inspector.batch.analyse_image import ImageJob, compared_of, entry_of
-from inspector.batch.analyse_metrics import check_metric_options, write_metrics_csv
-from inspector.batch.analyse_shards import fix_seed, run_shards, shard_store
-from inspector.batch.analyse_sweep import check_sweep_source
-from inspector.batch.analyse_writers import (
+from inspector.batch.analyse.image import ImageJob, compared_of, entry_of
+from inspector.batch.analyse.metrics import check_metric_options, write_metrics_csv
+from inspector.batch.analyse.shards import fix_seed, run_shards, shard_store
+from inspector.batch.analyse.sweep import check_sweep_source
+from inspector.batch.analyse.writers import (
     comparison_document,
     summary_document,
     write_json,
@@ -97,7 +97,7 @@ class Analysis:
         boxes: dict | None = None,
     ) -> None:
         self.spec = spec
-        self.dff, self.dff_layer = dff, dff_layer  # analyse_dff.py
+        self.dff, self.dff_layer = dff, dff_layer  # analyse/dff.py
         self.seed_given = spec.seed is not None  # --seed (else drawn, or the stored run's)
         self.out = Path(out)
         self.layers = list(dict.fromkeys(layers))
@@ -107,7 +107,7 @@ class Analysis:
         self.attribution_options = attribution_options or AttributionOptions()
         # Attention rollout's options, --logit-lens (the lens's top-k: --topk), and, once
         # the model is loaded, the attention modules of --layers and LeGrad's first block
-        # (batch.analyse_attention).
+        # (batch.analyse.attention).
         self.attention = attention or AttentionOptions()
         self.logit_lens = logit_lens
         self.legrad_from: str | None = None
@@ -276,8 +276,8 @@ class Analysis:
     def _load(self):
         """The Session with the model loaded, the options that need the model checked, and
         the ImageJob every image runs: (session, loaded, 0), or (None, None, exit status)."""
-        from inspector.batch.analyse_dff import check_dff
-        from inspector.batch.analyse_options import check_options, write_script
+        from inspector.batch.analyse.dff import check_dff
+        from inspector.batch.analyse.options import check_options, write_script
         from inspector.core.run.capture_spec import CaptureSpec
         from inspector.core.run.loading import model_notes
         from inspector.core.run.session import Session
@@ -303,7 +303,7 @@ class Analysis:
             self.warn(str(e))
             session.close()
             return None, None, 2
-        from inspector.batch.analyse_attention import check_attention
+        from inspector.batch.analyse.attention import check_attention
 
         try:
             choice = check_attention(self.methods, self.attention,

@@ -221,7 +221,7 @@ def atlas_crops(folder: Path | None, model: str, layer: str) -> tuple[dict[int, 
 
 def matches_document(plan, match, images: int, samples: int, crops_a: dict, crops_b: dict,
                      notes: list[str]) -> dict[str, Any]:
-    """matches.json (`plan`: compare_pair.MatchPlan, `match`: core.compare.matching.ChannelMatch)."""
+    """matches.json (`plan`: pair.MatchPlan, `match`: core.compare.matching.ChannelMatch)."""
     listed_a = {a for a, _, _ in match.pairs} | {a for a, _, _ in match.lost}
     listed_b = {b for _, b, _ in match.pairs} | {b for b, _, _ in match.new}
     return {
